@@ -1,0 +1,13 @@
+// app/commands.h — each subcommand adds itself to the CLI app and, when chosen, stores the
+// function that runs it (returning the process exit code) in `run`.
+#pragma once
+
+#include <functional>
+
+namespace CLI { class App; }
+
+namespace hs::app {
+
+void register_inspect(CLI::App& app, std::function<int()>& run);
+
+}  // namespace hs::app

@@ -1,0 +1,19 @@
+// app/main.cpp — the `hindsight` binary: one CLI11 app, one subcommand per file.
+//
+// Subcommands register themselves through the functions declared in app/commands.h; this
+// file only builds the app, parses argv and runs the chosen command.
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+
+#include "app/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hindsight — long-context LLM inference server"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "hindsight 0.1.0");
+  std::function<int()> run;
+  hs::app::register_inspect(app, run);
+  CLI11_PARSE(app, argc, argv);
+  return run ? run() : 0;
+}
