@@ -9,5 +9,6 @@ namespace CLI { class App; }
 namespace hs::app {
 
 void register_inspect(CLI::App& app, std::function<int()>& run);
+void register_devices(CLI::App& app, std::function<int()>& run);
 
 }  // namespace hs::app

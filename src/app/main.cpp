@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "hindsight 0.1.0");
   std::function<int()> run;
   hs::app::register_inspect(app, run);
+  hs::app::register_devices(app, run);
   CLI11_PARSE(app, argc, argv);
   return run ? run() : 0;
 }

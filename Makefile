@@ -1,0 +1,50 @@
+# hindsight — the front door. `make run` and `make test` each set up everything they need.
+#   make setup   Debian packages, .venv, default models (idempotent; fast when done)
+#   make build   configure + build the CPU preset → build/bin/hindsight
+#   make test    setup + build + unit tests (ctest) + Python tests (pytest)
+#   make run     setup + build + the main job on the default models
+#   make bench   setup + build + benchmarks
+#   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
+#   make cuda    configure + build the CUDA preset (compiles on a machine without a GPU)
+JOBS ?= $(shell nproc)
+PRESET ?= cpu
+BIN := build/bin/hindsight
+SMOLLM2 := models/smollm2-135m-instruct-q4_1.gguf
+GEMMA3 := models/gemma-3-270m-q4_k_m.gguf
+
+.PHONY: setup build test unit pytest run bench asan cuda clean
+
+setup:
+	scripts/setup
+
+build:
+	@test -f build/build.ninja || cmake --preset $(PRESET)
+	cmake --build build -j $(JOBS)
+
+unit: build
+	cd build && ctest --output-on-failure -j $(JOBS)
+
+pytest: build
+	HS_UNIT_TESTS=$(CURDIR)/build/bin/hs_unit_tests HS_BIN=$(CURDIR)/$(BIN) .venv/bin/python -m pytest -q tests/py
+
+test: setup
+	$(MAKE) unit pytest
+
+run: setup build
+	$(BIN) inspect --no-tensors $(SMOLLM2)
+	$(BIN) inspect --no-tensors $(GEMMA3)
+
+bench: setup build
+	build/bin/hs_bench_tokenizer
+
+asan:
+	@test -f build/asan/build.ninja || cmake --preset asan
+	cmake --build build/asan -j $(JOBS)
+	cd build/asan && ctest --output-on-failure -j $(JOBS)
+
+cuda:
+	@test -f build/cuda/build.ninja || cmake --preset cuda
+	cmake --build build/cuda -j $(JOBS)
+
+clean:
+	rm -rf build
