@@ -10,5 +10,8 @@ namespace hs::app {
 
 void register_inspect(CLI::App& app, std::function<int()>& run);
 void register_devices(CLI::App& app, std::function<int()>& run);
+void register_generate(CLI::App& app, std::function<int()>& run);
+void register_chat(CLI::App& app, std::function<int()>& run);
+void register_bench(CLI::App& app, std::function<int()>& run);
 
 }  // namespace hs::app

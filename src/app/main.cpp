@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   std::function<int()> run;
   hs::app::register_inspect(app, run);
   hs::app::register_devices(app, run);
+  hs::app::register_generate(app, run);
+  hs::app::register_chat(app, run);
+  hs::app::register_bench(app, run);
   CLI11_PARSE(app, argc, argv);
   return run ? run() : 0;
 }

@@ -1,0 +1,44 @@
+// app/loaded_model.h — what the CLI commands share: model, tokenizer, KV cache, threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "kv/kv_cache.h"
+#include "model/decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace CLI { class App; }
+
+namespace hs::app {
+
+struct ModelOptions {
+  std::string model;
+  int ctx_size = 4096;  // KV capacity in tokens
+  int threads = 0;      // 0: all hardware threads
+};
+void add_model_options(CLI::App* cmd, ModelOptions& opt);
+
+// Sampling flags shared by `generate` and `chat` (llama.cpp's names and defaults).
+struct SamplingOptions {
+  SamplingParams params{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
+  int64_t seed = -1;  // -1: random
+  // The params with the seed applied, validated.
+  Result<SamplingParams> resolve() const;
+};
+void add_sampling_options(CLI::App* cmd, SamplingOptions& opt);
+
+struct LoadedModel {
+  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<KvCache> kv;
+  std::unique_ptr<ThreadPool> pool;
+};
+
+// Loads everything or returns a Status naming what failed (missing file, unknown
+// architecture, unsupported tensor type, ...).
+Result<LoadedModel> load_model(const ModelOptions& opt);
+
+}  // namespace hs::app

@@ -1,0 +1,76 @@
+// backend/cpu/attention.cpp — dispatch and merge for the paged attention kernel.
+#include "backend/cpu/attention.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/attention_kernel.h"
+
+namespace hs::cpu {
+namespace detail {
+void attention_partial_avx2(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
+void attention_partial_avx512(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
+}  // namespace detail
+
+namespace {
+
+using PartialFn = void (*)(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
+
+struct Dispatch {
+  PartialFn fn;
+  const char* name;
+};
+
+Dispatch pick() {
+  const char* force = std::getenv("HS_SIMD");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (force && std::strcmp(force, "scalar") == 0) return {detail::attention_partial_impl, "scalar"};
+  if (avx512 && !(force && std::strcmp(force, "avx2") == 0)) return {detail::attention_partial_avx512, "avx512"};
+  if (avx2) return {detail::attention_partial_avx2, "avx2"};
+  return {detail::attention_partial_impl, "scalar"};
+}
+
+const Dispatch& dispatch() {
+  static const Dispatch d = pick();
+  return d;
+}
+
+}  // namespace
+
+void attention_partial(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
+                       float scale, AttnPartial part) {
+  dispatch().fn(q, n_q, kv, kv_head, begin, end, scale, part);
+}
+
+void attention_merge(const AttnPartial* parts, int n_parts, int n_q, int head_dim, float* out) {
+  for (int g = 0; g < n_q; ++g) {
+    float m = -INFINITY;
+    for (int p = 0; p < n_parts; ++p) m = std::max(m, parts[p].max[g]);
+    float total = 0.0f;
+    float* o = out + g * head_dim;
+    std::fill(o, o + head_dim, 0.0f);
+    for (int p = 0; p < n_parts; ++p) {
+      const float w = parts[p].max[g] == -INFINITY ? 0.0f : std::exp(parts[p].max[g] - m);
+      total += parts[p].sum[g] * w;
+      const float* acc = parts[p].acc + g * head_dim;
+      for (int d = 0; d < head_dim; ++d) o[d] += w * acc[d];
+    }
+    const float inv = total > 0 ? 1.0f / total : 0.0f;
+    for (int d = 0; d < head_dim; ++d) o[d] *= inv;
+  }
+}
+
+void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
+                     float scale, float* out) {
+  std::vector<float> buf(static_cast<size_t>(n_q) * (2 + kv.head_dim));
+  AttnPartial part{buf.data(), buf.data() + n_q, buf.data() + 2 * n_q};
+  attention_partial(q, n_q, kv, kv_head, begin, end, scale, part);
+  attention_merge(&part, 1, n_q, kv.head_dim, out);
+}
+
+const char* attention_simd_level() { return dispatch().name; }
+
+}  // namespace hs::cpu

@@ -1,0 +1,45 @@
+// backend/cpu/attention.h — exact softmax attention over paged KV (decode and prefill).
+//
+// Pages follow kv/kv_cache.h: [n_kv_heads][P][K | V][head_dim] float32, addressed through a
+// block table. The kernel takes one kv head and the G query heads that share it (GQA), and
+// a key range [begin, end); it makes one pass over the keys with an online softmax, so each
+// K|V row is read once for the whole group. Long ranges are split (flash-decoding): each
+// part returns a partial (max, sum, unnormalized output) and `attention_merge` combines them,
+// so a single decode step spreads over all threads.
+// Cost: O((end - begin) * head_dim * G) FMAs per call; reads (end - begin) * 2 * head_dim floats.
+#pragma once
+
+#include <cstdint>
+
+namespace hs::cpu {
+
+struct PagedKvView {
+  const float* layer_base = nullptr;  // page b at layer_base + b * page_floats
+  int64_t page_floats = 0;            // n_kv_heads * P * 2 * head_dim
+  const int32_t* blocks = nullptr;    // block table of the sequence
+  int page_tokens = 16;               // P
+  int head_dim = 0;
+};
+
+// Partial result of one key range for G query heads.
+struct AttnPartial {
+  float* max;  // [G] running max of the scaled scores
+  float* sum;  // [G] sum of exp(score - max)
+  float* acc;  // [G][head_dim] sum of exp(score - max) * V
+};
+
+// q: [G][head_dim] (the query heads sharing `kv_head`). Writes `part` for keys [begin, end).
+void attention_partial(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
+                       int32_t end, float scale, AttnPartial part);
+
+// Combines n_parts partials (each for the same G heads) into out [G][head_dim].
+void attention_merge(const AttnPartial* parts, int n_parts, int n_q, int head_dim, float* out);
+
+// Convenience: the whole range in one part. out: [G][head_dim].
+void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
+                     int32_t end, float scale, float* out);
+
+// The SIMD level the attention kernel dispatched to ("avx512", "avx2", "scalar").
+const char* attention_simd_level();
+
+}  // namespace hs::cpu

@@ -1,0 +1,68 @@
+// backend/cpu/matmul_avx2_common.h — helpers shared by the AVX2 and AVX-512 matmul kernel
+// files: horizontal sums and the loop that cuts a tile into micro-kernel calls.
+//
+// Include only from *_avx2.cpp / *_avx512.cpp files. Everything here has internal linkage
+// (an unnamed namespace), so each translation unit keeps its own copy compiled with its
+// own ISA flags and the linker can never swap an AVX-512 copy into an AVX2 caller.
+// Cost: the tile loop is a few branches per micro-kernel call.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "backend/cpu/matmul_kernels.h"
+
+namespace hs::cpu::detail::avx2 {
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  h = _mm_add_epi32(h, _mm_unpackhi_epi64(h, h));
+  h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+  return _mm_cvtsi128_si32(h);
+}
+
+// Covers rows [r0, r1) x tokens [t0, t1) with K::run<R, T>(args, row, token) calls:
+// a single token uses R = kRowsOne, several tokens R = kRowsMany and up to kTokens tokens
+// per call (the tile's weight rows are re-read from cache once per kTokens tokens).
+template <class K, int kRowsOne = 4, int kRowsMany = 2, int kTokens = 4>
+void run_tiles(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
+  static_assert(kTokens >= 1 && kTokens <= 4);
+  if (t1 - t0 == 1) {
+    int64_t o = r0;
+    for (; o + kRowsOne <= r1; o += kRowsOne) K::template run<kRowsOne, 1>(a, o, t0);
+    for (; o < r1; ++o) K::template run<1, 1>(a, o, t0);
+    return;
+  }
+  for (int64_t t = t0; t < t1; t += kTokens) {
+    const int64_t nt = t1 - t < kTokens ? t1 - t : kTokens;
+    int64_t o = r0;
+    for (; o + kRowsMany <= r1; o += kRowsMany) {
+      switch (nt) {
+        case 1: K::template run<kRowsMany, 1>(a, o, t); break;
+        case 2: K::template run<kRowsMany, (kTokens >= 2 ? 2 : 1)>(a, o, t); break;
+        case 3: K::template run<kRowsMany, (kTokens >= 3 ? 3 : 1)>(a, o, t); break;
+        default: K::template run<kRowsMany, kTokens>(a, o, t); break;
+      }
+    }
+    for (; o < r1; ++o) {
+      switch (nt) {
+        case 1: K::template run<1, 1>(a, o, t); break;
+        case 2: K::template run<1, (kTokens >= 2 ? 2 : 1)>(a, o, t); break;
+        case 3: K::template run<1, (kTokens >= 3 ? 3 : 1)>(a, o, t); break;
+        default: K::template run<1, kTokens>(a, o, t); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace hs::cpu::detail::avx2

@@ -1,0 +1,83 @@
+// backend/cpu/ops.cpp — see ops.h. Math is float32 with float64 only where a sum over a
+// whole row decides accuracy (RMSNorm sum of squares).
+#include "backend/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hs::cpu {
+
+void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  if (w)
+    for (int i = 0; i < n; ++i) out[i] = x[i] * inv * w[i];
+  else
+    for (int i = 0; i < n; ++i) out[i] = x[i] * inv;
+}
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool neox) {
+  const int half = head_dim / 2;
+  // cos/sin per pair, shared by every head.
+  float cs[512], sn[512];
+  for (int i = 0; i < half; ++i) {
+    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
+    const double a = pos * freq;
+    cs[i] = static_cast<float>(std::cos(a));
+    sn[i] = static_cast<float>(std::sin(a));
+  }
+  for (int h = 0; h < n_heads; ++h) {
+    float* r = x + static_cast<int64_t>(h) * head_dim;
+    if (neox) {
+      for (int i = 0; i < half; ++i) {
+        const float a = r[i], b = r[i + half];
+        r[i] = a * cs[i] - b * sn[i];
+        r[i + half] = a * sn[i] + b * cs[i];
+      }
+    } else {
+      for (int i = 0; i < half; ++i) {
+        const float a = r[2 * i], b = r[2 * i + 1];
+        r[2 * i] = a * cs[i] - b * sn[i];
+        r[2 * i + 1] = a * sn[i] + b * cs[i];
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void scale_inplace(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void softmax(float* x, int n) {
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace hs::cpu

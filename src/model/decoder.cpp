@@ -1,0 +1,182 @@
+// model/decoder.cpp — forward pass of the llama/gemma3 decoder (see decoder.h).
+#include "model/decoder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/attention.h"
+#include "backend/cpu/ops.h"
+
+namespace hs {
+
+Result<std::unique_ptr<Decoder>> Decoder::load(const std::string& path) {
+  std::unique_ptr<Decoder> d(new Decoder());
+  HS_ASSIGN_OR_RETURN(d->file_, gguf::File::open(path));
+  HS_ASSIGN_OR_RETURN(d->config_, load_model_config(*d->file_));
+  HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
+  return d;
+}
+
+namespace {
+
+void grow(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(n);
+}
+
+// Per-row RMSNorm over n rows of width `width`.
+void rms_norm_rows(const float* x, const std::vector<float>& w, int64_t n, int width, float eps, float* out) {
+  for (int64_t t = 0; t < n; ++t) cpu::rms_norm(x + t * width, w.data(), width, eps, out + t * width);
+}
+
+}  // namespace
+
+Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
+                        std::vector<float>& logits) {
+  const ModelConfig& c = config_;
+  const int64_t n = batch.size();
+  if (n == 0) return Status::ok();
+  const int d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+
+  // Validate the batch and reserve pages before touching any state.
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t s = batch.seq_index[t];
+    if (s < 0 || s >= static_cast<int32_t>(seqs.size()))
+      return make_error(StatusCode::kInvalidArgument, "forward: token {} has sequence index {} of {}", t, s,
+                        seqs.size());
+    if (batch.tokens[t] < 0 || batch.tokens[t] >= c.n_vocab)
+      return make_error(StatusCode::kInvalidArgument, "forward: token id {} outside the vocabulary ({})",
+                        batch.tokens[t], c.n_vocab);
+  }
+  std::vector<int32_t> next_pos(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) next_pos[s] = seqs[s]->n_tokens;
+  for (int64_t t = 0; t < n; ++t) {
+    int32_t& np = next_pos[batch.seq_index[t]];
+    if (batch.positions[t] != np)
+      return make_error(StatusCode::kInvalidArgument, "forward: token {} at position {}, sequence expects {}", t,
+                        batch.positions[t], np);
+    ++np;
+  }
+  for (size_t s = 0; s < seqs.size(); ++s) HS_RETURN_IF_ERROR(kv.reserve(*seqs[s], next_pos[s]));
+
+  grow(x_, n * d); grow(h_, n * d); grow(o_, n * d);
+  grow(q_, n * qd); grow(att_, n * qd);
+  grow(k_, n * kvd); grow(v_, n * kvd);
+  grow(gate_, n * c.n_ff); grow(up_, n * c.n_ff);
+  float* x = x_.data();  // [n][d] residual stream
+  float* h = h_.data();  // [n][d]
+
+  HS_RETURN_IF_ERROR(cpu::get_rows(weights_.token_embd, batch.tokens.data(), n, x));
+  if (c.embed_scale != 1.0f) cpu::scale_inplace(x, c.embed_scale, n * d);
+
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = weights_.layers[il];
+    const bool swa = c.layer_is_swa[il];
+    rms_norm_rows(x, L.attn_norm, n, d, c.rms_eps, h);
+    HS_RETURN_IF_ERROR(cpu::matmul(L.wq, h, n, q_.data(), pool));   // [n][q_dim]
+    HS_RETURN_IF_ERROR(cpu::matmul(L.wk, h, n, k_.data(), pool));   // [n][kv_dim]
+    HS_RETURN_IF_ERROR(cpu::matmul(L.wv, h, n, v_.data(), pool));   // [n][kv_dim]
+    const float theta = swa ? c.rope_theta_local : c.rope_theta;
+    const bool neox = c.rope_style == RopeStyle::kNeox;
+    for (int64_t t = 0; t < n; ++t) {
+      float* qt = q_.data() + t * qd;
+      float* kt = k_.data() + t * kvd;
+      if (c.qk_norm) {
+        for (int hh = 0; hh < c.n_head; ++hh) cpu::rms_norm(qt + hh * hd, L.q_norm.data(), hd, c.rms_eps, qt + hh * hd);
+        for (int hh = 0; hh < c.n_head_kv; ++hh) cpu::rms_norm(kt + hh * hd, L.k_norm.data(), hd, c.rms_eps, kt + hh * hd);
+      }
+      cpu::rope(qt, c.n_head, hd, batch.positions[t], theta, neox);
+      cpu::rope(kt, c.n_head_kv, hd, batch.positions[t], theta, neox);
+      // Store K and V into the sequence's page: [head][token][K | V][head_dim].
+      const SeqKv& seq = *seqs[batch.seq_index[t]];
+      for (int hh = 0; hh < c.n_head_kv; ++hh) {
+        float* dst = kv.k_at(seq, il, hh, batch.positions[t]);
+        std::copy_n(kt + hh * hd, hd, dst);
+        std::copy_n(v_.data() + t * kvd + hh * hd, hd, dst + hd);
+      }
+    }
+    attention(batch, seqs, kv, il, pool);
+    HS_RETURN_IF_ERROR(cpu::matmul(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
+    if (c.post_norms) rms_norm_rows(o_.data(), L.post_attn_norm, n, d, c.rms_eps, o_.data());
+    cpu::add_inplace(x, o_.data(), n * d);
+
+    rms_norm_rows(x, L.ffn_norm, n, d, c.rms_eps, h);
+    HS_RETURN_IF_ERROR(cpu::matmul(L.w_gate, h, n, gate_.data(), pool));  // [n][n_ff]
+    HS_RETURN_IF_ERROR(cpu::matmul(L.w_up, h, n, up_.data(), pool));      // [n][n_ff]
+    if (c.ffn_act == FfnActivation::kSilu)
+      cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
+    else
+      cpu::gelu_tanh_mul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
+    HS_RETURN_IF_ERROR(cpu::matmul(L.w_down, gate_.data(), n, o_.data(), pool));  // [n][d]
+    if (c.post_norms) rms_norm_rows(o_.data(), L.post_ffn_norm, n, d, c.rms_eps, o_.data());
+    cpu::add_inplace(x, o_.data(), n * d);
+  }
+  for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos[s];
+
+  // Final norm + output projection for the rows that want logits.
+  int64_t n_out = 0;
+  for (int64_t t = 0; t < n; ++t)
+    if (batch.want_logits[t]) cpu::rms_norm(x + t * d, weights_.output_norm.data(), d, c.rms_eps, h + (n_out++) * d);
+  logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
+  if (n_out == 0) return Status::ok();
+  HS_RETURN_IF_ERROR(cpu::matmul(weights_.output, h, n_out, logits.data(), pool));
+  if (c.final_logit_softcap > 0) {
+    const float cap = c.final_logit_softcap;
+    for (float& l : logits) l = cap * std::tanh(l / cap);
+  }
+  return Status::ok();
+}
+
+void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
+                        ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const int64_t n = batch.size();
+  const int hd = c.head_dim, group = c.n_head / c.n_head_kv;
+  const bool swa = c.layer_is_swa[layer] && c.sliding_window > 0;
+  const KvGeometry& g = kv.geometry();
+
+  // One task per (token, kv head, key split). Splitting long ranges lets a single decode
+  // step use every thread; partials are merged per (token, kv head) afterwards.
+  constexpr int32_t kSplitKeys = 512;
+  tasks_.clear();
+  spans_.clear();
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t pos = batch.positions[t];
+    // Sliding window: key j is visible iff pos - j < window (HF: kv_idx > q_idx - window).
+    const int32_t first = swa ? std::max<int32_t>(0, pos - c.sliding_window + 1) : 0;
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      spans_.push_back({static_cast<int32_t>(tasks_.size()), 0});
+      for (int32_t b = first; b <= pos; b += kSplitKeys)
+        tasks_.push_back({static_cast<int32_t>(t), kvh, b, std::min(pos + 1, b + kSplitKeys)});
+      spans_.back().second = static_cast<int32_t>(tasks_.size());
+    }
+  }
+  const int64_t part_floats = static_cast<int64_t>(group) * (2 + hd);
+  grow(partials_, static_cast<int64_t>(tasks_.size()) * part_floats);
+  auto part_of = [&](int64_t task) {
+    float* base = partials_.data() + task * part_floats;
+    return cpu::AttnPartial{base, base + group, base + 2 * group};
+  };
+  pool.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const AttnTask& task = tasks_[i];
+      const SeqKv& seq = *seqs[batch.seq_index[task.token]];
+      cpu::PagedKvView view{kv.layer_base(layer), g.page_floats(), seq.blocks.data(), g.page_tokens, hd};
+      const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
+      cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, part_of(i));
+    }
+  });
+  pool.parallel_for(static_cast<int64_t>(spans_.size()), [&](int64_t begin, int64_t end, int) {
+    std::vector<cpu::AttnPartial> parts;
+    for (int64_t i = begin; i < end; ++i) {
+      const auto [first_task, last_task] = spans_[i];
+      parts.clear();
+      for (int32_t k = first_task; k < last_task; ++k) parts.push_back(part_of(k));
+      const int64_t t = i / c.n_head_kv;
+      const int kvh = static_cast<int>(i % c.n_head_kv);
+      float* out = att_.data() + t * c.q_dim() + kvh * group * hd;  // [group][hd]
+      cpu::attention_merge(parts.data(), static_cast<int>(parts.size()), group, hd, out);
+    }
+  });
+}
+
+}  // namespace hs

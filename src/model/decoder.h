@@ -1,0 +1,57 @@
+// model/decoder.h — the pre-norm transformer decoder shared by llama and gemma3.
+//
+// Both architectures are the same graph up to flags in ModelConfig: gemma3 adds embedding
+// scaling, per-head QK RMSNorm, post-attention/post-FFN norms, GELU-tanh gating, NeoX RoPE
+// with a local theta on sliding-window layers. (Hybrid models such as Qwen3-Next get their
+// own file.) forward() runs one Batch of several sequences in one pass: matmuls over all
+// batch tokens at once, attention per (token, head) over each sequence's pages.
+// Cost per token: the weights once per batch (matmul), plus O(context * q_dim) attention.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "kv/kv_cache.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace hs {
+
+class Decoder {
+ public:
+  // Opens and maps the GGUF file, reads config and weights (checked).
+  static Result<std::unique_ptr<Decoder>> load(const std::string& path);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::File& file() const { return *file_; }
+
+  // Appends K/V of every batch token to its sequence (reserving pages) and writes
+  // logits rows for tokens with want_logits: logits [n_logit_rows][n_vocab].
+  Status forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
+                 std::vector<float>& logits);
+
+ private:
+  Decoder() = default;
+  void attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
+                 ThreadPool& pool);
+
+  std::unique_ptr<gguf::File> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+
+  // Scratch, grown to the largest batch seen.
+  std::vector<float> x_, h_, q_, k_, v_, att_, o_, gate_, up_;  // [n][...]
+  struct AttnTask {
+    int32_t token, kv_head, begin, end;  // keys [begin, end) of one kv head for one batch token
+  };
+  std::vector<AttnTask> tasks_;                       // [n_tasks]
+  std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)
+  std::vector<float> partials_;                       // [n_tasks][group][2 + head_dim]
+};
+
+}  // namespace hs

@@ -1,0 +1,112 @@
+// model/model_config.cpp — GGUF keys → ModelConfig (conventions in
+// ../shared/reference/models-and-gguf.md §6).
+#include "model/model_config.h"
+
+#include <cmath>
+
+namespace hs {
+namespace {
+
+Status check_positive(const char* what, int64_t v, int64_t max = 1 << 24) {
+  if (v <= 0 || v > max)
+    return make_error(StatusCode::kCorrupt, "model config: {} = {} is out of range (1..{})", what, v, max);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> load_model_config(const gguf::File& f) {
+  ModelConfig c;
+  HS_ASSIGN_OR_RETURN(std::string_view arch, f.get_string("general.architecture"));
+  c.arch_name = std::string(arch);
+  if (arch == "llama") c.arch = Arch::kLlama;
+  else if (arch == "gemma3") c.arch = Arch::kGemma3;
+  else
+    return make_error(StatusCode::kUnsupported,
+                      "unknown architecture '{}' (supported: llama, gemma3)", arch);
+  const std::string p = c.arch_name + ".";
+
+  HS_ASSIGN_OR_RETURN(int64_t n_layer, f.get_int(p + "block_count"));
+  HS_ASSIGN_OR_RETURN(int64_t n_embd, f.get_int(p + "embedding_length"));
+  HS_ASSIGN_OR_RETURN(int64_t n_head, f.get_int(p + "attention.head_count"));
+  HS_ASSIGN_OR_RETURN(int64_t n_head_kv, f.get_int_or(p + "attention.head_count_kv", n_head));
+  HS_ASSIGN_OR_RETURN(int64_t n_ff, f.get_int(p + "feed_forward_length"));
+  HS_ASSIGN_OR_RETURN(int64_t n_ctx, f.get_int_or(p + "context_length", 4096));
+  HS_ASSIGN_OR_RETURN(double eps, f.get_float(p + "attention.layer_norm_rms_epsilon"));
+  HS_ASSIGN_OR_RETURN(int64_t head_dim, f.get_int_or(p + "attention.key_length", n_head > 0 ? n_embd / n_head : 0));
+  HS_ASSIGN_OR_RETURN(double theta, f.get_float_or(p + "rope.freq_base", 10000.0));
+  HS_RETURN_IF_ERROR(check_positive("block_count", n_layer, 4096));
+  HS_RETURN_IF_ERROR(check_positive("embedding_length", n_embd));
+  HS_RETURN_IF_ERROR(check_positive("head_count", n_head, 4096));
+  HS_RETURN_IF_ERROR(check_positive("head_count_kv", n_head_kv, 4096));
+  HS_RETURN_IF_ERROR(check_positive("feed_forward_length", n_ff));
+  HS_RETURN_IF_ERROR(check_positive("key_length", head_dim, 4096));
+  if (n_head % n_head_kv != 0)
+    return make_error(StatusCode::kCorrupt, "model config: head_count {} is not a multiple of head_count_kv {}",
+                      n_head, n_head_kv);
+  if (head_dim % 2 != 0)
+    return make_error(StatusCode::kCorrupt, "model config: head dim {} is odd", head_dim);
+  HS_ASSIGN_OR_RETURN(int64_t value_dim, f.get_int_or(p + "attention.value_length", head_dim));
+  if (value_dim != head_dim)
+    return make_error(StatusCode::kUnsupported, "model config: value_length {} differs from key_length {}",
+                      value_dim, head_dim);
+
+  c.n_layer = static_cast<int>(n_layer);
+  c.n_embd = static_cast<int>(n_embd);
+  c.n_head = static_cast<int>(n_head);
+  c.n_head_kv = static_cast<int>(n_head_kv);
+  c.n_ff = static_cast<int>(n_ff);
+  c.n_ctx_train = static_cast<int>(n_ctx);
+  c.head_dim = static_cast<int>(head_dim);
+  c.rms_eps = static_cast<float>(eps);
+  c.rope_theta = static_cast<float>(theta);
+  c.rope_theta_local = c.rope_theta;
+  HS_ASSIGN_OR_RETURN(int64_t rope_dims, f.get_int_or(p + "rope.dimension_count", head_dim));
+  c.rope_dims = static_cast<int>(rope_dims);
+  if (c.rope_dims != c.head_dim)
+    return make_error(StatusCode::kUnsupported, "model config: partial RoPE ({} of {} dims) is not supported for {}",
+                      c.rope_dims, c.head_dim, arch);
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.layer_is_swa.assign(c.n_layer, false);
+
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) return make_error(StatusCode::kNotFound, "model: tensor 'token_embd.weight' is missing");
+  c.n_vocab = static_cast<int>(embd->ne[1]);
+  c.tied_output = f.find_tensor("output.weight") == nullptr;
+
+  if (c.arch == Arch::kLlama) {
+    c.rope_style = RopeStyle::kNormal;
+    c.ffn_act = FfnActivation::kSilu;
+  } else {  // gemma3
+    c.rope_style = RopeStyle::kNeox;
+    c.ffn_act = FfnActivation::kGeluTanh;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.embed_scale = std::sqrt(static_cast<float>(c.n_embd));
+    c.rope_theta_local = 10000.0f;  // not stored in GGUF; llama.cpp hard-codes it too
+    HS_ASSIGN_OR_RETURN(int64_t swa, f.get_int_or(p + "attention.sliding_window", 0));
+    c.sliding_window = static_cast<int>(swa);
+    if (c.sliding_window > 0)
+      for (int il = 0; il < c.n_layer; ++il) c.layer_is_swa[il] = il % 6 < 5;  // pattern 6: 5 local, 1 global
+    HS_ASSIGN_OR_RETURN(double cap, f.get_float_or(p + "final_logit_softcapping", 0.0));
+    c.final_logit_softcap = static_cast<float>(cap);
+    if (f.has(p + "rope.scaling.type") || f.has(p + "rope.scaling.factor"))
+      return make_error(StatusCode::kUnsupported, "model config: gemma3 RoPE scaling is not supported yet");
+  }
+  return c;
+}
+
+std::string describe(const ModelConfig& c) {
+  int n_swa = 0;
+  for (bool b : c.layer_is_swa) n_swa += b;
+  return fmt::format(
+      "{}: {} layers, d_model {}, {} heads / {} kv heads x {}, ffn {}, vocab {}, ctx {}, rope {} theta {:g}{}, "
+      "{}{}",
+      c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train,
+      c.rope_style == RopeStyle::kNeox ? "neox" : "normal", c.rope_theta,
+      n_swa ? fmt::format(" (local {:g})", c.rope_theta_local) : "",
+      n_swa ? fmt::format("{} sliding-window layers (window {}), ", n_swa, c.sliding_window) : "",
+      c.tied_output ? "tied output" : "separate output");
+}
+
+}  // namespace hs

@@ -1,0 +1,58 @@
+// model/model_config.h — architecture hyper-parameters read from GGUF metadata.
+//
+// One plain struct for every supported decoder architecture; the per-architecture forward
+// passes read only this (never the GGUF keys). Derived values (head_dim, per-layer
+// sliding-window flags, embedding scale) are computed once at load.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "formats/gguf.h"
+
+namespace hs {
+
+enum class Arch { kLlama, kGemma3 };
+enum class RopeStyle {
+  kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama GGUFs (Q/K rows permuted by the converter)
+  kNeox,    // rotate halves (x[i], x[i + d/2]) — HF rotate_half; gemma3 GGUFs
+};
+enum class FfnActivation { kSilu, kGeluTanh };
+
+struct ModelConfig {
+  Arch arch = Arch::kLlama;
+  std::string arch_name;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;    // per-head K/Q/V width
+  int n_ff = 0;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  float rms_eps = 1e-5f;
+
+  RopeStyle rope_style = RopeStyle::kNormal;
+  int rope_dims = 0;              // rotated dims per head (== head_dim for these archs)
+  float rope_theta = 10000.0f;    // global (full-attention) layers
+  float rope_theta_local = 10000.0f;  // sliding-window layers (gemma3)
+
+  int sliding_window = 0;         // 0: no sliding-window layers
+  std::vector<bool> layer_is_swa; // [n_layer]
+  float embed_scale = 1.0f;       // gemma: sqrt(n_embd)
+  float attn_scale = 1.0f;        // softmax scale, 1/sqrt(head_dim)
+  float final_logit_softcap = 0;  // 0: none
+  FfnActivation ffn_act = FfnActivation::kSilu;
+  bool qk_norm = false;           // gemma3: RMSNorm on q and k per head
+  bool post_norms = false;        // gemma3: post-attention and post-FFN norms
+  bool tied_output = false;       // output projection is token_embd
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+Result<ModelConfig> load_model_config(const gguf::File& file);
+std::string describe(const ModelConfig& c);
+
+}  // namespace hs

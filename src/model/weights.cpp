@@ -1,0 +1,73 @@
+// model/weights.cpp — tensor lookup with name/type/shape checks (see weights.h).
+#include "model/weights.h"
+
+#include "core/quant.h"
+
+namespace hs {
+namespace {
+
+Result<const gguf::TensorInfo*> find(const gguf::File& f, const std::string& name) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) return make_error(StatusCode::kNotFound, "model: tensor '{}' is missing", name);
+  return t;
+}
+
+Result<WeightView> matrix(const gguf::File& f, const std::string& name, int64_t n_in, int64_t n_out) {
+  HS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(f, name));
+  if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
+    return make_error(StatusCode::kCorrupt, "model: tensor '{}' has shape {}, expected [{}, {}]", name,
+                      t->shape_string(), n_in, n_out);
+  auto info = dtype_info(t->type);
+  if (!info || !info->supported)
+    return make_error(StatusCode::kUnsupported, "model: tensor '{}' has unsupported type {}", name,
+                      dtype_name(t->type));
+  return WeightView{t->type, n_in, n_out, t->data};
+}
+
+Result<std::vector<float>> vector_f32(const gguf::File& f, const std::string& name, int64_t n) {
+  HS_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(f, name));
+  if (t->n_elements() != n)
+    return make_error(StatusCode::kCorrupt, "model: tensor '{}' has shape {}, expected [{}]", name,
+                      t->shape_string(), n);
+  std::vector<float> out(n);
+  HS_RETURN_IF_ERROR(dequantize_row(t->type, t->data, t->n_bytes, out.data(), n));
+  return out;
+}
+
+}  // namespace
+
+Result<ModelWeights> load_weights(const gguf::File& f, const ModelConfig& c) {
+  ModelWeights w;
+  HS_ASSIGN_OR_RETURN(w.token_embd, matrix(f, "token_embd.weight", c.n_embd, c.n_vocab));
+  HS_ASSIGN_OR_RETURN(w.output_norm, vector_f32(f, "output_norm.weight", c.n_embd));
+  if (c.tied_output) {
+    w.output = w.token_embd;
+  } else {
+    HS_ASSIGN_OR_RETURN(w.output, matrix(f, "output.weight", c.n_embd, c.n_vocab));
+  }
+  w.layers.resize(c.n_layer);
+  for (int il = 0; il < c.n_layer; ++il) {
+    LayerWeights& L = w.layers[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    HS_ASSIGN_OR_RETURN(L.attn_norm, vector_f32(f, p + "attn_norm.weight", c.n_embd));
+    HS_ASSIGN_OR_RETURN(L.wq, matrix(f, p + "attn_q.weight", c.n_embd, c.q_dim()));
+    HS_ASSIGN_OR_RETURN(L.wk, matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim()));
+    HS_ASSIGN_OR_RETURN(L.wv, matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim()));
+    HS_ASSIGN_OR_RETURN(L.wo, matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd));
+    HS_ASSIGN_OR_RETURN(L.ffn_norm, vector_f32(f, p + "ffn_norm.weight", c.n_embd));
+    HS_ASSIGN_OR_RETURN(L.w_gate, matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
+    HS_ASSIGN_OR_RETURN(L.w_up, matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));
+    HS_ASSIGN_OR_RETURN(L.w_down, matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
+    if (c.qk_norm) {
+      HS_ASSIGN_OR_RETURN(L.q_norm, vector_f32(f, p + "attn_q_norm.weight", c.head_dim));
+      HS_ASSIGN_OR_RETURN(L.k_norm, vector_f32(f, p + "attn_k_norm.weight", c.head_dim));
+    }
+    if (c.post_norms) {
+      HS_ASSIGN_OR_RETURN(L.post_attn_norm, vector_f32(f, p + "post_attention_norm.weight", c.n_embd));
+      HS_ASSIGN_OR_RETURN(L.post_ffn_norm, vector_f32(f, p + "post_ffw_norm.weight", c.n_embd));
+    }
+  }
+  return w;
+}
+
+}  // namespace hs

@@ -1,0 +1,38 @@
+// model/weights.h — a decoder's weight tensors, viewed in place in the mmap'd GGUF.
+//
+// Matrices stay in their stored (quantized) type and are read by cpu::matmul directly;
+// only the small norm vectors are copied out as float32. Loading checks every tensor's
+// presence, type and shape against the ModelConfig, so a mismatched file fails here with
+// the tensor's name instead of mis-computing later.
+#pragma once
+
+#include <vector>
+
+#include "backend/cpu/matmul.h"
+#include "formats/gguf.h"
+#include "model/model_config.h"
+
+namespace hs {
+
+using cpu::WeightView;
+
+struct LayerWeights {
+  std::vector<float> attn_norm;       // [n_embd]
+  WeightView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  std::vector<float> q_norm, k_norm;  // [head_dim] (gemma3)
+  std::vector<float> post_attn_norm;  // [n_embd] (gemma3)
+  std::vector<float> ffn_norm;        // [n_embd]
+  WeightView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff]
+  std::vector<float> post_ffn_norm;   // [n_embd] (gemma3)
+};
+
+struct ModelWeights {
+  WeightView token_embd;           // [n_vocab rows of n_embd]
+  std::vector<float> output_norm;  // [n_embd]
+  WeightView output;               // [n_vocab rows of n_embd]; == token_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+Result<ModelWeights> load_weights(const gguf::File& file, const ModelConfig& config);
+
+}  // namespace hs
