@@ -6,9 +6,11 @@
 // template rejects must fail, with the template's own message for raise_exception.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -82,7 +84,8 @@ TEST_P(ChatTemplateFixtureTest, RendersLikeTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChatTemplateFixtureTest,
                          ::testing::Values("smollm2", "gemma3", "chatml", "chatml_blocks", "llama3_1", "llama3_2",
-                                           "qwen2_5", "qwen3"));
+                                           "qwen2_5", "qwen3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(ChatTemplateTest, FixtureCoversEveryTemplate) {
   EXPECT_EQ(conversations()["templates"].size(), 8u);
@@ -180,6 +183,31 @@ TEST(ChatTemplateTest, CopiesShareTheParsedTemplate) {
   EXPECT_EQ(b.render(in).value(), "[user][assistant]");
   EXPECT_EQ(c.render(in).value(), "[user][assistant]");
   EXPECT_EQ(&b.source(), &c.source());
+}
+
+// The server renders one parsed template from many request threads at once.
+TEST(ChatTemplateTest, ConcurrentRendersAgree) {
+  const Json& tinfo = conversations()["templates"]["qwen3"];
+  auto t = ChatTemplate::parse(read_file(std::string(HS_FIXTURES_DIR) + "/chat/" + tinfo["file"].get<std::string>()));
+  ASSERT_TRUE(t.is_ok());
+  const ChatTemplate shared = t.value();
+  const Json& convs = conversations()["conversations"];
+  const Json& want = expected()["results"]["qwen3"];
+  std::atomic<int> mismatches{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 20; ++round) {
+        size_t i = static_cast<size_t>(w + round) % convs.size();
+        auto got = shared.render(inputs_for(tinfo, convs[i]));
+        bool ok = want[i].contains("output") ? (got.is_ok() && got.value() == want[i]["output"].get<std::string>())
+                                             : !got.is_ok();
+        if (!ok) ++mismatches;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 }  // namespace
