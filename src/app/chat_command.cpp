@@ -27,15 +27,6 @@ struct ChatOptions {
   int max_tokens = 512;
 };
 
-Result<ChatTemplate> model_chat_template(const gguf::File& f) {
-  if (auto stored = f.get_string("tokenizer.chat_template"); stored.is_ok()) return ChatTemplate::parse(*stored);
-  HS_ASSIGN_OR_RETURN(std::string_view arch, f.get_string("general.architecture"));
-  std::string_view builtin = builtin_chat_template(arch);
-  if (builtin.empty())
-    return make_error(StatusCode::kNotFound, "the model has no chat template and '{}' has no built-in one", arch);
-  return ChatTemplate::parse(builtin);
-}
-
 int run_chat(const ChatOptions& o) {
   auto sampling = o.sampling.resolve();
   if (!sampling.is_ok()) {
@@ -47,7 +38,7 @@ int run_chat(const ChatOptions& o) {
     fmt::print(stderr, "error: {}\n", m.status().message());
     return 1;
   }
-  auto tmpl = model_chat_template(m->decoder->file());
+  auto tmpl = chat_template_for_model(m->decoder->file());
   if (!tmpl.is_ok()) {
     fmt::print(stderr, "error: chat template: {}\n", tmpl.status().message());
     return 1;

@@ -10,6 +10,9 @@
 
 #include "app/commands.h"
 #include "formats/gguf.h"
+#include "model/model_config.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace hs::app {
 namespace {
@@ -46,6 +49,12 @@ int run_inspect(const InspectOptions& opt) {
   if (auto name = f.get_string("general.name"); name.is_ok()) fmt::print("name: {}\n", *name);
   fmt::print("architecture: {}\n", arch);
 
+  print_section("Model");
+  if (auto cfg = load_model_config(f); cfg.is_ok())
+    fmt::print("  {}\n", describe(*cfg));
+  else
+    fmt::print("  not loadable by hindsight: {}\n", cfg.status().message());
+
   print_section("Hyper-parameters");
   const std::string prefix = arch + ".";
   for (const auto& [key, value] : f.metadata())
@@ -56,11 +65,38 @@ int run_inspect(const InspectOptions& opt) {
     if (key.starts_with("tokenizer.") && key != "tokenizer.chat_template")
       fmt::print("  {:<44} {}\n", key.substr(10), value.to_display_string(60));
 
+  if (auto tok = make_tokenizer(f); tok.is_ok()) {
+    const Tokenizer& t = **tok;
+    auto text = [&](int32_t id) { return id >= 0 ? fmt::format("{} '{}'", id, t.token_text(id)) : std::string("none"); };
+    fmt::print("  built: {} tokens ({}), bos {}, eos {}, add_bos {}\n", t.n_vocab(), t.vocab().model_name,
+               text(t.bos_id()), text(t.eos_id()), t.add_bos());
+    const char* sample = "Hello world! int main() { return 42; } 你好";
+    auto ids = t.encode(sample, true, true);
+    fmt::print("  encode(\"{}\") = [", sample);
+    for (size_t i = 0; i < ids.size(); ++i) fmt::print("{}{}", i ? ", " : "", ids[i]);
+    fmt::print("]\n");
+  } else {
+    fmt::print("  not loadable by hindsight: {}\n", tok.status().message());
+  }
+
   print_section("Chat template");
-  if (auto tmpl = f.get_string("tokenizer.chat_template"); tmpl.is_ok())
-    fmt::print("(from tokenizer.chat_template, {} bytes)\n{}\n", tmpl->size(), *tmpl);
-  else
-    fmt::print("(none stored in the file)\n");
+  std::string origin;
+  if (auto tmpl = chat_template_for_model(f, &origin); tmpl.is_ok()) {
+    fmt::print("(from {}, {} bytes)\n{}\n", origin, tmpl->source().size(), tmpl->source());
+    ChatTemplateInputs in;
+    in.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Hi!"}}});
+    in.add_generation_prompt = true;
+    if (auto tok = make_tokenizer(f); tok.is_ok()) {
+      if ((*tok)->bos_id() >= 0) in.bos_token = std::string((*tok)->token_text((*tok)->bos_id()));
+      if ((*tok)->eos_id() >= 0) in.eos_token = std::string((*tok)->token_text((*tok)->eos_id()));
+    }
+    if (auto r = tmpl->render(in); r.is_ok())
+      fmt::print("\nrendered for [user: \"Hi!\"] + generation prompt:\n{}\n", *r);
+    else
+      fmt::print("\nrendering failed: {}\n", r.status().message());
+  } else {
+    fmt::print("(none: {})\n", tmpl.status().message());
+  }
 
   if (opt.all_metadata) {
     print_section("All metadata");

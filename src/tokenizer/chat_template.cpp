@@ -4,6 +4,8 @@
 // Cost: converting the request JSON to template values copies every string once per render.
 #include "tokenizer/chat_template.h"
 
+#include "formats/gguf.h"
+
 #include <fmt/format.h>
 
 namespace hs {
@@ -161,6 +163,19 @@ Result<std::string> ChatTemplate::render_checked(const ChatTemplateInputs& in,
 std::string_view builtin_chat_template(std::string_view arch) {
   if (arch == "gemma3") return kGemma3Template;
   return {};
+}
+
+Result<ChatTemplate> chat_template_for_model(const gguf::File& f, std::string* origin) {
+  if (auto stored = f.get_string("tokenizer.chat_template"); stored.is_ok()) {
+    if (origin) *origin = "tokenizer.chat_template";
+    return ChatTemplate::parse(*stored);
+  }
+  HS_ASSIGN_OR_RETURN(std::string_view arch, f.get_string("general.architecture"));
+  std::string_view builtin = builtin_chat_template(arch);
+  if (builtin.empty())
+    return make_error(StatusCode::kNotFound, "the model has no chat template and '{}' has no built-in one", arch);
+  if (origin) *origin = fmt::format("built-in template for '{}' (the file has none)", arch);
+  return ChatTemplate::parse(builtin);
 }
 
 }  // namespace hs

@@ -50,4 +50,9 @@ class ChatTemplate {
 // GGUF has none): "gemma3" gives the official Gemma 3 instruct template. Empty if unknown.
 std::string_view builtin_chat_template(std::string_view arch);
 
+namespace gguf { class File; }
+// The model's chat template: the GGUF's `tokenizer.chat_template`, else the built-in one for
+// its architecture; `origin` (optional) says which. NotFound when neither exists.
+Result<ChatTemplate> chat_template_for_model(const gguf::File& file, std::string* origin = nullptr);
+
 }  // namespace hs
