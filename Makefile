@@ -2,7 +2,7 @@
 #   make setup   Debian packages, .venv, default models (idempotent; fast when done)
 #   make build   configure + build the CPU preset → build/bin/hindsight
 #   make test    setup + build + unit tests (ctest) + Python tests (pytest)
-#   make run     setup + build + the main job on the default models
+#   make run     setup + build + inspect both default models, then chat with SmolLM2
 #   make bench   setup + build + benchmarks
 #   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
 #   make cuda    configure + build the CUDA preset (compiles on a machine without a GPU)
@@ -31,11 +31,14 @@ test: setup
 	$(MAKE) unit pytest
 
 run: setup build
-	$(BIN) inspect --no-tensors $(SMOLLM2)
-	$(BIN) inspect --no-tensors $(GEMMA3)
+	$(BIN) inspect --no-tensors $(SMOLLM2) | head -20
+	$(BIN) inspect --no-tensors $(GEMMA3) | head -20
+	$(BIN) chat -m $(SMOLLM2)
 
 bench: setup build
-	build/bin/hs_bench_tokenizer
+	$(BIN) bench -m $(SMOLLM2)
+	$(BIN) bench -m $(GEMMA3)
+	build/bin/hs_bench_matmul --benchmark_min_time=0.2
 
 asan:
 	@test -f build/asan/build.ninja || cmake --preset asan
