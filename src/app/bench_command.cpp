@@ -29,6 +29,7 @@ struct BenchOptions {
   std::vector<int> depths{0, 4096, 16384};
   int repetitions = 3;
   std::string json_path;
+  std::string matmul = "exact";
 };
 
 struct Measurement {
@@ -103,6 +104,7 @@ int run_bench(BenchOptions& o) {
     fmt::print(stderr, "error: {}\n", m.status().message());
     return 1;
   }
+  m->decoder->set_matmul_precision(o.matmul == "q8" ? MatmulPrecision::kQ8 : MatmulPrecision::kExact);
   // Synthetic context: random K/V values in every page (see the file comment).
   std::mt19937 rng(1234);
   {
@@ -136,18 +138,19 @@ int run_bench(BenchOptions& o) {
   const ModelConfig& c = m->decoder->config();
   uint64_t weight_bytes = 0;
   for (const auto& t : m->decoder->file().tensors()) weight_bytes += t.n_bytes;
-  fmt::print("\n| model | size | threads | simd | test | t/s |\n|---|---|---|---|---|---|\n");
+  fmt::print("\n| model | size | threads | simd | matmul | test | t/s |\n|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = o.model.model;
   j["arch"] = c.arch_name;
   j["weight_bytes"] = weight_bytes;
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
+  j["matmul"] = o.matmul;
   j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {:.2f} ± {:.2f} |\n", c.arch_name, weight_bytes / 1048576.0,
-               m->pool->n_threads(), cpu::simd_level(), r.test, r.mean(), r.stddev());
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", c.arch_name, weight_bytes / 1048576.0,
+               m->pool->n_threads(), cpu::simd_level(), o.matmul, r.test, r.mean(), r.stddev());
     j["results"].push_back({{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
                             {"tokens_per_second", r.mean()}, {"stddev", r.stddev()}, {"samples", r.tps}});
   }
@@ -167,6 +170,9 @@ void register_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("-d,--n-depth", o->depths, "Context depths for the decode tests")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "Repetitions per test")->check(CLI::Range(1, 100));
   cmd->add_option("--json", o->json_path, "Also write the JSON result to this file");
+  cmd->add_option("--matmul", o->matmul, "Activation precision: exact (float32) or q8 (8-bit, llama.cpp style)")
+      ->check(CLI::IsMember({"exact", "q8"}))
+      ->capture_default_str();
   cmd->callback([o, &run] { run = [o] { return run_bench(*o); }; });
 }
 

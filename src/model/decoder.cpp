@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/attention.h"
+#include "backend/cpu/matmul_exact.h"
 #include "backend/cpu/ops.h"
 
 namespace hs {
@@ -29,6 +30,10 @@ void rms_norm_rows(const float* x, const std::vector<float>& w, int64_t n, int w
 }
 
 }  // namespace
+
+Status Decoder::mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const {
+  return precision_ == MatmulPrecision::kExact ? cpu::matmul_exact(w, x, n, y, pool) : cpu::matmul(w, x, n, y, pool);
+}
 
 Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
                         std::vector<float>& logits) {
@@ -72,9 +77,9 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     const LayerWeights& L = weights_.layers[il];
     const bool swa = c.layer_is_swa[il];
     rms_norm_rows(x, L.attn_norm, n, d, c.rms_eps, h);
-    HS_RETURN_IF_ERROR(cpu::matmul(L.wq, h, n, q_.data(), pool));   // [n][q_dim]
-    HS_RETURN_IF_ERROR(cpu::matmul(L.wk, h, n, k_.data(), pool));   // [n][kv_dim]
-    HS_RETURN_IF_ERROR(cpu::matmul(L.wv, h, n, v_.data(), pool));   // [n][kv_dim]
+    HS_RETURN_IF_ERROR(mm(L.wq, h, n, q_.data(), pool));   // [n][q_dim]
+    HS_RETURN_IF_ERROR(mm(L.wk, h, n, k_.data(), pool));   // [n][kv_dim]
+    HS_RETURN_IF_ERROR(mm(L.wv, h, n, v_.data(), pool));   // [n][kv_dim]
     const float theta = swa ? c.rope_theta_local : c.rope_theta;
     const bool neox = c.rope_style == RopeStyle::kNeox;
     for (int64_t t = 0; t < n; ++t) {
@@ -95,18 +100,18 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       }
     }
     attention(batch, seqs, kv, il, pool);
-    HS_RETURN_IF_ERROR(cpu::matmul(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
+    HS_RETURN_IF_ERROR(mm(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
     if (c.post_norms) rms_norm_rows(o_.data(), L.post_attn_norm, n, d, c.rms_eps, o_.data());
     cpu::add_inplace(x, o_.data(), n * d);
 
     rms_norm_rows(x, L.ffn_norm, n, d, c.rms_eps, h);
-    HS_RETURN_IF_ERROR(cpu::matmul(L.w_gate, h, n, gate_.data(), pool));  // [n][n_ff]
-    HS_RETURN_IF_ERROR(cpu::matmul(L.w_up, h, n, up_.data(), pool));      // [n][n_ff]
+    HS_RETURN_IF_ERROR(mm(L.w_gate, h, n, gate_.data(), pool));  // [n][n_ff]
+    HS_RETURN_IF_ERROR(mm(L.w_up, h, n, up_.data(), pool));      // [n][n_ff]
     if (c.ffn_act == FfnActivation::kSilu)
       cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
     else
       cpu::gelu_tanh_mul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
-    HS_RETURN_IF_ERROR(cpu::matmul(L.w_down, gate_.data(), n, o_.data(), pool));  // [n][d]
+    HS_RETURN_IF_ERROR(mm(L.w_down, gate_.data(), n, o_.data(), pool));  // [n][d]
     if (c.post_norms) rms_norm_rows(o_.data(), L.post_ffn_norm, n, d, c.rms_eps, o_.data());
     cpu::add_inplace(x, o_.data(), n * d);
   }
@@ -118,7 +123,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     if (batch.want_logits[t]) cpu::rms_norm(x + t * d, weights_.output_norm.data(), d, c.rms_eps, h + (n_out++) * d);
   logits.resize(static_cast<size_t>(n_out) * c.n_vocab);
   if (n_out == 0) return Status::ok();
-  HS_RETURN_IF_ERROR(cpu::matmul(weights_.output, h, n_out, logits.data(), pool));
+  HS_RETURN_IF_ERROR(mm(weights_.output, h, n_out, logits.data(), pool));
   if (c.final_logit_softcap > 0) {
     const float cap = c.final_logit_softcap;
     for (float& l : logits) l = cap * std::tanh(l / cap);

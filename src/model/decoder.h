@@ -22,6 +22,11 @@
 
 namespace hs {
 
+// How matmuls treat activations: kExact keeps them float32 (transformers-level agreement,
+// the default); kQ8 quantizes them to 8 bits per block of 32 as llama.cpp does (faster
+// prefill, logits move by ~0.1; see docs/cpu-engine.md).
+enum class MatmulPrecision { kExact, kQ8 };
+
 class Decoder {
  public:
   // Opens and maps the GGUF file, reads config and weights (checked).
@@ -29,6 +34,8 @@ class Decoder {
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return *file_; }
+  void set_matmul_precision(MatmulPrecision p) { precision_ = p; }
+  MatmulPrecision matmul_precision() const { return precision_; }
 
   // Appends K/V of every batch token to its sequence (reserving pages) and writes
   // logits rows for tokens with want_logits: logits [n_logit_rows][n_vocab].
@@ -37,12 +44,14 @@ class Decoder {
 
  private:
   Decoder() = default;
+  Status mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const;
   void attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
                  ThreadPool& pool);
 
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;
+  MatmulPrecision precision_ = MatmulPrecision::kExact;
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> x_, h_, q_, k_, v_, att_, o_, gate_, up_;  // [n][...]

@@ -1,0 +1,213 @@
+// tests/unit/model/test_golden.cpp — our CPU forward against Hugging Face transformers.
+//
+// Fixtures (tools/reference/gen_golden_logits.py): per prompt the token ids, the reference
+// top-20 log-probs at every position, and a 64-token greedy continuation with margins.
+// Asserted per model: top-1 agreement wherever the reference top-1/top-2 margin > 0.05;
+// mean KL(ref || ours) < 0.01 over the reference top-20 plus one tail bucket (a lower
+// bound of the full KL, by the data-processing inequality); greedy continuation identical
+// up to the first step whose reference margin < 0.05; a batch of 4 sequences gives the same
+// logits as each sequence alone.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/decoder.h"
+
+namespace hs {
+namespace {
+
+constexpr float kMargin = 0.05f;
+constexpr int kChunk = 256;  // prefill chunk: exercises chunked prefill over paged KV
+
+struct GoldenCase {
+  std::string name;
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> top_ids;   // [n][k]
+  std::vector<float> top_lp;      // [n][k]
+  std::vector<int32_t> greedy;
+  std::vector<float> greedy_margins;
+};
+
+struct Golden {
+  std::string model_file;
+  int k = 0;
+  std::vector<GoldenCase> cases;
+};
+
+Golden load_golden(const std::string& name) {
+  const std::string dir = std::string(HS_FIXTURES_DIR) + "/golden/";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(dir + name + ".json"));
+  std::ifstream bin(dir + name + ".bin", std::ios::binary);
+  std::vector<char> blob((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
+  Golden g;
+  g.model_file = meta["model_file"];
+  g.k = meta["top_k"];
+  for (const auto& c : meta["cases"]) {
+    GoldenCase gc;
+    gc.name = c["name"];
+    gc.tokens = c["tokens"].get<std::vector<int32_t>>();
+    gc.greedy = c["greedy"].get<std::vector<int32_t>>();
+    gc.greedy_margins = c["greedy_margins"].get<std::vector<float>>();
+    const size_t n = gc.tokens.size() * g.k;
+    gc.top_ids.resize(n);
+    gc.top_lp.resize(n);
+    std::memcpy(gc.top_ids.data(), blob.data() + c["top_ids_offset"].get<size_t>(), n * 4);
+    std::memcpy(gc.top_lp.data(), blob.data() + c["top_logprobs_offset"].get<size_t>(), n * 4);
+    g.cases.push_back(std::move(gc));
+  }
+  return g;
+}
+
+void log_softmax(float* x, int n) {
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  const float lse = mx + static_cast<float>(std::log(sum));
+  for (int i = 0; i < n; ++i) x[i] -= lse;
+}
+
+int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, MatchesTransformers) {
+  const Golden g = load_golden(GetParam());
+  const std::string path = std::string(HS_SOURCE_DIR) + "/models/" + g.model_file;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (run scripts/setup)";
+  auto dec_or = Decoder::load(path);
+  ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
+  Decoder& dec = **dec_or;
+  const ModelConfig& c = dec.config();
+  ThreadPool pool;
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16}, 512);
+
+  double kl_sum = 0;
+  int64_t kl_n = 0, top1_checked = 0, top1_equal = 0;
+  std::vector<float> logits;
+  for (const GoldenCase& gc : g.cases) {
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    const int n = static_cast<int>(gc.tokens.size());
+    for (int start = 0; start < n; start += kChunk) {
+      Batch b;
+      const int end = std::min(n, start + kChunk);
+      for (int p = start; p < end; ++p) b.add(gc.tokens[p], p, 0, true);
+      ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+      for (int p = start; p < end; ++p) {
+        float* row = logits.data() + static_cast<size_t>(p - start) * c.n_vocab;
+        log_softmax(row, c.n_vocab);
+        const int32_t* ids = gc.top_ids.data() + static_cast<size_t>(p) * g.k;
+        const float* lp = gc.top_lp.data() + static_cast<size_t>(p) * g.k;
+        double p_top = 0, q_top = 0, kl = 0;
+        for (int j = 0; j < g.k; ++j) {
+          const double pr = std::exp(static_cast<double>(lp[j]));
+          p_top += pr;
+          q_top += std::exp(static_cast<double>(row[ids[j]]));
+          kl += pr * (lp[j] - row[ids[j]]);
+        }
+        const double p_tail = std::max(1e-12, 1 - p_top), q_tail = std::max(1e-12, 1 - q_top);
+        kl += p_tail * std::log(p_tail / q_tail);
+        kl_sum += kl;
+        ++kl_n;
+        if (lp[0] - lp[1] > kMargin) {
+          ++top1_checked;
+          if (argmax(row, c.n_vocab) == ids[0]) ++top1_equal;
+          else ADD_FAILURE() << gc.name << " position " << p << ": top-1 " << argmax(row, c.n_vocab)
+                             << " != reference " << ids[0] << " (margin " << lp[0] - lp[1] << ")";
+        }
+      }
+    }
+    // Greedy continuation.
+    int32_t next = argmax(logits.data() + static_cast<size_t>((n - 1) % kChunk) * c.n_vocab, c.n_vocab);
+    int matched = 0;
+    for (size_t step = 0; step < gc.greedy.size(); ++step) {
+      if (gc.greedy_margins[step] < kMargin) break;  // reference itself is nearly tied here
+      if (next != gc.greedy[step]) {
+        const float* row = logits.data();
+        ADD_FAILURE() << gc.name << " greedy step " << step << ": " << next << " != reference " << gc.greedy[step]
+                      << " (reference margin " << gc.greedy_margins[step] << ", our logit gap "
+                      << row[next] - row[gc.greedy[step]] << ")";
+        break;
+      }
+      ++matched;
+      Batch b;
+      b.add(next, seq.n_tokens, 0, true);
+      ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+      next = argmax(logits.data(), c.n_vocab);
+    }
+    std::printf("[golden] %s: %d prompt tokens, greedy identical for %d/%zu steps (stops at first margin < %.2f)\n",
+                gc.name.c_str(), n, matched, gc.greedy.size(), kMargin);
+    kv.release(seq);
+  }
+  const double mean_kl = kl_sum / kl_n;
+  std::printf("[golden] %s: mean KL %.3e over %lld positions; top-1 equal %lld/%lld where margin > %.2f\n",
+              GetParam().c_str(), mean_kl, static_cast<long long>(kl_n), static_cast<long long>(top1_equal),
+              static_cast<long long>(top1_checked), kMargin);
+  EXPECT_LT(mean_kl, 0.01);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+}
+
+// Four different prompts in one batch (interleaved, different lengths) give the same
+// logits as each prompt alone.
+TEST_P(GoldenTest, BatchedEqualsAlone) {
+  const Golden g = load_golden(GetParam());
+  const std::string path = std::string(HS_SOURCE_DIR) + "/models/" + g.model_file;
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (run scripts/setup)";
+  auto dec_or = Decoder::load(path);
+  ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
+  Decoder& dec = **dec_or;
+  const ModelConfig& c = dec.config();
+  ThreadPool pool;
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16}, 256);
+
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) prompts.push_back(g.cases[i].tokens);
+  prompts.push_back(std::vector<int32_t>(g.cases[3].tokens.begin(), g.cases[3].tokens.begin() + 100));
+
+  // Alone: each prompt in its own forward; keep the last-position logits.
+  std::vector<std::vector<float>> alone;
+  std::vector<float> logits;
+  for (const auto& p : prompts) {
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    Batch b;
+    for (size_t i = 0; i < p.size(); ++i) b.add(p[i], static_cast<int32_t>(i), 0, i + 1 == p.size());
+    ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+    alone.push_back(logits);
+    kv.release(seq);
+  }
+  // Together: one batch, tokens of the four sequences interleaved.
+  SeqKv s[4];
+  SeqKv* seqs[] = {&s[0], &s[1], &s[2], &s[3]};
+  Batch b;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  std::vector<int> row_of(4);
+  int rows = 0;
+  for (size_t i = 0; i < longest; ++i)
+    for (int q = 0; q < 4; ++q)
+      if (i < prompts[q].size()) {
+        const bool last = i + 1 == prompts[q].size();
+        if (last) row_of[q] = rows++;
+        b.add(prompts[q][i], static_cast<int32_t>(i), q, last);
+      }
+  ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+  for (int q = 0; q < 4; ++q) {
+    const float* together = logits.data() + static_cast<size_t>(row_of[q]) * c.n_vocab;
+    float max_diff = 0;
+    for (int v = 0; v < c.n_vocab; ++v) max_diff = std::max(max_diff, std::fabs(together[v] - alone[q][v]));
+    EXPECT_LT(max_diff, 1e-4f) << "prompt " << q;
+    EXPECT_EQ(argmax(together, c.n_vocab), argmax(alone[q].data(), c.n_vocab));
+  }
+  for (auto& q : s) kv.release(q);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::Values("smollm2", "gemma3"));
+
+}  // namespace
+}  // namespace hs
