@@ -107,11 +107,7 @@ int run_bench(BenchOptions& o) {
   m->decoder->set_matmul_precision(o.matmul == "q8" ? MatmulPrecision::kQ8 : MatmulPrecision::kExact);
   // Synthetic context: random K/V values in every page (see the file comment).
   std::mt19937 rng(1234);
-  {
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    for (int l = 0; l < m->decoder->config().n_layer; ++l)
-      for (float& v : m->kv->layer_storage(l)) v = nd(rng);
-  }
+  m->kv->fill_random(rng);
   std::vector<Measurement> results;
   // Warm-up (page faults of the mapped weights, thread start).
   (void)time_decode(*m, 4, 0, rng);
@@ -138,7 +134,7 @@ int run_bench(BenchOptions& o) {
   const ModelConfig& c = m->decoder->config();
   uint64_t weight_bytes = 0;
   for (const auto& t : m->decoder->file().tensors()) weight_bytes += t.n_bytes;
-  fmt::print("\n| model | size | threads | simd | matmul | test | t/s |\n|---|---|---|---|---|---|---|\n");
+  fmt::print("\n| model | size | threads | simd | matmul | kv | test | t/s |\n|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = o.model.model;
   j["arch"] = c.arch_name;
@@ -146,11 +142,13 @@ int run_bench(BenchOptions& o) {
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
   j["matmul"] = o.matmul;
+  j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
   j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", c.arch_name, weight_bytes / 1048576.0,
-               m->pool->n_threads(), cpu::simd_level(), o.matmul, r.test, r.mean(), r.stddev());
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", c.arch_name,
+               weight_bytes / 1048576.0, m->pool->n_threads(), cpu::simd_level(), o.matmul,
+               kv_dtype_name(m->kv->geometry().dtype), r.test, r.mean(), r.stddev());
     j["results"].push_back({{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
                             {"tokens_per_second", r.mean()}, {"stddev", r.stddev()}, {"samples", r.tps}});
   }

@@ -9,6 +9,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "KV cache capacity in tokens")->check(CLI::Range(16, 1 << 22));
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype, "KV cache element type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
@@ -38,7 +41,8 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
   if (m.tokenizer->n_vocab() < c.n_vocab)
     return make_error(StatusCode::kCorrupt, "tokenizer has {} tokens but the embedding has {} rows",
                       m.tokenizer->n_vocab(), c.n_vocab);
-  KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16};
+  HS_ASSIGN_OR_RETURN(KvDtype dtype, parse_kv_dtype(opt.kv_cache_dtype));
+  KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, dtype};
   m.kv = std::make_unique<KvCache>(g, (opt.ctx_size + g.page_tokens - 1) / g.page_tokens);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   return m;

@@ -18,6 +18,7 @@ struct ModelOptions {
   std::string model;
   int ctx_size = 4096;  // KV capacity in tokens
   int threads = 0;      // 0: all hardware threads
+  std::string kv_cache_dtype = kv_dtype_name(kDefaultKvDtype);
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
 

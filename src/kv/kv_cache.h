@@ -1,13 +1,16 @@
 // kv/kv_cache.h — paged KV storage for every attention layer, and per-sequence block tables.
 //
 // Page layout (ARCHITECTURE.md): P tokens of one layer of one sequence,
-//   [n_kv_heads][P][K | V][head_dim] float32,
+//   [n_kv_heads][P][K | V][head_dim] elements of the cache dtype (f32 or f16),
 // so one head's run of tokens is contiguous. Block ids come from one BlockPool and index
 // every layer's storage alike (vLLM style): a sequence has one block table for all layers.
-// Cost: memory n_layer * n_blocks * page_floats * 4 bytes, allocated up front.
+// Cost: memory n_layer * n_blocks * page_elems * elem_bytes, allocated up front; f16 halves
+// the bytes every decode step reads at long context.
 #pragma once
 
 #include <cstdint>
+#include <random>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -15,12 +18,22 @@
 
 namespace hs {
 
+enum class KvDtype : uint8_t { kF32, kF16 };
+const char* kv_dtype_name(KvDtype t);
+Result<KvDtype> parse_kv_dtype(std::string_view name);  // "f32" | "f16"
+inline int kv_elem_bytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
+// What the CLI uses unless told otherwise (llama.cpp's default too): half the bytes of f32
+// per decode step; the golden tests run with it.
+inline constexpr KvDtype kDefaultKvDtype = KvDtype::kF16;
+
 struct KvGeometry {
   int n_layer = 0;
   int n_kv_heads = 0;
   int head_dim = 0;
   int page_tokens = 16;  // P
-  int64_t page_floats() const { return static_cast<int64_t>(n_kv_heads) * page_tokens * 2 * head_dim; }
+  KvDtype dtype = KvDtype::kF32;
+  int64_t page_elems() const { return static_cast<int64_t>(n_kv_heads) * page_tokens * 2 * head_dim; }
+  int64_t page_bytes() const { return page_elems() * kv_elem_bytes(dtype); }
 };
 
 // A sequence's view of the cache: its block table and how many tokens it holds.
@@ -42,24 +55,25 @@ class KvCache {
   // Release every page of `seq` and reset it.
   void release(SeqKv& seq);
 
-  // Pointer to K (V = K + head_dim) of (layer, kv head, position) in seq's pages.
-  float* k_at(const SeqKv& seq, int layer, int head, int32_t pos) {
-    const int P = g_.page_tokens;
-    float* page = layer_data_[layer].data() + static_cast<int64_t>(seq.blocks[pos / P]) * g_.page_floats();
-    return page + (static_cast<int64_t>(head) * P + pos % P) * 2 * g_.head_dim;
-  }
-  const float* k_at(const SeqKv& seq, int layer, int head, int32_t pos) const {
-    return const_cast<KvCache*>(this)->k_at(seq, layer, head, pos);
-  }
-  // Start of layer `layer`'s storage: page b is at layer_base(layer) + b * page_floats().
-  const float* layer_base(int layer) const { return layer_data_[layer].data(); }
-  // Whole storage of one layer (benchmarks fill it with synthetic context).
-  std::vector<float>& layer_storage(int layer) { return layer_data_[layer]; }
+  // Store K and V ([head_dim] floats each) of (layer, kv head, position), converting to the
+  // cache dtype. The position's page must be reserved.
+  void write(const SeqKv& seq, int layer, int head, int32_t pos, const float* k, const float* v);
+  // Read back K and V as floats (tests, debugging).
+  void read(const SeqKv& seq, int layer, int head, int32_t pos, float* k, float* v) const;
+  // Address of K of (layer, head, pos); V follows head_dim elements later.
+  const void* row(const SeqKv& seq, int layer, int head, int32_t pos) const;
+
+  // Start of layer `layer`'s storage: page b starts b * page_bytes() later.
+  const void* layer_base(int layer) const { return layer_data_[layer].data(); }
+  // Fill every page with N(0, 1) values (benchmarks: synthetic context).
+  void fill_random(std::mt19937& rng);
 
  private:
+  uint8_t* row_ptr(const SeqKv& seq, int layer, int head, int32_t pos) const;
+
   KvGeometry g_;
   BlockPool pool_;
-  std::vector<std::vector<float>> layer_data_;  // [n_layer][n_blocks * page_floats]
+  std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
 };
 
 }  // namespace hs

@@ -93,11 +93,8 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       cpu::rope(kt, c.n_head_kv, hd, batch.positions[t], theta, neox);
       // Store K and V into the sequence's page: [head][token][K | V][head_dim].
       const SeqKv& seq = *seqs[batch.seq_index[t]];
-      for (int hh = 0; hh < c.n_head_kv; ++hh) {
-        float* dst = kv.k_at(seq, il, hh, batch.positions[t]);
-        std::copy_n(kt + hh * hd, hd, dst);
-        std::copy_n(v_.data() + t * kvd + hh * hd, hd, dst + hd);
-      }
+      for (int hh = 0; hh < c.n_head_kv; ++hh)
+        kv.write(seq, il, hh, batch.positions[t], kt + hh * hd, v_.data() + t * kvd + hh * hd);
     }
     attention(batch, seqs, kv, il, pool);
     HS_RETURN_IF_ERROR(mm(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
@@ -165,7 +162,8 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
     for (int64_t i = begin; i < end; ++i) {
       const AttnTask& task = tasks_[i];
       const SeqKv& seq = *seqs[batch.seq_index[task.token]];
-      cpu::PagedKvView view{kv.layer_base(layer), g.page_floats(), seq.blocks.data(), g.page_tokens, hd};
+      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
+                            g.dtype == KvDtype::kF16};
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
       cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, part_of(i));
     }

@@ -1,12 +1,13 @@
 // backend/cpu/attention.h — exact softmax attention over paged KV (decode and prefill).
 //
-// Pages follow kv/kv_cache.h: [n_kv_heads][P][K | V][head_dim] float32, addressed through a
-// block table. The kernel takes one kv head and the G query heads that share it (GQA), and
+// Pages follow kv/kv_cache.h: [n_kv_heads][P][K | V][head_dim] float32 or float16 (converted
+// to float32 on load), addressed through a block table. The kernel takes one kv head and the G query heads that share it (GQA), and
 // a key range [begin, end); it makes one pass over the keys with an online softmax, so each
 // K|V row is read once for the whole group. Long ranges are split (flash-decoding): each
 // part returns a partial (max, sum, unnormalized output) and `attention_merge` combines them,
 // so a single decode step spreads over all threads.
-// Cost: O((end - begin) * head_dim * G) FMAs per call; reads (end - begin) * 2 * head_dim floats.
+// Cost: O((end - begin) * head_dim * G) FMAs per call; reads (end - begin) * 2 * head_dim
+// elements — at long context this read is the whole cost (memory-bound).
 #pragma once
 
 #include <cstdint>
@@ -14,11 +15,12 @@
 namespace hs::cpu {
 
 struct PagedKvView {
-  const float* layer_base = nullptr;  // page b at layer_base + b * page_floats
-  int64_t page_floats = 0;            // n_kv_heads * P * 2 * head_dim
-  const int32_t* blocks = nullptr;    // block table of the sequence
-  int page_tokens = 16;               // P
+  const void* layer_base = nullptr;  // page b starts at layer_base + b * page_elems elements
+  int64_t page_elems = 0;            // n_kv_heads * P * 2 * head_dim
+  const int32_t* blocks = nullptr;   // block table of the sequence
+  int page_tokens = 16;              // P
   int head_dim = 0;
+  bool f16 = false;                  // elements are IEEE half (else float32)
 };
 
 // Partial result of one key range for G query heads.

@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cmath>
+#include <cstring>
+
+#include <immintrin.h>
 
 #include "backend/cpu/attention.h"
 
@@ -32,11 +35,46 @@ inline float exp_nonpositive(float x) {
   return p * scale.f;
 }
 
+// 16-lane vectors (one zmm on AVX-512, two ymm on AVX2); f16 rows convert with vcvtph2ps.
+#pragma GCC diagnostic ignored "-Wpsabi"  // vectors by value between internal functions
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive inside _mm512_cvtph_ps
+typedef float v16f __attribute__((vector_size(64)));
+typedef float v8f __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+v16f load_v16(const float* p) {
+  v16f v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+v16f load_v16(const _Float16* p) {  // GCC 12 scalarizes a generic half→float vector convert
+  v16f out;
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  std::memcpy(&out, &f, sizeof(out));
+#elif defined(__F16C__)
+  const __m256 lo = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256 hi = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)));
+  std::memcpy(&out, &lo, 32);
+  std::memcpy(reinterpret_cast<char*>(&out) + 32, &hi, 32);
+#else
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(p[i]);
+#endif
+  return out;
+}
+void store_v16(float* p, v16f v) { std::memcpy(p, &v, sizeof(v)); }
+float hsum_v16(v16f v) {
+  const v8f a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const v4f b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
+  return (b[0] + b[2]) + (b[1] + b[3]);
+}
+
 constexpr int kMaxGroup = 16;   // query heads per kv head handled in one pass
 constexpr int kMaxPage = 64;    // page_tokens upper bound (scores scratch per page)
 
-void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
-                                   int32_t end, float scale, AttnPartial part) {
+template <typename T>  // float or _Float16
+void attention_partial_t(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
+                         float scale, AttnPartial part) {
   const int P = kv.page_tokens, hd = kv.head_dim;
   for (int g = 0; g < n_q; ++g) {
     part.max[g] = -INFINITY;
@@ -48,16 +86,21 @@ void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int 
     const int32_t page_end = (pos / P + 1) * P;
     const int32_t run_end = end < page_end ? end : page_end;
     const int n = run_end - pos;
-    const float* rows = kv.layer_base + static_cast<int64_t>(kv.blocks[pos / P]) * kv.page_floats +
-                        (static_cast<int64_t>(kv_head) * P + pos % P) * 2 * hd;
+    const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[pos / P]) * kv.page_elems +
+                    (static_cast<int64_t>(kv_head) * P + pos % P) * 2 * hd;
     // Scores for the run: s[g][j] = scale * q_g · k_j.
     for (int j = 0; j < n; ++j) {
-      const float* k = rows + static_cast<int64_t>(j) * 2 * hd;
+      const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
       for (int g = 0; g < n_q; ++g) {
         const float* qg = q + g * hd;
         float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-        for (int d = 0; d < hd; ++d) dot += qg[d] * k[d];
+        if (hd % 16 == 0) {
+          v16f acc = {};
+          for (int d = 0; d < hd; d += 16) acc += load_v16(qg + d) * load_v16(k + d);
+          dot = hsum_v16(acc);
+        } else {
+          for (int d = 0; d < hd; ++d) dot += qg[d] * static_cast<float>(k[d]);
+        }
         s[g][j] = dot * scale;
       }
     }
@@ -80,15 +123,26 @@ void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int 
       }
       for (int j = 0; j < n; ++j) {
         const float p = sg[j];
-        const float* v = rows + static_cast<int64_t>(j) * 2 * hd + hd;
-#pragma omp simd
-        for (int d = 0; d < hd; ++d) acc[d] += p * v[d];
+        const T* v = rows + static_cast<int64_t>(j) * 2 * hd + hd;
+        if (hd % 16 == 0) {
+          for (int d = 0; d < hd; d += 16) store_v16(acc + d, load_v16(acc + d) + p * load_v16(v + d));
+        } else {
+          for (int d = 0; d < hd; ++d) acc[d] += p * static_cast<float>(v[d]);
+        }
       }
       part.max[g] = run_max;
       part.sum[g] = sum;
     }
     pos = run_end;
   }
+}
+
+void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
+                            float scale, AttnPartial part) {
+  if (kv.f16)
+    attention_partial_t<_Float16>(q, n_q, kv, kv_head, begin, end, scale, part);
+  else
+    attention_partial_t<float>(q, n_q, kv, kv_head, begin, end, scale, part);
 }
 
 }  // namespace

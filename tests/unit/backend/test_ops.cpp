@@ -76,7 +76,7 @@ TEST(CpuOps, PagedAttentionMatchesDense) {
   auto store = randn(page_floats * n_pages, rng);
   std::vector<int32_t> blocks{5, 2, 7, 0, 3, 8, 1};  // a scrambled block table
   auto q = randn(group * hd, rng);
-  cpu::PagedKvView view{store.data(), page_floats, blocks.data(), P, hd};
+  cpu::PagedKvView view{store.data(), page_floats, blocks.data(), P, hd, false};
   for (auto [begin, end] : {std::pair{0, 1}, {0, 100}, {37, 101}, {90, 112}}) {
     for (int head = 0; head < n_kv_heads; ++head) {
       std::vector<float> out(group * hd), split_out(group * hd);
@@ -116,6 +116,30 @@ TEST(CpuOps, PagedAttentionMatchesDense) {
     }
   }
   std::printf("[attention] simd level: %s\n", cpu::attention_simd_level());
+}
+
+// f16 pages: same result as f32 pages holding the same (f16-rounded) values.
+TEST(CpuOps, PagedAttentionF16MatchesF32) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  const int P = 16, hd = 64, n_kv_heads = 2, n_pages = 6, group = 4;
+  const int64_t page_elems = int64_t(n_kv_heads) * P * 2 * hd;
+  auto store = randn(page_elems * n_pages, rng);
+  std::vector<_Float16> half(store.size());
+  for (size_t i = 0; i < store.size(); ++i) {
+    half[i] = static_cast<_Float16>(store[i]);
+    store[i] = static_cast<float>(half[i]);
+  }
+  std::vector<int32_t> blocks{4, 1, 5, 0, 2, 3};
+  auto q = randn(group * hd, rng);
+  cpu::PagedKvView v32{store.data(), page_elems, blocks.data(), P, hd, false};
+  cpu::PagedKvView v16{half.data(), page_elems, blocks.data(), P, hd, true};
+  std::vector<float> a(group * hd), b(group * hd);
+  for (int head = 0; head < n_kv_heads; ++head) {
+    cpu::attention_paged(q.data(), group, v32, head, 3, 90, 0.125f, a.data());
+    cpu::attention_paged(q.data(), group, v16, head, 3, 90, 0.125f, b.data());
+    for (int i = 0; i < group * hd; ++i) ASSERT_NEAR(a[i], b[i], 1e-5) << "seed " << seed;
+  }
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ TEST_P(GoldenTest, MatchesTransformers) {
   Decoder& dec = **dec_or;
   const ModelConfig& c = dec.config();
   ThreadPool pool;
-  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16}, 512);
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 512);
 
   double kl_sum = 0;
   int64_t kl_n = 0, top1_checked = 0, top1_equal = 0;
@@ -162,7 +162,7 @@ TEST_P(GoldenTest, BatchedEqualsAlone) {
   Decoder& dec = **dec_or;
   const ModelConfig& c = dec.config();
   ThreadPool pool;
-  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16}, 256);
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 256);
 
   std::vector<std::vector<int32_t>> prompts;
   for (int i = 0; i < 3; ++i) prompts.push_back(g.cases[i].tokens);
