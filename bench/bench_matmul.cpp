@@ -12,7 +12,8 @@
 // bandwidth), GFLOP/s = 2 * n_in * n_out * n_tokens per second. Args: level (1 avx2,
 // 2 avx512), tok = n_tokens, thr = threads, cold = 1 when each call reads its weight from
 // DRAM (a fresh copy out of >= 128 MiB of copies), as in a real decode step; cold = 0
-// repeats one weight, which then sits in the L2/L3 for the small shapes. Example:
+// repeats one weight, which then sits in the L2/L3 for the small shapes; x2 = activation
+// precision (0 kInt8, 1 kInt8x2). Example:
 //   build/h-mm/bin/hs_bench_matmul --benchmark_filter='Q4_1' --benchmark_min_time=0.3
 #include <benchmark/benchmark.h>
 
@@ -97,6 +98,7 @@ void bm_matmul(benchmark::State& state, Shape s) {
   const int64_t n_tokens = state.range(1);
   const int n_threads = static_cast<int>(state.range(2));
   const bool cold = state.range(3) != 0;
+  const auto prec = static_cast<hs::cpu::ActPrecision>(state.range(4));
   if (!hs::cpu::simd_level_available(level)) {
     state.SkipWithError("SIMD level not available on this CPU");
     return;
@@ -122,7 +124,7 @@ void bm_matmul(benchmark::State& state, Shape s) {
   for (auto _ : state) {
     const uint8_t* data = copies.empty() ? w.data() : copies.data() + (it++ % n_copies) * w.size();
     const hs::cpu::WeightView wv{s.type, s.n_in, s.n_out, data};
-    const hs::Status st = hs::cpu::matmul_at(level, wv, x.data(), n_tokens, y.data(), pool);
+    const hs::Status st = hs::cpu::matmul_at(level, wv, x.data(), n_tokens, y.data(), pool, prec);
     if (!st.is_ok()) {
       state.SkipWithError(st.to_string().c_str());
       return;
@@ -130,7 +132,7 @@ void bm_matmul(benchmark::State& state, Shape s) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.SetLabel(hs::cpu::simd_level_name(level));
+  state.SetLabel(std::string(hs::cpu::simd_level_name(level)) + " " + hs::cpu::act_precision_name(prec));
   state.counters["W_GB/s"] = benchmark::Counter(static_cast<double>(w.size()) / 1e9,
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.counters["GFLOP/s"] = benchmark::Counter(
@@ -157,12 +159,14 @@ const int kRegistered = [] {
            hs::cpu::simd_level_name(static_cast<SimdLevel>(level)))
               .c_str(),
           bm_matmul, s);
-      b->ArgNames({"level", "tok", "thr", "cold"})->UseRealTime()->Unit(benchmark::kMicrosecond);
-      b->Args({level, 1, hw, 0});  // decode, weight in cache (small shapes fit the L2/L3)
-      b->Args({level, 1, hw, 1});  // decode, weight from DRAM
-      if (hw > 1) b->Args({level, 1, 1, 0});
-      if (hw > 1) b->Args({level, 1, 1, 1});
-      if (s.prefill) b->Args({level, 512, hw, 0});
+      b->ArgNames({"level", "tok", "thr", "cold", "x2"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+      for (int prec : {0, 1}) {
+        b->Args({level, 1, hw, 1, prec});  // decode, weight from DRAM (the real case)
+        if (hw > 1) b->Args({level, 1, 1, 1, prec});
+        b->Args({level, 1, hw, 0, prec});  // decode, weight in cache (small shapes fit L2/L3)
+        if (hw > 1) b->Args({level, 1, 1, 0, prec});
+        if (s.prefill) b->Args({level, 512, hw, 0, prec});
+      }
     }
   }
   benchmark::RegisterBenchmark("thread_pool/dispatch_8_tasks", bm_dispatch)

@@ -12,6 +12,7 @@
 #include "backend/cpu/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -145,29 +146,40 @@ T* grow(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-// Quantizes x [n_tokens][n_in] into `sc`, fills the activation pointers of `args`.
+// Quantizes x [n_tokens][n_in] into `sc`, fills the activation pointers of `args`. With
+// mult = 2 (kInt8x2) token t becomes two rows: 2t = q(x_t), 2t+1 = the residual
+// x_t - dequant(row 2t) quantized with the scales of row 2t divided by 256.
 void quantize_acts(const KernelSet& ks, ActKind kind, const float* x, int64_t n_in,
-                   int64_t n_tokens, ActScratch& sc, TileArgs& args, ThreadPool& pool) {
+                   int64_t n_tokens, int mult, ActScratch& sc, TileArgs& args,
+                   ThreadPool& pool) {
   if (kind == ActKind::kFloat) {
     args.x = x;
     return;
   }
   const bool k = kind == ActKind::kQ8K;
   const int64_t nb = n_in / (k ? detail::kQ8KBlock : detail::kQ8Block);
-  int8_t* qs = grow(sc.qs, n_tokens * n_in);
-  float* d = grow(sc.d, n_tokens * nb);
-  float* s = k ? nullptr : grow(sc.s, n_tokens * nb);
-  int16_t* bsums = k ? grow(sc.bsums, n_tokens * (n_in / detail::kQ8KSub)) : nullptr;
+  const int64_t n_rows = n_tokens * mult;
+  int8_t* qs = grow(sc.qs, n_rows * n_in);
+  float* d = grow(sc.d, n_rows * nb);
+  float* s = k ? nullptr : grow(sc.s, n_rows * nb);
+  int16_t* bsums = k ? grow(sc.bsums, n_rows * (n_in / detail::kQ8KSub)) : nullptr;
+  // parent: the row whose scales / 256 a residual row uses (null for a first row).
+  auto quantize_row = [&](const float* xr, int64_t row, float* resid, const float* parent) {
+    if (k) {
+      ks.quantize_q8k(xr, n_in, qs + row * n_in, d + row * nb,
+                      bsums + row * (n_in / detail::kQ8KSub), resid, parent);
+    } else if (kind == ActKind::kQ8x4) {
+      ks.quantize_q8_x4(xr, n_in, qs + row * n_in, d + row * nb, s + row * nb, resid, parent);
+    } else {
+      ks.quantize_q8(xr, n_in, qs + row * n_in, d + row * nb, s + row * nb, resid, parent);
+    }
+  };
   auto run = [&](int64_t t0, int64_t t1, int) {
+    thread_local std::vector<float> resid;  // [n_in]
+    float* r = mult == 2 ? grow(resid, n_in) : nullptr;
     for (int64_t t = t0; t < t1; ++t) {
-      if (k) {
-        ks.quantize_q8k(x + t * n_in, n_in, qs + t * n_in, d + t * nb,
-                        bsums + t * (n_in / detail::kQ8KSub));
-      } else if (kind == ActKind::kQ8x4) {
-        ks.quantize_q8_x4(x + t * n_in, n_in, qs + t * n_in, d + t * nb, s + t * nb);
-      } else {
-        ks.quantize_q8(x + t * n_in, n_in, qs + t * n_in, d + t * nb, s + t * nb);
-      }
+      quantize_row(x + t * n_in, t * mult, r, nullptr);
+      if (mult == 2) quantize_row(r, 2 * t + 1, nullptr, d + 2 * t * nb);
     }
   };
   // Quantizing costs ~1 ns per element; below ~64K elements a dispatch is not worth it.
@@ -188,6 +200,7 @@ struct Part {
   TileArgs args;
   // Row chunks: n_big chunks of big_rows, then chunks of row_chunk rows (the last shorter).
   int64_t n_big = 0, big_rows = 0, row_chunk = 0, n_row_chunks = 0;
+  int64_t tok_chunk = 0, n_tok_chunks = 0;
   int64_t first_task = 0;  // tasks [first_task, first_task + n_row_chunks * n_tok_chunks)
 
   int64_t row_begin(int64_t c) const {
@@ -198,8 +211,8 @@ struct Part {
 
 constexpr int kMaxParts = 8;
 
-Status matmul_impl(SimdLevel level, const WeightView* ws, int n_ws, const float* x,
-                   int64_t n_tokens, float* const* ys, ThreadPool& pool) {
+Status matmul_impl(SimdLevel level, ActPrecision precision, const WeightView* ws, int n_ws,
+                   const float* x, int64_t n_tokens, float* const* ys, ThreadPool& pool) {
   if (n_ws < 1 || n_ws > kMaxParts) {
     return make_error(StatusCode::kInvalidArgument, "matmul: {} weights (want 1..{})", n_ws,
                       kMaxParts);
@@ -222,6 +235,7 @@ Status matmul_impl(SimdLevel level, const WeightView* ws, int n_ws, const float*
   }
   const KernelSet& ks = tables().level[static_cast<int>(level)];
   const int64_t n_in = ws[0].n_in;
+  const int quant_mult = precision == ActPrecision::kInt8x2 ? 2 : 1;
 
   // Quantize x once per activation format the weights need.
   thread_local ActScratch scratch[4];  // by ActKind (kFloat unused)
@@ -230,41 +244,46 @@ Status matmul_impl(SimdLevel level, const WeightView* ws, int n_ws, const float*
   Part parts[kMaxParts];
   const int64_t n_threads = pool.n_threads();
   auto round4 = [](int64_t v) { return std::max<int64_t>(4, (v + 3) / 4 * 4); };
-  const int64_t tok_chunk = n_tokens <= 4 ? n_tokens : 64;
-  const int64_t n_tok_chunks = (n_tokens + tok_chunk - 1) / tok_chunk;
   int64_t n_tasks = 0;
   for (int i = 0; i < n_ws; ++i) {
     const TypeEntry e = entry_for(ks, ws[i].type);
     const int k = static_cast<int>(e.act);
+    Part& p = parts[i];
+    const int act_rows = e.act == ActKind::kFloat ? 1 : quant_mult;  // per token
     if (!done[k]) {
-      quantize_acts(ks, e.act, x, n_in, n_tokens, scratch[k], acts[k], pool);
+      quantize_acts(ks, e.act, x, n_in, n_tokens, act_rows, scratch[k], acts[k], pool);
       done[k] = true;
     }
-    Part& p = parts[i];
+    const int64_t n_out = ws[i].n_out;
     p.tile = e.tile;
     p.args = acts[k];
     p.args.w = static_cast<const uint8_t*>(ws[i].data);
     p.args.row_bytes = weight_row_bytes(ws[i].type, n_in);
     p.args.n_in = n_in;
-    p.args.n_out = ws[i].n_out;
+    p.args.n_out = n_out;
     p.args.y = ys[i];
+    p.args.x2 = act_rows == 2;
+    p.args.stream = n_tokens <= 4;
     // Matvec: each thread first takes one big contiguous chunk (7/8 of the rows split
     // evenly: one unbroken stream per thread, which the prefetchers need to get near the
-    // DRAM bandwidth; 8 interleaved chunks per thread measured 25-35% slower from DRAM), the
-    // last 1/8 goes in small chunks to whoever is free (balance on a shared machine). Several tokens: uniform chunks of ~64 KiB of weight, so a chunk stays
-    // in L2 across the token chunks.
-    const int64_t n_out = ws[i].n_out;
+    // DRAM bandwidth; 8 interleaved chunks per thread measured 25-35% slower from DRAM),
+    // the last 1/8 goes in small chunks to whoever is free (balance on a shared machine).
+    // Several tokens: uniform chunks of ~64 KiB of weight, so a chunk stays in L2 across
+    // the token chunks.
     if (n_tokens <= 4) {
       p.big_rows = round4(n_out * 7 / (8 * n_threads));
       p.n_big = std::min<int64_t>(n_threads, n_out / p.big_rows);
       p.row_chunk = round4((n_out - p.n_big * p.big_rows + 2 * n_threads - 1) / (2 * n_threads));
+      p.tok_chunk = n_tokens;
     } else {
       p.row_chunk = round4((int64_t{64} << 10) / std::max<int64_t>(1, p.args.row_bytes));
       p.row_chunk = std::min(p.row_chunk, round4((n_out + 2 * n_threads - 1) / (2 * n_threads)));
+      p.tok_chunk = 64;
     }
     p.n_row_chunks = p.n_big + (n_out - p.n_big * p.big_rows + p.row_chunk - 1) / p.row_chunk;
+    p.n_tok_chunks = (n_tokens + p.tok_chunk - 1) / p.tok_chunk;
     p.first_task = n_tasks;
-    n_tasks += p.n_row_chunks * n_tok_chunks;
+    n_tasks += p.n_row_chunks * p.n_tok_chunks;
   }
 
   pool.parallel_for(n_tasks, 1, [&](int64_t b, int64_t end, int) {
@@ -273,13 +292,24 @@ Status matmul_impl(SimdLevel level, const WeightView* ws, int n_ws, const float*
       while (i + 1 < n_ws && task >= parts[i + 1].first_task) ++i;
       const Part& p = parts[i];
       const int64_t local = task - p.first_task;
-      const int64_t rc = local / n_tok_chunks, tc = local % n_tok_chunks;
-      const int64_t t0 = tc * tok_chunk;
-      p.tile(p.args, p.row_begin(rc), p.row_begin(rc + 1), t0,
-             std::min(n_tokens, t0 + tok_chunk));
+      const int64_t rc = local / p.n_tok_chunks, tc = local % p.n_tok_chunks;
+      const int64_t r0 = p.row_begin(rc), r1 = p.row_begin(rc + 1);
+      const int64_t t0 = tc * p.tok_chunk;
+      p.tile(p.args, r0, r1, t0, std::min(n_tokens, t0 + p.tok_chunk));
     }
   });
   return Status::ok();
+}
+
+std::atomic<int> g_default_precision{-1};  // -1: not chosen yet
+
+ActPrecision precision_from_env() {
+  const char* env = std::getenv("HS_MATMUL_PRECISION");
+  if (env != nullptr && std::string_view(env) == "int8") return ActPrecision::kInt8;
+  if (env != nullptr && *env != '\0' && std::string_view(env) != "int8x2") {
+    std::fprintf(stderr, "hindsight: ignoring HS_MATMUL_PRECISION=%s (want int8 or int8x2)\n", env);
+  }
+  return ActPrecision::kInt8x2;
 }
 
 }  // namespace
@@ -314,28 +344,56 @@ SimdLevel active_simd_level() {
 
 const char* simd_level() { return simd_level_name(active_simd_level()); }
 
+ActPrecision default_act_precision() {
+  int v = g_default_precision.load(std::memory_order_relaxed);
+  if (v < 0) {
+    int expected = -1;
+    g_default_precision.compare_exchange_strong(expected, static_cast<int>(precision_from_env()));
+    v = g_default_precision.load(std::memory_order_relaxed);
+  }
+  return static_cast<ActPrecision>(v);
+}
+
+void set_default_act_precision(ActPrecision p) {
+  g_default_precision.store(static_cast<int>(p), std::memory_order_relaxed);
+}
+
+const char* act_precision_name(ActPrecision p) {
+  return p == ActPrecision::kInt8 ? "int8" : "int8x2";
+}
+
 Status matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y,
               ThreadPool& pool) {
-  return matmul_impl(active_simd_level(), &w, 1, x, n_tokens, &y, pool);
+  return matmul_impl(active_simd_level(), default_act_precision(), &w, 1, x, n_tokens, &y, pool);
+}
+
+Status matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              ActPrecision precision) {
+  return matmul_impl(active_simd_level(), precision, &w, 1, x, n_tokens, &y, pool);
 }
 
 Status matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n_tokens,
                     std::span<float* const> ys, ThreadPool& pool) {
+  return matmul_multi(ws, x, n_tokens, ys, pool, default_act_precision());
+}
+
+Status matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n_tokens,
+                    std::span<float* const> ys, ThreadPool& pool, ActPrecision precision) {
   if (ws.size() != ys.size()) {
     return make_error(StatusCode::kInvalidArgument, "matmul_multi: {} weights but {} outputs",
                       ws.size(), ys.size());
   }
-  return matmul_impl(active_simd_level(), ws.data(), static_cast<int>(ws.size()), x, n_tokens,
-                     ys.data(), pool);
+  return matmul_impl(active_simd_level(), precision, ws.data(), static_cast<int>(ws.size()), x,
+                     n_tokens, ys.data(), pool);
 }
 
 Status matmul_at(SimdLevel level, const WeightView& w, const float* x, int64_t n_tokens,
-                 float* y, ThreadPool& pool) {
+                 float* y, ThreadPool& pool, ActPrecision precision) {
   if (!simd_level_available(level)) {
     return make_error(StatusCode::kUnsupported, "matmul: SIMD level {} is not available here",
                       simd_level_name(level));
   }
-  return matmul_impl(level, &w, 1, x, n_tokens, &y, pool);
+  return matmul_impl(level, precision, &w, 1, x, n_tokens, &y, pool);
 }
 
 Status get_rows(const WeightView& w, const int32_t* ids, int64_t n_ids, float* out) {

@@ -32,11 +32,31 @@ struct WeightView {
   const void* data = nullptr;  // [n_out][row_bytes(type, n_in)]
 };
 
+// How fp32 activations enter the integer dot products with quantized weights.
+//  kInt8:   one 8-bit quantization per activation block (llama.cpp's scheme). Per element
+//           error <= amax / 254 of its block: enough to flip near-tied top-1 tokens of a
+//           small model (SmolLM2-135M: KL 0.0022 against transformers, 45/1429 top-1 flips).
+//  kInt8x2: two 8-bit terms, x ~ d1 q1 + d2 q2 with q2 the residual x - d1 q1 quantized
+//           at d2 = d1 / 256: error <= amax / 32512 (~16-bit), for a second integer dot
+//           per unpacked weight (weights are still read once). Matches transformers on
+//           both default models (KL 0.000000, all top-1 equal); matvec from DRAM ~5-10%
+//           slower than kInt8, prefill 20% (32-wide types) to 75% (K-quants) slower.
+// Float weights (F32/F16/BF16) always use the fp32 activations.
+enum class ActPrecision { kInt8 = 0, kInt8x2 = 1 };
+
+// The precision of the calls that do not name one: set_default_act_precision, else
+// HS_MATMUL_PRECISION=int8|int8x2, else kInt8x2.
+ActPrecision default_act_precision();
+void set_default_act_precision(ActPrecision precision);
+const char* act_precision_name(ActPrecision precision);  // "int8" / "int8x2"
+
 // y[t][o] = sum_i W[o][i] * x[t][i].  x: [n_tokens][n_in] f32, y: [n_tokens][n_out] f32.
 // Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K.
 // Errors: kUnsupported (other types, named), kInvalidArgument (shape not a multiple of the
 // type's block, negative sizes, null pointers). x and y must not overlap.
 Status matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+Status matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+              ActPrecision precision);
 
 // Several weights reading the same input (q/k/v, gate/up): ys[i] = x · ws[i]ᵀ, each
 // [n_tokens][ws[i].n_out]. All ws[i] need the same n_in (types may differ); 1..8 weights.
@@ -44,6 +64,8 @@ Status matmul(const WeightView& w, const float* x, int64_t n_tokens, float* y, T
 // saves the per-call overhead (~2-3 us for a small matvec) that decode pays 7 times a layer.
 Status matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n_tokens,
                     std::span<float* const> ys, ThreadPool& pool);
+Status matmul_multi(std::span<const WeightView> ws, const float* x, int64_t n_tokens,
+                    std::span<float* const> ys, ThreadPool& pool, ActPrecision precision);
 
 // out[t][:] = dequant(W[ids[t]][:]) exactly (bitwise equal to hs::dequantize_row).
 // out: [n_ids][n_in]. Errors as matmul, plus kInvalidArgument for an id outside [0, n_out).
@@ -64,7 +86,7 @@ bool simd_level_available(SimdLevel level);
 SimdLevel active_simd_level();
 // matmul at an explicit level; kUnsupported when the level is not available here.
 Status matmul_at(SimdLevel level, const WeightView& w, const float* x, int64_t n_tokens,
-                 float* y, ThreadPool& pool);
+                 float* y, ThreadPool& pool, ActPrecision precision = default_act_precision());
 
 // Bytes of one weight row (n_in elements of `type`); 0 for types without a block layout.
 int64_t weight_row_bytes(DType type, int64_t n_in);

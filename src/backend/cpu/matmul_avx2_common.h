@@ -30,6 +30,34 @@ inline int hsum_i32(__m256i v) {
   return _mm_cvtsi128_si32(h);
 }
 
+// Matvec prefetching: while a micro-kernel reads its R rows (one contiguous span of
+// R * row_bytes), it prefetches the span the same size kPrefetchBytes (or more, in whole
+// spans) further on, spread evenly over its n_steps calls of step(): every line is
+// covered exactly once and the addresses ascend (measured: prefetching block by block left
+// about one line per row to a demand miss and cost ~25% of the DRAM bandwidth).
+inline constexpr int64_t kPrefetchBytes = 16384;
+
+class SpanPrefetcher {
+ public:
+  SpanPrefetcher(const uint8_t* span, int64_t span_bytes, int64_t n_steps, bool enabled) {
+    if (!enabled || n_steps <= 0) return;
+    const int64_t n_spans = (kPrefetchBytes + span_bytes - 1) / span_bytes;
+    const uint8_t* begin = span + n_spans * span_bytes;
+    next_ = reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{63});
+    end_ = begin + span_bytes;
+    per_step_ = ((end_ - next_) / n_steps + 64) & ~int64_t{63};
+  }
+  void step() {
+    const uint8_t* lim = end_ - next_ > per_step_ ? next_ + per_step_ : end_;
+    for (; next_ < lim; next_ += 64) _mm_prefetch(reinterpret_cast<const char*>(next_), _MM_HINT_T0);
+  }
+
+ private:
+  const uint8_t* next_ = nullptr;
+  const uint8_t* end_ = nullptr;
+  int64_t per_step_ = 0;
+};
+
 // Covers rows [r0, r1) x tokens [t0, t1) with K::run<R, T>(args, row, token) calls:
 // a single token uses R = kRowsOne, several tokens R = kRowsMany and up to kTokens tokens
 // per call (the tile's weight rows are re-read from cache once per kTokens tokens).

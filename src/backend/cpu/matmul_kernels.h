@@ -28,6 +28,8 @@ inline constexpr int kQ8KSub = 16;     // elements per bsums entry
 //    blocks (128 elements) stored as [4 x quants 0-15][4 x quants 16-31], block by block,
 //    so one 64-byte load of 4 blocks' packed nibbles matches without a cross-lane shuffle.
 //    Blocks past the last multiple of 4 stay in natural order. d and s are unchanged.
+//    kInt8x2 doubles the rows (see TileArgs::x2); for K-quants the two rows of a token
+//    are simply treated as two tokens and the driver adds their outputs.
 //  - K-quants:       qs     [n_tokens][n_in]         int8 quants
 //                    d      [n_tokens][n_in / 256]   fp32 scale, amax / 127
 //                    bsums  [n_tokens][n_in / 16]    sum of each 16 quants
@@ -42,16 +44,28 @@ struct TileArgs {
   const float* s = nullptr;
   const int16_t* bsums = nullptr;
   float* y = nullptr;  // [n_tokens][n_out]
+  // kInt8x2 for the 32-wide types: each token has two activation rows (2t: q1 with scale d1,
+  // 2t+1: residual q2 with scale d1/256); the kernel dots both with each unpacked weight
+  // and combines 256 * dot1 + dot2 exactly in int32, scaled by the row 2t+1 scale.
+  bool x2 = false;
+  // True when the weight is read once per call (few tokens): the kernels then prefetch it
+  // ahead from DRAM. False when tiles of many tokens re-read it from cache.
+  bool stream = false;
 };
 
 // y[t][o] for o in [row_begin, row_end), t in [tok_begin, tok_end).
 using TileFn = void (*)(const TileArgs& a, int64_t row_begin, int64_t row_end,
                         int64_t tok_begin, int64_t tok_end);
-// One activation row x [n_in] -> qs [n_in], d [n_in/32], s [n_in/32].
-using QuantizeQ8Fn = void (*)(const float* x, int64_t n_in, int8_t* qs, float* d, float* s);
-// One activation row x [n_in] -> qs [n_in], d [n_in/256], bsums [n_in/16].
+// One activation row x [n_in] -> qs [n_in], d [n_in/32], s [n_in/32]. Options for the two
+// rows of kInt8x2: resid (if not null) receives x - d * q in fp32; parent_d (if not null)
+// fixes the block scales to parent_d / 256 (exact) instead of amax / 127 and clamps the
+// quants to +-127: the residual row, whose integer dot then combines exactly with the first
+// row's as 256 * dot1 + dot2.
+using QuantizeQ8Fn = void (*)(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
+                              float* resid, const float* parent_d);
+// One activation row x [n_in] -> qs [n_in], d [n_in/256], bsums [n_in/16] (options as above).
 using QuantizeQ8KFn = void (*)(const float* x, int64_t n_in, int8_t* qs, float* d,
-                               int16_t* bsums);
+                               int16_t* bsums, float* resid, const float* parent_d);
 
 struct KernelSet {
   QuantizeQ8Fn quantize_q8 = nullptr;

@@ -8,8 +8,15 @@
 // u8 weight quants and 32 s8 activation quants with maddubs + madd, scaled by one
 // broadcast. Weight unpacking is paid once per (row, block) and shared by the T tokens;
 // activation loads once per (token, block), shared by the R rows.
-// Cost per (row, token, block): maddubs, madd, cvt, fma (+ abs/sign for Q8_0); per (row,
-// block): 4-9 ops of unpacking. Matvec uses R=4, T=1; several tokens R=2, T<=4.
+// kInt8x2 (TileArgs::x2): each unpacked block is also dotted with the residual row and
+// the two integer sums combine exactly as 256 * dot1 + dot2 before the one fp32 FMA.
+// Cost per (row, token, block): maddubs, madd, cvt, fma (+ abs/sign for Q8_0; x2 adds
+// maddubs, madd, shift, add); per (row, block): 4-9 ops of unpacking. Matvec uses R=4,
+// T=1; several tokens R=2, T<=4.
+// GCC 12 cannot see that the vector stores into dd[][][] initialize the floats read back
+// by broadcast, and warns "may be used uninitialized": a false positive.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
 #include <immintrin.h>
 
 #include <cstring>
@@ -20,20 +27,35 @@
 namespace hs::cpu::detail {
 namespace {
 
-constexpr int64_t kPrefetchBytes = 16384;
 
 using avx2::hsum;
 using avx2::run_tiles;
 
 // ------------------------------------------------------------------ quantizers
 
-// 32 floats -> 32 int8 quants (round half to even of x * id), returns their sum.
-inline int quantize32(const float* x, float id, int8_t* out) {
+// 32 floats -> 32 int8 quants (round half to even of x * id), returns their sum; with
+// resid, also resid[j] = x[j] - d * q[j].
+inline int quantize32(const float* x, float d, float id, int8_t* out, float* resid) {
   const __m256 vid = _mm256_set1_ps(id);
-  const __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
-  const __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
-  const __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
-  const __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+  __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x), vid));
+  __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8), vid));
+  __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16), vid));
+  __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 24), vid));
+  if (resid) {
+    // x - d * q as two roundings (no FMA), like the scalar reference.
+    const __m256 vd = _mm256_set1_ps(d);
+    const __m256i iv[4] = {i0, i1, i2, i3};
+    for (int k = 0; k < 4; ++k) {
+      const __m256 dq = _mm256_mul_ps(vd, _mm256_cvtepi32_ps(iv[k]));
+      _mm256_storeu_ps(resid + 8 * k, _mm256_sub_ps(_mm256_loadu_ps(x + 8 * k), dq));
+    }
+  }
+  const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+  auto clamp = [&](__m256i v) { return _mm256_max_epi32(nlim, _mm256_min_epi32(lim, v)); };
+  i0 = clamp(i0);  // only residual rows can leave +-127
+  i1 = clamp(i1);
+  i2 = clamp(i2);
+  i3 = clamp(i3);
   const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(i0, i1), _mm256_add_epi32(i2, i3));
   // packs works within 128-bit lanes: the dwords come out as elements
   // [0-3, 8-11, 16-19, 24-27 | 4-7, 12-15, 20-23, 28-31]; one permute restores the order.
@@ -53,25 +75,38 @@ inline float absmax(const float* x, int n) {  // n a multiple of 8
   return _mm_cvtss_f32(h);
 }
 
-void quantize_q8_avx2(const float* x, int64_t n_in, int8_t* qs, float* d, float* s) {
+// Block scale and inverse: amax / 127, or parent / 256 for a residual row (exact).
+inline void block_scale(const float* xb, int n, const float* parent_d, int64_t b, float& db, float& id) {
+  if (parent_d != nullptr) {
+    db = parent_d[b] * (1.0f / 256.0f);
+    id = parent_d[b] != 0.0f ? 256.0f / parent_d[b] : 0.0f;
+  } else {
+    db = absmax(xb, n) / 127.0f;
+    id = db != 0.0f ? 1.0f / db : 0.0f;
+  }
+}
+
+void quantize_q8_avx2(const float* x, int64_t n_in, int8_t* qs, float* d, float* s, float* resid,
+                      const float* parent_d) {
   for (int64_t b = 0; b < n_in / kQ8Block; ++b) {
     const float* xb = x + b * kQ8Block;  // [32]
-    const float db = absmax(xb, kQ8Block) / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
-    const int sum = quantize32(xb, id, qs + b * kQ8Block);
+    float db, id;
+    block_scale(xb, kQ8Block, parent_d, b, db, id);
+    const int sum = quantize32(xb, db, id, qs + b * kQ8Block, resid ? resid + b * kQ8Block : nullptr);
     d[b] = db;
     s[b] = db * static_cast<float>(sum);
   }
 }
 
-void quantize_q8k_avx2(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
+void quantize_q8k_avx2(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums,
+                       float* resid, const float* parent_d) {
   for (int64_t b = 0; b < n_in / kQ8KBlock; ++b) {
     const float* xb = x + b * kQ8KBlock;  // [256]
-    const float db = absmax(xb, kQ8KBlock) / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    float db, id;
+    block_scale(xb, kQ8KBlock, parent_d, b, db, id);
     for (int g = 0; g < kQ8KBlock / kQ8KSub; g += 2) {
       int8_t* q = qs + b * kQ8KBlock + g * kQ8KSub;  // [32]
-      quantize32(xb + g * kQ8KSub, id, q);
+      quantize32(xb + g * kQ8KSub, db, id, q, resid ? resid + b * kQ8KBlock + g * kQ8KSub : nullptr);
       int s0 = 0, s1 = 0;
       for (int j = 0; j < kQ8KSub; ++j) {
         s0 += q[j];
@@ -182,17 +217,27 @@ template <class W>
 struct Q32Kernel {
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t's activations are rows 2t (q1) and 2t+1 (residual q2, scale d1 / 256);
+  // the integer dot is 256 * dot(w, q1) + dot(w, q2), exact in int32 (|lane| < 2^25).
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
     const int64_t nb = a.n_in / kQ8Block;
+    constexpr int64_t kRows = kX2 ? 2 : 1;  // activation rows per token
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][kBytes]
-    // Prefetch distance for matvec: whole groups of R rows, at least kPrefetchBytes ahead.
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, nb, a.stream);  // one step per block
     const uint8_t* w_end = a.w + a.n_out * a.row_bytes;
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    alignas(32) float dd[R][T][8];  // per group: dw * da of each block
+    alignas(32) float dd[R][T][8];  // per group: dw * da of each block (written by vector stores)
     for (int64_t g = 0; g < nb; g += 8) {
       const int n = nb - g < 8 ? static_cast<int>(nb - g) : 8;
       const __m256i lane_ok =
@@ -212,31 +257,29 @@ struct Q32Kernel {
         }
       }
       for (int t = 0; t < T; ++t) {
-        const int64_t base = (t0 + t) * nb + g;
-        const __m256 da = _mm256_maskload_ps(a.d + base, lane_ok);
+        const int64_t base = (t0 + t) * kRows * nb + g;  // row 2t (x2) or t
+        // The combined dot's scale: d of the last row (d1 / 256 for x2).
+        const __m256 da = _mm256_maskload_ps(a.d + base + (kRows - 1) * nb, lane_ok);
         for (int r = 0; r < R; ++r) _mm256_store_ps(dd[r][t], _mm256_mul_ps(dw[r], da));
         if constexpr (W::kMin != MinMode::kNone) {
-          const __m256 sa = _mm256_maskload_ps(a.s + base, lane_ok);
+          __m256 sa = _mm256_maskload_ps(a.s + base, lane_ok);
+          if constexpr (kX2) sa = _mm256_add_ps(sa, _mm256_maskload_ps(a.s + base + nb, lane_ok));
           for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(mw[r], sa, acc[r][t]);
         }
       }
       for (int k = 0; k < n; ++k) {
         __m256i q[R];
         for (int r = 0; r < R; ++r) q[r] = W::unpack(rows[r] + (g + k) * W::kBytes);
-        if constexpr (T == 1) {
-          // Matvec streams the weight from memory: fetch the same spot of the next R rows.
-          if (k % 2 == 0) {
-            for (int r = 0; r < R; ++r)
-              _mm_prefetch(reinterpret_cast<const char*>(rows[r] + pf_dist + (g + k) * W::kBytes),
-                           _MM_HINT_T0);
-          }
-        }
+        pf.step();
         for (int t = 0; t < T; ++t) {
-          const __m256i av = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(a.qs + (t0 + t) * a.n_in + (g + k) * kQ8Block));
+          const int8_t* ap = a.qs + (t0 + t) * kRows * a.n_in + (g + k) * kQ8Block;
+          const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap));
+          __m256i av2 = av;
+          if constexpr (kX2) av2 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap + a.n_in));
           for (int r = 0; r < R; ++r) {
-            const __m256 p = _mm256_cvtepi32_ps(dot32<W>(q[r], av));
-            acc[r][t] = _mm256_fmadd_ps(p, _mm256_set1_ps(dd[r][t][k]), acc[r][t]);
+            __m256i isum = dot32<W>(q[r], av);
+            if constexpr (kX2) isum = _mm256_add_epi32(_mm256_slli_epi32(isum, 8), dot32<W>(q[r], av2));
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(dd[r][t][k]), acc[r][t]);
           }
         }
       }

@@ -14,6 +14,8 @@
 // blocks past the last multiple of 4 use the pair path.
 // Cost per (row, token, 4 blocks): 2 dpbusd, cvt, permute, fma (pairs: twice cvt, permute,
 // fma); per (row, 4 blocks): 3 inserts, and, shift, and (+ pext and 2 masked adds for Q5).
+// kInt8x2 adds per (row, token) a second pair of vpdpbusd on the residual row, seeded with
+// the first sum shifted left by 8 (256 * dot1 + dot2, exact), so the fp32 work is unchanged.
 // Matvec R=4, T=1; several tokens R=4, T<=4 (32 registers).
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and then warn that
 // the value "may be used uninitialized" once inlined here: a known false positive.
@@ -29,8 +31,6 @@
 
 namespace hs::cpu::detail {
 namespace {
-
-constexpr int64_t kPrefetchBytes = 16384;
 
 using avx2::run_tiles;
 
@@ -178,16 +178,27 @@ template <class W>
 struct Q32Kernel {
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t's activations are rows 2t (q1) and 2t+1 (residual q2, scale d1 / 256);
+  // the integer dot is 256 * dot(w, q1) + dot(w, q2), exact in int32 (|lane| < 2^26).
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
+    constexpr int64_t kRows = kX2 ? 2 : 1;  // activation rows per token
     const int64_t nb = a.n_in / kQ8Block;
     const int64_t nb4 = nb / 4 * 4;  // blocks [0, nb4) use the "x4" layout (kQuad types)
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][kBytes]
-    // Prefetch distance for matvec: whole groups of R rows, at least kPrefetchBytes ahead.
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;
+    // One prefetch step per pair of blocks (two per quad).
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, (nb + 1) / 2, a.stream);
     const uint8_t* w_end = a.w + a.n_out * a.row_bytes;
     const int8_t* qa[T];
-    for (int t = 0; t < T; ++t) qa[t] = a.qs + (t0 + t) * a.n_in;  // [n_in]
+    for (int t = 0; t < T; ++t) qa[t] = a.qs + (t0 + t) * kRows * a.n_in;  // [kRows][n_in]
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -208,9 +219,11 @@ struct Q32Kernel {
       }
       __m512 dd[R][T];  // dw * da per block of the group
       for (int t = 0; t < T; ++t) {
-        const int64_t base = (t0 + t) * nb + g;
-        const __m512 da = _mm512_maskz_loadu_ps(ok, a.d + base);
-        const __m512 sa = _mm512_maskz_loadu_ps(ok, a.s + base);
+        const int64_t base = (t0 + t) * kRows * nb + g;  // row 2t (x2) or t
+        // The combined dot's scale: d of the last row (d1 / 256 for x2).
+        const __m512 da = _mm512_maskz_loadu_ps(ok, a.d + base + (kRows - 1) * nb);
+        __m512 sa = _mm512_maskz_loadu_ps(ok, a.s + base);
+        if constexpr (kX2) sa = _mm512_add_ps(sa, _mm512_maskz_loadu_ps(ok, a.s + base + nb));
         for (int r = 0; r < R; ++r) {
           dd[r][t] = _mm512_mul_ps(dw[r], da);
           acc[r][t] = _mm512_fmadd_ps(mw[r], sa, acc[r][t]);
@@ -219,21 +232,21 @@ struct Q32Kernel {
       auto step = [&](int k, __m512i idx, bool two) {
         __m512i q[R];
         for (int r = 0; r < R; ++r) q[r] = W::unpack2(rows[r] + (g + k) * W::kBytes, two);
-        if constexpr (T == 1) {
-          // Matvec streams the weight from memory: fetch the same spot of the next R rows
-          // (~1 line per pair of blocks), far enough ahead to cover the memory latency.
-          for (int r = 0; r < R; ++r)
-            _mm_prefetch(reinterpret_cast<const char*>(rows[r] + pf_dist + (g + k) * W::kBytes),
-                         _MM_HINT_T0);
-        }
+        pf.step();
+        auto load_acts = [&](const int8_t* ap) {
+          return two ? _mm512_loadu_si512(ap)
+                     : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap)));
+        };
         for (int t = 0; t < T; ++t) {
           const int8_t* ap = qa[t] + (g + k) * kQ8Block;
-          const __m512i av =
-              two ? _mm512_loadu_si512(ap)
-                  : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ap)));
+          const __m512i av = load_acts(ap);
+          __m512i av2 = av;
+          if constexpr (kX2) av2 = load_acts(ap + a.n_in);
           for (int r = 0; r < R; ++r) {
-            const __m512 p = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q[r], av));
-            acc[r][t] = _mm512_fmadd_ps(p, _mm512_permutexvar_ps(idx, dd[r][t]), acc[r][t]);
+            __m512i isum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[r], av);
+            if constexpr (kX2) isum = _mm512_dpbusd_epi32(_mm512_slli_epi32(isum, 8), q[r], av2);
+            acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_permutexvar_ps(idx, dd[r][t]),
+                                        acc[r][t]);
           }
         }
       };
@@ -244,21 +257,25 @@ struct Q32Kernel {
         for (; k + 4 <= n && g + k + 4 <= nb4; k += 4) {
           __m512i lo[R], hi[R];
           for (int r = 0; r < R; ++r) W::unpack4(rows[r] + (g + k) * W::kBytes, lo[r], hi[r]);
-          if constexpr (T == 1) {
-            for (int r = 0; r < R; ++r) {
-              const uint8_t* pf = rows[r] + pf_dist + (g + k) * W::kBytes;
-              _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
-              _mm_prefetch(reinterpret_cast<const char*>(pf + 64), _MM_HINT_T0);
-            }
-          }
+          pf.step();
+          pf.step();
           const __m512i idx = _mm512_add_epi32(quad0, _mm512_set1_epi32(k));
           for (int t = 0; t < T; ++t) {
             const int8_t* ap = qa[t] + (g + k) * kQ8Block;
             const __m512i alo = _mm512_loadu_si512(ap);
             const __m512i ahi = _mm512_loadu_si512(ap + 64);
+            __m512i alo2 = alo, ahi2 = ahi;
+            if constexpr (kX2) {
+              alo2 = _mm512_loadu_si512(ap + a.n_in);
+              ahi2 = _mm512_loadu_si512(ap + a.n_in + 64);
+            }
             for (int r = 0; r < R; ++r) {
-              const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], alo),
-                                                    hi[r], ahi);
+              __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[r], alo),
+                                              hi[r], ahi);
+              if constexpr (kX2) {
+                s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), lo[r], alo2),
+                                        hi[r], ahi2);
+              }
               acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_permutexvar_ps(idx, dd[r][t]), acc[r][t]);
             }
           }
@@ -278,21 +295,36 @@ struct Q32Kernel {
 
 // Q8 activations in the "x4" layout (see matmul_kernels.h); quants bitwise equal to the
 // other levels' quantizers (same amax, same x * (1/d), round half to even).
-void quantize_q8_x4_avx512(const float* x, int64_t n_in, int8_t* qs, float* d, float* s) {
+void quantize_q8_x4_avx512(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
+                           float* resid, const float* parent_d) {
   const int64_t nb = n_in / kQ8Block;
   const int64_t nb4 = nb / 4 * 4;
   const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
   for (int64_t b = 0; b < nb; ++b) {
     const __m512 v0 = _mm512_loadu_ps(x + b * kQ8Block);
     const __m512 v1 = _mm512_loadu_ps(x + b * kQ8Block + 16);
-    const float amax = _mm512_reduce_max_ps(
-        _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-    const float db = amax / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
-    const __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)));
-    const __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)));
+    float db, id;
+    if (parent_d != nullptr) {  // residual row: scale parent / 256 (exact), quants clamped
+      db = parent_d[b] * (1.0f / 256.0f);
+      id = parent_d[b] != 0.0f ? 256.0f / parent_d[b] : 0.0f;
+    } else {
+      const float amax = _mm512_reduce_max_ps(
+          _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+      db = amax / 127.0f;
+      id = db != 0.0f ? 1.0f / db : 0.0f;
+    }
+    const __m512i i0 = _mm512_max_epi32(
+        nlim, _mm512_min_epi32(lim, _mm512_cvtps_epi32(_mm512_mul_ps(v0, _mm512_set1_ps(id)))));
+    const __m512i i1 = _mm512_max_epi32(
+        nlim, _mm512_min_epi32(lim, _mm512_cvtps_epi32(_mm512_mul_ps(v1, _mm512_set1_ps(id)))));
     int8_t* first = b < nb4 ? qs + 128 * (b / 4) + 16 * (b % 4) : qs + b * kQ8Block;  // [16]
     int8_t* second = b < nb4 ? first + 64 : first + 16;                                 // [16]
+    if (resid) {  // x - d * q as two roundings (no FMA), like the scalar reference
+      const __m512 vd = _mm512_set1_ps(db);
+      _mm512_storeu_ps(resid + b * kQ8Block, _mm512_sub_ps(v0, _mm512_mul_ps(vd, _mm512_cvtepi32_ps(i0))));
+      _mm512_storeu_ps(resid + b * kQ8Block + 16, _mm512_sub_ps(v1, _mm512_mul_ps(vd, _mm512_cvtepi32_ps(i1))));
+    }
     _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm512_cvtsepi32_epi8(i0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(second), _mm512_cvtsepi32_epi8(i1));
     d[b] = db;

@@ -7,7 +7,9 @@
 // accumulated exactly over the super-block; one fp32 FMA per (row, token, super-block)
 // applies d * da. Mins (Q4_K/Q5_K) and the -32 offset of Q6_K come from the activation's
 // bsums with one madd. Cost per (row, token, 256 elements): ~29 vector ops; per (row,
-// super-block): ~30 ops of unpacking, shared by the tokens of a tile. Matvec R=2, T=1;
+// super-block): ~30 ops of unpacking, shared by the tokens of a tile. kInt8x2 dots each
+// unpacked weight with the value and the residual row and scales the two int32 sums
+// separately (combining them in int32 could overflow with 6-bit scales). Matvec R=2, T=1;
 // several tokens R=1, T<=4 (AVX2 has 16 registers).
 #include <immintrin.h>
 
@@ -25,12 +27,6 @@ using avx2::run_tiles;
 constexpr int kQ4KBytes = 144;
 constexpr int kQ5KBytes = 176;
 constexpr int kQ6KBytes = 210;
-constexpr int64_t kPrefetchBytes = 16384;  // matvec prefetch distance (see the Q32 files)
-
-// Prefetches the block at `p` (bytes [0, n)) into L1.
-inline void prefetch_block(const uint8_t* p, int n) {
-  for (int off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-}
 
 inline float load_half(const uint8_t* p) {
   uint16_t h;
@@ -69,22 +65,35 @@ struct Q45KKernel {
 
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t has activation rows 2t and 2t+1 (value and residual, each with its own
+  // scale); each unpacked weight is dotted with both, each integer sum scaled on its own.
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
+    constexpr int kRows = kX2 ? 2 : 1;  // activation rows per token
+    constexpr int TT = T * kRows;       // activation rows of this tile
+    const int64_t row0 = t0 * kRows;
     const int64_t nb = a.n_in / kQ8KBlock;
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][kBytes]
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;  // matvec: prefetch the rows R*k ahead
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, nb, a.stream);  // one step per block
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; ++b) {
+      pf.step();
       float dw[R], dmin[R];
       __m256i scales[R];  // [sc0..sc7] as int16, in both lanes
       __m256i mins2[R];   // [m0, m0, m1, m1, ..., m7, m7] as int16
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = rows[r] + b * kBytes;
-        if constexpr (T == 1) prefetch_block(p + pf_dist, kBytes);
         dw[r] = load_half(p);
         dmin[r] = load_half(p + 2);
         const __m128i sm = k4_scales_mins(p + 4);
@@ -92,18 +101,18 @@ struct Q45KKernel {
         const __m128i m8 = _mm_unpackhi_epi64(sm, sm);
         mins2[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
       }
-      float da[T];
-      for (int t = 0; t < T; ++t) {
-        da[t] = a.d[(t0 + t) * nb + b];
-        const __m256i bs = load256(a.bsums + (t0 + t) * (a.n_in / kQ8KSub) + b * 16);
+      float da[TT];
+      for (int t = 0; t < TT; ++t) {
+        da[t] = a.d[(row0 + t) * nb + b];
+        const __m256i bs = load256(a.bsums + (row0 + t) * (a.n_in / kQ8KSub) + b * 16);
         for (int r = 0; r < R; ++r) {
           const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins2[r]));
-          acc[r][t] = _mm256_fmadd_ps(m, _mm256_set1_ps(-dmin[r] * da[t]), acc[r][t]);
+          acc[r][t / kRows] = _mm256_fmadd_ps(m, _mm256_set1_ps(-dmin[r] * da[t]), acc[r][t / kRows]);
         }
       }
-      __m256i isum[R][T];
+      __m256i isum[R][TT];
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t) isum[r][t] = _mm256_setzero_si256();
+        for (int t = 0; t < TT; ++t) isum[r][t] = _mm256_setzero_si256();
       for (int c = 0; c < 4; ++c) {  // 64 elements: sub-blocks 2c (low nibbles), 2c+1 (high)
         __m256i lo[R], hi[R], slo[R], shi[R];
         for (int r = 0; r < R; ++r) {
@@ -124,8 +133,8 @@ struct Q45KKernel {
           slo[r] = word_bcast(scales[r], 2 * c);
           shi[r] = word_bcast(scales[r], 2 * c + 1);
         }
-        for (int t = 0; t < T; ++t) {
-          const int8_t* qa = a.qs + (t0 + t) * a.n_in + b * kQ8KBlock + 64 * c;
+        for (int t = 0; t < TT; ++t) {
+          const int8_t* qa = a.qs + (row0 + t) * a.n_in + b * kQ8KBlock + 64 * c;
           const __m256i alo = load256(qa);
           const __m256i ahi = load256(qa + 32);
           for (int r = 0; r < R; ++r) {
@@ -136,9 +145,9 @@ struct Q45KKernel {
         }
       }
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(dw[r] * da[t]),
-                                      acc[r][t]);
+        for (int t = 0; t < TT; ++t)
+          acc[r][t / kRows] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(dw[r] * da[t]),
+                                              acc[r][t / kRows]);
     }
     for (int t = 0; t < T; ++t)
       for (int r = 0; r < R; ++r) a.y[(t0 + t) * a.n_out + o + r] = hsum(acc[r][t]);
@@ -150,11 +159,24 @@ struct Q45KKernel {
 struct Q6KKernel {
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t has activation rows 2t and 2t+1 (value and residual, each with its own
+  // scale); each unpacked weight is dotted with both, each integer sum scaled on its own.
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
+    constexpr int kRows = kX2 ? 2 : 1;  // activation rows per token
+    constexpr int TT = T * kRows;       // activation rows of this tile
+    const int64_t row0 = t0 * kRows;
     const int64_t nb = a.n_in / kQ8KBlock;
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][210]
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;  // matvec: prefetch the rows R*k ahead
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, nb, a.stream);  // one step per block
     __m256 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
@@ -164,20 +186,20 @@ struct Q6KKernel {
     const __m256i pair_bcast = _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
                                                 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
     for (int64_t b = 0; b < nb; ++b) {
+      pf.step();
       float dw[R];
       __m256i sc16[R];  // [16] sub-block scales as int16
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = rows[r] + b * kQ6KBytes;
-        if constexpr (T == 1) prefetch_block(p + pf_dist, kQ6KBytes);
         dw[r] = load_half(p + 208);
         sc16[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192)));
       }
-      __m256i isum[R][T];
-      float da[T];
-      for (int t = 0; t < T; ++t) {
-        da[t] = a.d[(t0 + t) * nb + b];
+      __m256i isum[R][TT];
+      float da[TT];
+      for (int t = 0; t < TT; ++t) {
+        da[t] = a.d[(row0 + t) * nb + b];
         // The -32 offset: -32 * sum_j sc_j * bsum_j, seeded into the integer sum.
-        const __m256i bs = load256(a.bsums + (t0 + t) * (a.n_in / kQ8KSub) + b * 16);
+        const __m256i bs = load256(a.bsums + (row0 + t) * (a.n_in / kQ8KSub) + b * 16);
         for (int r = 0; r < R; ++r)
           isum[r][t] = _mm256_sub_epi32(_mm256_setzero_si256(),
                                         _mm256_slli_epi32(_mm256_madd_epi16(bs, sc16[r]), 5));
@@ -204,8 +226,8 @@ struct Q6KKernel {
             s_hi[r] = _mm256_shuffle_epi8(
                 _mm256_permutevar8x32_epi32(sc16[r], _mm256_set1_epi32(j_hi / 2)), pair_bcast);
           }
-          for (int t = 0; t < T; ++t) {
-            const int8_t* qa = a.qs + (t0 + t) * a.n_in + b * kQ8KBlock + 128 * half + 32 * part;
+          for (int t = 0; t < TT; ++t) {
+            const int8_t* qa = a.qs + (row0 + t) * a.n_in + b * kQ8KBlock + 128 * half + 32 * part;
             const __m256i alo = load256(qa);
             const __m256i ahi = load256(qa + 64);
             for (int r = 0; r < R; ++r) {
@@ -217,9 +239,9 @@ struct Q6KKernel {
         }
       }
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(dw[r] * da[t]),
-                                      acc[r][t]);
+        for (int t = 0; t < TT; ++t)
+          acc[r][t / kRows] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r][t]), _mm256_set1_ps(dw[r] * da[t]),
+                                              acc[r][t / kRows]);
     }
     for (int t = 0; t < T; ++t)
       for (int r = 0; r < R; ++r) a.y[(t0 + t) * a.n_out + o + r] = hsum(acc[r][t]);

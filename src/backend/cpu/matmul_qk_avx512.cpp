@@ -8,7 +8,8 @@
 // bits are added under a byte mask from vptestmb; Q6_K's two high bits are merged with one
 // vpternlogd. Scale vectors come from one vpermw per 64 weights.
 // Cost per (row, token, 256 elements): 8 multiply ops + ~5 for the min/offset and fp32
-// scaling; per (row, super-block) ~25 ops of unpacking. Matvec R=4, T=1; several tokens
+// scaling (kInt8x2: twice, on the value and the residual row, each int32 sum scaled on its
+// own); per (row, super-block) ~25 ops of unpacking. Matvec R=4, T=1; several tokens
 // R=2, T<=4.
 // GCC 12's AVX-512 headers build results from _mm512_undefined_*() and then warn that
 // the value "may be used uninitialized" once inlined here: a known false positive.
@@ -30,12 +31,6 @@ using avx2::run_tiles;
 constexpr int kQ4KBytes = 144;
 constexpr int kQ5KBytes = 176;
 constexpr int kQ6KBytes = 210;
-constexpr int64_t kPrefetchBytes = 16384;  // matvec prefetch distance (see the Q32 files)
-
-// Prefetches the block at `p` (bytes [0, n)) into L1.
-inline void prefetch_block(const uint8_t* p, int n) {
-  for (int off = 0; off < n; off += 64) _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T0);
-}
 
 inline float load_half(const uint8_t* p) {
   uint16_t h;
@@ -76,24 +71,37 @@ struct Q45KKernel {
 
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t has activation rows 2t and 2t+1 (value and residual, each with its own
+  // scale); each unpacked weight is dotted with both, each integer sum scaled on its own.
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
+    constexpr int kRows = kX2 ? 2 : 1;  // activation rows per token
+    constexpr int TT = T * kRows;       // activation rows of this tile
+    const int64_t row0 = t0 * kRows;
     const int64_t nb = a.n_in / kQ8KBlock;
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][kBytes]
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;  // matvec: prefetch the rows R*k ahead
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, nb, a.stream);  // one step per block
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
     const __m512i low4 = _mm512_set1_epi8(0x0f);
     const __m512i h16 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; ++b) {
+      pf.step();
       float dw[R], dmin[R];
       __m512i sc[R];      // [sc0..sc7] int16 in the low 128 bits
       __m256i mins2[R];   // [m0, m0, m1, m1, ..., m7, m7] as int16
       __m512i qh[R];      // Q5_K: the 32 qh bytes, twice
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = rows[r] + b * kBytes;
-        if constexpr (T == 1) prefetch_block(p + pf_dist, kBytes);
         dw[r] = load_half(p);
         dmin[r] = load_half(p + 2);
         const __m128i sm = k4_scales_mins(p + 4);
@@ -102,15 +110,15 @@ struct Q45KKernel {
         mins2[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
         if constexpr (kFive) qh[r] = _mm512_broadcast_i64x4(load256(p + 16));
       }
-      float da[T];
-      __m512i isum[R][T];
-      for (int t = 0; t < T; ++t) {
-        da[t] = a.d[(t0 + t) * nb + b];
-        const __m256i bs = load256(a.bsums + (t0 + t) * (a.n_in / kQ8KSub) + b * 16);
+      float da[TT];
+      __m512i isum[R][TT];
+      for (int t = 0; t < TT; ++t) {
+        da[t] = a.d[(row0 + t) * nb + b];
+        const __m256i bs = load256(a.bsums + (row0 + t) * (a.n_in / kQ8KSub) + b * 16);
         for (int r = 0; r < R; ++r) {
           const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins2[r]));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_zextps256_ps512(m), _mm512_set1_ps(-dmin[r] * da[t]),
-                                      acc[r][t]);
+          acc[r][t / kRows] = _mm512_fmadd_ps(_mm512_zextps256_ps512(m), _mm512_set1_ps(-dmin[r] * da[t]),
+                                              acc[r][t / kRows]);
           isum[r][t] = _mm512_setzero_si512();
         }
       }
@@ -134,8 +142,8 @@ struct Q45KKernel {
           slo[r] = _mm512_permutexvar_epi16(halves_idx(4 * h, 4 * h + 2), sc[r]);
           shi[r] = _mm512_permutexvar_epi16(halves_idx(4 * h + 1, 4 * h + 3), sc[r]);
         }
-        for (int t = 0; t < T; ++t) {
-          const int8_t* qa = a.qs + (t0 + t) * a.n_in + b * kQ8KBlock + 128 * h;
+        for (int t = 0; t < TT; ++t) {
+          const int8_t* qa = a.qs + (row0 + t) * a.n_in + b * kQ8KBlock + 128 * h;
           const __m512i alo = load_split(qa);
           const __m512i ahi = load_split(qa + 32);
           for (int r = 0; r < R; ++r) {
@@ -145,9 +153,9 @@ struct Q45KKernel {
         }
       }
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw[r] * da[t]),
-                                      acc[r][t]);
+        for (int t = 0; t < TT; ++t)
+          acc[r][t / kRows] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw[r] * da[t]),
+                                              acc[r][t / kRows]);
     }
     for (int t = 0; t < T; ++t)
       for (int r = 0; r < R; ++r) a.y[(t0 + t) * a.n_out + o + r] = _mm512_reduce_add_ps(acc[r][t]);
@@ -157,11 +165,24 @@ struct Q45KKernel {
 struct Q6KKernel {
   template <int R, int T>
   static void run(const TileArgs& a, int64_t o, int64_t t0) {
+    if (a.x2) {
+      run_impl<R, T, true>(a, o, t0);
+    } else {
+      run_impl<R, T, false>(a, o, t0);
+    }
+  }
+
+  // kX2: token t has activation rows 2t and 2t+1 (value and residual, each with its own
+  // scale); each unpacked weight is dotted with both, each integer sum scaled on its own.
+  template <int R, int T, bool kX2>
+  static void run_impl(const TileArgs& a, int64_t o, int64_t t0) {
+    constexpr int kRows = kX2 ? 2 : 1;  // activation rows per token
+    constexpr int TT = T * kRows;       // activation rows of this tile
+    const int64_t row0 = t0 * kRows;
     const int64_t nb = a.n_in / kQ8KBlock;
     const uint8_t* rows[R];
     for (int r = 0; r < R; ++r) rows[r] = a.w + (o + r) * a.row_bytes;  // [nb][210]
-    const int64_t pf_groups = (kPrefetchBytes + R * a.row_bytes - 1) / (R * a.row_bytes);
-    const int64_t pf_dist = pf_groups * R * a.row_bytes;  // matvec: prefetch the rows R*k ahead
+    avx2::SpanPrefetcher pf(rows[0], R * a.row_bytes, nb, a.stream);  // one step per block
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r)
       for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
@@ -174,21 +195,21 @@ struct Q6KKernel {
                           0x001b001a00190018, 0x001f001e001d001c),
         3);
     for (int64_t b = 0; b < nb; ++b) {
+      pf.step();
       float dw[R];
       __m512i sc16[R];  // [16] sub-block scales as int16 in the low 256 bits
       for (int r = 0; r < R; ++r) {
         const uint8_t* p = rows[r] + b * kQ6KBytes;
-        if constexpr (T == 1) prefetch_block(p + pf_dist, kQ6KBytes);
         dw[r] = load_half(p + 208);
         sc16[r] = _mm512_castsi256_si512(
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192))));
       }
-      float da[T];
-      __m512i isum[R][T];
-      for (int t = 0; t < T; ++t) {
-        da[t] = a.d[(t0 + t) * nb + b];
+      float da[TT];
+      __m512i isum[R][TT];
+      for (int t = 0; t < TT; ++t) {
+        da[t] = a.d[(row0 + t) * nb + b];
         // The -32 offset: -32 * sum_j sc_j * bsum_j, seeded into the integer sum.
-        const __m256i bs = load256(a.bsums + (t0 + t) * (a.n_in / kQ8KSub) + b * 16);
+        const __m256i bs = load256(a.bsums + (row0 + t) * (a.n_in / kQ8KSub) + b * 16);
         for (int r = 0; r < R; ++r) {
           const __m256i off = _mm256_slli_epi32(_mm256_madd_epi16(bs, _mm512_castsi512_si256(sc16[r])), 5);
           isum[r][t] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), off));
@@ -213,8 +234,8 @@ struct Q6KKernel {
           shi[r] = _mm512_permutexvar_epi16(
               _mm512_add_epi16(quarter, _mm512_add_epi16(base, _mm512_set1_epi16(4))), sc16[r]);
         }
-        for (int t = 0; t < T; ++t) {
-          const int8_t* qa = a.qs + (t0 + t) * a.n_in + b * kQ8KBlock + 128 * half;
+        for (int t = 0; t < TT; ++t) {
+          const int8_t* qa = a.qs + (row0 + t) * a.n_in + b * kQ8KBlock + 128 * half;
           const __m512i alo = _mm512_loadu_si512(qa);
           const __m512i ahi = _mm512_loadu_si512(qa + 64);
           for (int r = 0; r < R; ++r) {
@@ -224,9 +245,9 @@ struct Q6KKernel {
         }
       }
       for (int r = 0; r < R; ++r)
-        for (int t = 0; t < T; ++t)
-          acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw[r] * da[t]),
-                                      acc[r][t]);
+        for (int t = 0; t < TT; ++t)
+          acc[r][t / kRows] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][t]), _mm512_set1_ps(dw[r] * da[t]),
+                                              acc[r][t / kRows]);
     }
     for (int t = 0; t < T; ++t)
       for (int r = 0; r < R; ++r) a.y[(t0 + t) * a.n_out + o + r] = _mm512_reduce_add_ps(acc[r][t]);

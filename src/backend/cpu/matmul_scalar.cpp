@@ -8,6 +8,9 @@
 // K-quants: per super-block, the exact integer sum over sub-blocks of scale * dot(q, a),
 // minus the min term from bsums (Q4_K/Q5_K) or the -32 offset from bsums (Q6_K), times
 // d * da in fp32. The integer parts are exact; only the per-block fp32 scaling rounds.
+// kInt8x2 (a.x2): token t has a value row 2t and a residual row 2t+1 (scale d1 / 256);
+// 32-wide types combine the integer sums as 256 * dot1 + dot2, K-quants add the two
+// scaled results.
 //
 // Cost: one multiply-add per element, no SIMD; used where AVX2 is missing and as a
 // correctness baseline for the SIMD levels (HS_SIMD=scalar).
@@ -31,18 +34,37 @@ uint32_t load_u32(const uint8_t* p) {
 
 // ------------------------------------------------------------------ activation quantizers
 
-void quantize_q8_scalar(const float* x, int64_t n_in, int8_t* qs, float* d, float* s) {
+// Block scale and its inverse: amax / 127, or parent / 256 for a residual row.
+void block_scale(const float* xb, int n, const float* parent_d, int64_t b, float& db, float& id) {
+  if (parent_d != nullptr) {
+    db = parent_d[b] * (1.0f / 256.0f);
+    id = parent_d[b] != 0.0f ? 256.0f / parent_d[b] : 0.0f;
+    return;
+  }
+  float amax = 0.0f;
+  for (int j = 0; j < n; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
+  db = amax / 127.0f;
+  id = db != 0.0f ? 1.0f / db : 0.0f;
+}
+
+// nearbyint: round half to even, as the SIMD cvtps2dq in the default rounding mode. The
+// clamp only acts on residual rows (|x * id| <= 127 otherwise).
+int quant(float v, float id) {
+  const float r = std::nearbyint(v * id);
+  return static_cast<int>(std::fmin(127.0f, std::fmax(-127.0f, r)));
+}
+
+void quantize_q8_scalar(const float* x, int64_t n_in, int8_t* qs, float* d, float* s,
+                        float* resid, const float* parent_d) {
   for (int64_t b = 0; b < n_in / kQ8Block; ++b) {
     const float* xb = x + b * kQ8Block;  // [32]
-    float amax = 0.0f;
-    for (int j = 0; j < kQ8Block; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float db = amax / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    float db, id;
+    block_scale(xb, kQ8Block, parent_d, b, db, id);
     int sum = 0;
     for (int j = 0; j < kQ8Block; ++j) {
-      // nearbyint: round half to even, as the SIMD cvtps2dq in the default rounding mode.
-      const int q = static_cast<int>(std::nearbyint(xb[j] * id));
+      const int q = quant(xb[j], id);
       qs[b * kQ8Block + j] = static_cast<int8_t>(q);
+      if (resid) resid[b * kQ8Block + j] = xb[j] - db * static_cast<float>(q);
       sum += q;
     }
     d[b] = db;
@@ -50,18 +72,18 @@ void quantize_q8_scalar(const float* x, int64_t n_in, int8_t* qs, float* d, floa
   }
 }
 
-void quantize_q8k_scalar(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums) {
+void quantize_q8k_scalar(const float* x, int64_t n_in, int8_t* qs, float* d, int16_t* bsums,
+                         float* resid, const float* parent_d) {
   for (int64_t b = 0; b < n_in / kQ8KBlock; ++b) {
     const float* xb = x + b * kQ8KBlock;  // [256]
-    float amax = 0.0f;
-    for (int j = 0; j < kQ8KBlock; ++j) amax = std::fmax(amax, std::fabs(xb[j]));
-    const float db = amax / 127.0f;
-    const float id = db != 0.0f ? 1.0f / db : 0.0f;
+    float db, id;
+    block_scale(xb, kQ8KBlock, parent_d, b, db, id);
     for (int g = 0; g < kQ8KBlock / kQ8KSub; ++g) {
       int sum = 0;
       for (int j = g * kQ8KSub; j < (g + 1) * kQ8KSub; ++j) {
-        const int q = static_cast<int>(std::nearbyint(xb[j] * id));
+        const int q = quant(xb[j], id);
         qs[b * kQ8KBlock + j] = static_cast<int8_t>(q);
+        if (resid) resid[b * kQ8KBlock + j] = xb[j] - db * static_cast<float>(q);
         sum += q;
       }
       bsums[b * (kQ8KBlock / kQ8KSub) + g] = static_cast<int16_t>(sum);
@@ -139,16 +161,27 @@ void tile_q32(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1)
   for (int64_t o = r0; o < r1; ++o) {
     const uint8_t* row = a.w + o * a.row_bytes;  // [nb][kBlockBytes]
     for (int64_t t = t0; t < t1; ++t) {
-      const int8_t* qa = a.qs + t * a.n_in;  // [n_in]
-      const float* da = a.d + t * nb;        // [nb]
-      const float* sa = a.s + t * nb;        // [nb]
+      // x2: rows 2t (q1, scale d1) and 2t+1 (residual q2, scale d1/256); the exact integer
+      // 256 * dot1 + dot2 is scaled by d1/256, the mins by both rows' sums.
+      const int64_t ra = a.x2 ? 2 * t : t, rl = a.x2 ? ra + 1 : ra;
+      const int8_t* qa = a.qs + ra * a.n_in;  // [n_in]
+      const int8_t* q2 = a.qs + rl * a.n_in;  // [n_in] (x2)
+      const float* da = a.d + rl * nb;        // [nb] scale of the combined dot
+      const float* sa = a.s + ra * nb;        // [nb]
+      const float* s2 = a.s + rl * nb;        // [nb] (x2)
       float acc = 0.0f;
       Unpacked32 wb;
       for (int64_t b = 0; b < nb; ++b) {
         Unpack(row + b * kBlockBytes, wb);
-        int isum = 0;
+        int isum = 0, isum2 = 0;
         for (int j = 0; j < kQ8Block; ++j) isum += wb.u[j] * qa[b * kQ8Block + j];
-        acc += wb.dw * da[b] * static_cast<float>(isum) + wb.m * sa[b];
+        float msum = sa[b];
+        if (a.x2) {
+          for (int j = 0; j < kQ8Block; ++j) isum2 += wb.u[j] * q2[b * kQ8Block + j];
+          isum = 256 * isum + isum2;
+          msum += s2[b];
+        }
+        acc += wb.dw * da[b] * static_cast<float>(isum) + wb.m * msum;
       }
       a.y[t * a.n_out + o] = acc;
     }
@@ -175,9 +208,12 @@ void tile_q45_k(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t
     const uint8_t* row = a.w + o * a.row_bytes;  // [nb][kBytes]
     for (int64_t t = t0; t < t1; ++t) {
       float acc = 0.0f;
+      // x2: rows 2t (value) and 2t+1 (residual), each with its own scale, both added.
+      const int n_rows = a.x2 ? 2 : 1;
+      for (int64_t ar = t * n_rows; ar < (t + 1) * n_rows; ++ar)
       for (int64_t b = 0; b < nb; ++b) {
-        const int8_t* qa = a.qs + t * a.n_in + b * kQ8KBlock;       // [256]
-        const int16_t* bs = a.bsums + t * (a.n_in / kQ8KSub) + b * 16;  // [16]
+        const int8_t* qa = a.qs + ar * a.n_in + b * kQ8KBlock;       // [256]
+        const int16_t* bs = a.bsums + ar * (a.n_in / kQ8KSub) + b * 16;  // [16]
         const uint8_t* p = row + b * kBytes;
         uint16_t dh, dminh;
         std::memcpy(&dh, p, 2);
@@ -199,7 +235,7 @@ void tile_q45_k(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t
           isum += sc[j] * dot;
           msum += mn[j] * (bs[2 * j] + bs[2 * j + 1]);
         }
-        const float da = a.d[t * nb + b];
+        const float da = a.d[ar * nb + b];
         acc += da * (load_fp16(dh) * static_cast<float>(isum) -
                      load_fp16(dminh) * static_cast<float>(msum));
       }
@@ -214,8 +250,10 @@ void tile_q6_k(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
     const uint8_t* row = a.w + o * a.row_bytes;  // [nb][210]
     for (int64_t t = t0; t < t1; ++t) {
       float acc = 0.0f;
+      const int n_rows = a.x2 ? 2 : 1;  // x2: value and residual rows, both added
+      for (int64_t ar = t * n_rows; ar < (t + 1) * n_rows; ++ar)
       for (int64_t b = 0; b < nb; ++b) {
-        const int8_t* qa = a.qs + t * a.n_in + b * kQ8KBlock;  // [256]
+        const int8_t* qa = a.qs + ar * a.n_in + b * kQ8KBlock;  // [256]
         BlockQ6K blk;
         std::memcpy(&blk, row + b * sizeof(BlockQ6K), sizeof(blk));
         int isum = 0;
@@ -237,7 +275,7 @@ void tile_q6_k(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
           }
           for (int i = 0; i < 8; ++i) isum += blk.scales[8 * half + i] * dots[i];
         }
-        acc += a.d[t * nb + b] * load_fp16(blk.d) * static_cast<float>(isum);
+        acc += a.d[ar * nb + b] * load_fp16(blk.d) * static_cast<float>(isum);
       }
       a.y[t * a.n_out + o] = acc;
     }

@@ -6,12 +6,15 @@
 // is printed with every failure. Weights are random bytes with sane fp16 scales, so every
 // quant bit pattern occurs (including Q8_0's -128, which ggml's quantizer never emits).
 //
+// Both activation precisions are checked (kInt8: one 8-bit term; kInt8x2: 8-bit value plus
+// 8-bit residual, whose bound below is 127x tighter).
+//
 // Error bound (per output, not statistical): the reference is sum_i w_i * x_i in double
 // with w_i = dequantize_row(W) (exact floats). The kernels replace x_i by its 8-bit
 // quantization q_i * da (da = max|x| / 127 over the activation block of 32, or 256 for
 // K-quants), which is off by at most da / 2, while all integer dot products are exact. So
 //     |y - ref| <= sum_i |w_i| * da(i) / 2  +  fp32 rounding slack,
-// where the slack (1e-4 relative, with headroom for the scale/min decomposition whose
+// where the slack (2e-5 relative, with headroom for the scale/min decomposition whose
 // partial terms can exceed the result) covers the per-block fp32 scaling and summation.
 // In relative terms this is ~amax/(254 mean|x|) of sum |w x|, i.e. within the "~1e-2" of
 // 8-bit activations; the test also checks max|y - ref| / max sum|w x| < 0.01 for Gaussian
@@ -140,9 +143,10 @@ struct Case {
 };
 
 // Runs one case at one level and checks every output against its bound.
-void check_case(const Case& c, SimdLevel level, ThreadPool& pool, std::mt19937_64& rng,
-                bool outliers) {
+void check_case(const Case& c, SimdLevel level, ActPrecision prec, ThreadPool& pool,
+                std::mt19937_64& rng, bool outliers) {
   SCOPED_TRACE(std::string(dtype_name(c.type)) + " level=" + simd_level_name(level) +
+               " precision=" + act_precision_name(prec) +
                " n_in=" + std::to_string(c.n_in) + " n_out=" + std::to_string(c.n_out) +
                " n_tokens=" + std::to_string(c.n_tokens) + " threads=" +
                std::to_string(pool.n_threads()) + (outliers ? " outliers " : " ") + seed_note());
@@ -151,7 +155,7 @@ void check_case(const Case& c, SimdLevel level, ThreadPool& pool, std::mt19937_6
   const auto wf = dequantize_all(c.type, wbytes, c.n_in, c.n_out);
   std::vector<float> y(static_cast<size_t>(c.n_tokens * c.n_out), NAN);  // [n_tokens][n_out]
   const WeightView w{c.type, c.n_in, c.n_out, wbytes.data()};
-  const Status st = matmul_at(level, w, x.data(), c.n_tokens, y.data(), pool);
+  const Status st = matmul_at(level, w, x.data(), c.n_tokens, y.data(), pool, prec);
   ASSERT_TRUE(st.is_ok()) << st.to_string();
 
   const int act_block = is_k(c.type) ? 256 : 32;
@@ -179,7 +183,10 @@ void check_case(const Case& c, SimdLevel level, ThreadPool& pool, std::mt19937_6
       if (is_float(c.type)) {
         bound = (double(c.n_in) / 4.0 + 16.0) * std::ldexp(1.0, -24) * abs_wx + 1e-30;
       } else {
-        bound = quant_bound * 1.001 + 1e-4 * (abs_wx + 4.0 * max_w * abs_x) + 1e-30;
+        // kInt8x2: the residual is at most da/2, so its own step is <= da/254 and the
+        // second term leaves <= da/508 per element.
+        const double q = prec == ActPrecision::kInt8x2 ? quant_bound / 127.0 : quant_bound;
+        bound = q * 1.01 + 2e-5 * (abs_wx + 4.0 * max_w * abs_x) + 1e-30;
       }
       const double got = y[static_cast<size_t>(t * c.n_out + o)];
       const double err = std::fabs(got - ref);
@@ -197,7 +204,8 @@ void check_case(const Case& c, SimdLevel level, ThreadPool& pool, std::mt19937_6
   // activations the per-output bound gives ~amax/(254 mean|x|) < 1%; a 20-sigma outlier
   // widens its block's step ~7x, so with outliers only the per-output bound applies.
   if (!is_float(c.type) && !outliers) {
-    EXPECT_LT(max_err / (max_l1 + 1e-30), 0.01) << "max|y-ref| " << max_err << " max sum|wx| " << max_l1;
+    const double limit = prec == ActPrecision::kInt8x2 ? 1e-3 : 0.01;
+    EXPECT_LT(max_err / (max_l1 + 1e-30), limit) << "max|y-ref| " << max_err << " max sum|wx| " << max_l1;
   }
 }
 
@@ -221,19 +229,21 @@ TEST_P(MatmulTypes, MatchesDoubleReferenceAtEveryLevel) {
   std::mt19937_64 rng(test_seed() ^ static_cast<uint64_t>(type) * 0x9e3779b97f4a7c15ull);
   ThreadPool pool1(1), pool3(3);  // 3 threads on 2 cores also exercises a preempted worker
   for (SimdLevel level : available_levels()) {
-    for (int64_t n_in : n_in_choices(type)) {
-      for (int64_t n_out : {1, 7, 33}) {
-        for (int64_t n_tokens : {1, 3, 17}) {
-          check_case({type, n_in, n_out, n_tokens}, level, n_tokens == 3 ? pool1 : pool3, rng,
-                     /*outliers=*/n_out == 7);
+    for (ActPrecision prec : {ActPrecision::kInt8, ActPrecision::kInt8x2}) {
+      for (int64_t n_in : n_in_choices(type)) {
+        for (int64_t n_out : {1, 7, 33}) {
+          for (int64_t n_tokens : {1, 3, 17}) {
+            check_case({type, n_in, n_out, n_tokens}, level, prec, n_tokens == 3 ? pool1 : pool3,
+                       rng, /*outliers=*/n_out == 7);
+          }
         }
       }
+      // Larger: several row chunks and token chunks per thread (prefill path).
+      const int64_t big_in = is_k(type) ? 1024 : 576;
+      check_case({type, big_in, 130, 70}, level, prec, pool3, rng, false);
+      check_case({type, big_in, 515, 2}, level, prec, pool3, rng, true);
+      if (HasFailure()) return;
     }
-    // Larger: several row chunks and token chunks per thread (prefill path).
-    const int64_t big_in = is_k(type) ? 1024 : 576;
-    check_case({type, big_in, 130, 70}, level, pool3, rng, false);
-    check_case({type, big_in, 515, 2}, level, pool3, rng, true);
-    if (HasFailure()) return;
   }
 }
 
@@ -247,15 +257,18 @@ TEST_P(MatmulTypes, LevelsAgreeClosely) {
   const auto x = random_acts(n_tokens * n_in, rng);
   const WeightView w{type, n_in, n_out, wbytes.data()};
   ThreadPool pool(2);
-  std::vector<float> ref(static_cast<size_t>(n_tokens * n_out));
-  ASSERT_TRUE(matmul_at(SimdLevel::kScalar, w, x.data(), n_tokens, ref.data(), pool).is_ok());
-  float scale = 0.0f;
-  for (float v : ref) scale = std::max(scale, std::fabs(v));
-  for (SimdLevel level : available_levels()) {
-    std::vector<float> y(ref.size());
-    ASSERT_TRUE(matmul_at(level, w, x.data(), n_tokens, y.data(), pool).is_ok());
-    for (size_t i = 0; i < y.size(); ++i)
-      ASSERT_NEAR(y[i], ref[i], 1e-4f * scale) << simd_level_name(level) << " i=" << i << " " << seed_note();
+  for (ActPrecision prec : {ActPrecision::kInt8, ActPrecision::kInt8x2}) {
+    std::vector<float> ref(static_cast<size_t>(n_tokens * n_out));
+    ASSERT_TRUE(matmul_at(SimdLevel::kScalar, w, x.data(), n_tokens, ref.data(), pool, prec).is_ok());
+    float scale = 0.0f;
+    for (float v : ref) scale = std::max(scale, std::fabs(v));
+    for (SimdLevel level : available_levels()) {
+      std::vector<float> y(ref.size());
+      ASSERT_TRUE(matmul_at(level, w, x.data(), n_tokens, y.data(), pool, prec).is_ok());
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], ref[i], 1e-4f * scale)
+            << simd_level_name(level) << " " << act_precision_name(prec) << " i=" << i << " " << seed_note();
+    }
   }
 }
 
