@@ -29,7 +29,7 @@ struct BenchOptions {
   std::vector<int> depths{0, 4096, 16384};
   int repetitions = 3;
   std::string json_path;
-  std::string matmul = "exact";
+  std::string matmul = matmul_precision_name(kDefaultMatmulPrecision);
 };
 
 struct Measurement {
@@ -104,7 +104,7 @@ int run_bench(BenchOptions& o) {
     fmt::print(stderr, "error: {}\n", m.status().message());
     return 1;
   }
-  m->decoder->set_matmul_precision(o.matmul == "q8" ? MatmulPrecision::kQ8 : MatmulPrecision::kExact);
+  m->decoder->set_matmul_precision(*parse_matmul_precision(o.matmul));
   // Synthetic context: random K/V values in every page (see the file comment).
   std::mt19937 rng(1234);
   m->kv->fill_random(rng);
@@ -168,8 +168,9 @@ void register_bench(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("-d,--n-depth", o->depths, "Context depths for the decode tests")->capture_default_str();
   cmd->add_option("-r,--repetitions", o->repetitions, "Repetitions per test")->check(CLI::Range(1, 100));
   cmd->add_option("--json", o->json_path, "Also write the JSON result to this file");
-  cmd->add_option("--matmul", o->matmul, "Activation precision: exact (float32) or q8 (8-bit, llama.cpp style)")
-      ->check(CLI::IsMember({"exact", "q8"}))
+  cmd->add_option("--matmul", o->matmul,
+                  "Activation precision: exact (float32), int8x2 (8-bit + residual), int8 (llama.cpp style)")
+      ->check(CLI::IsMember({"exact", "int8x2", "int8"}))
       ->capture_default_str();
   cmd->callback([o, &run] { run = [o] { return run_bench(*o); }; });
 }

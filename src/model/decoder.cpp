@@ -31,8 +31,28 @@ void rms_norm_rows(const float* x, const std::vector<float>& w, int64_t n, int w
 
 }  // namespace
 
+const char* matmul_precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::kExact: return "exact";
+    case MatmulPrecision::kInt8x2: return "int8x2";
+    case MatmulPrecision::kInt8: return "int8";
+  }
+  return "?";
+}
+
+Result<MatmulPrecision> parse_matmul_precision(std::string_view name) {
+  for (auto p : {MatmulPrecision::kExact, MatmulPrecision::kInt8x2, MatmulPrecision::kInt8})
+    if (name == matmul_precision_name(p)) return p;
+  return make_error(StatusCode::kInvalidArgument, "unknown matmul precision '{}' (exact, int8x2, int8)", name);
+}
+
 Status Decoder::mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const {
-  return precision_ == MatmulPrecision::kExact ? cpu::matmul_exact(w, x, n, y, pool) : cpu::matmul(w, x, n, y, pool);
+  switch (precision_) {
+    case MatmulPrecision::kExact: return cpu::matmul_exact(w, x, n, y, pool);
+    case MatmulPrecision::kInt8x2: return cpu::matmul(w, x, n, y, pool, cpu::ActPrecision::kInt8x2);
+    case MatmulPrecision::kInt8: return cpu::matmul(w, x, n, y, pool, cpu::ActPrecision::kInt8);
+  }
+  return make_error(StatusCode::kInternal, "bad matmul precision");
 }
 
 Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,

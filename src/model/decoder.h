@@ -22,10 +22,15 @@
 
 namespace hs {
 
-// How matmuls treat activations: kExact keeps them float32 (transformers-level agreement,
-// the default); kQ8 quantizes them to 8 bits per block of 32 as llama.cpp does (faster
-// prefill, logits move by ~0.1; see docs/cpu-engine.md).
-enum class MatmulPrecision { kExact, kQ8 };
+// How matmuls treat activations (docs/cpu-engine.md, "Matmul precision"):
+//  kExact  float32 activations, weights dequantized in registers (cpu::matmul_exact);
+//  kInt8x2 8-bit activations plus an 8-bit residual, integer dots (cpu::matmul);
+//  kInt8   8-bit activations as llama.cpp does: fastest, but moves logits by ~0.1.
+// kExact and kInt8x2 both agree with transformers (golden tests); kInt8 does not.
+enum class MatmulPrecision { kExact, kInt8x2, kInt8 };
+inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::kExact;
+const char* matmul_precision_name(MatmulPrecision p);
+Result<MatmulPrecision> parse_matmul_precision(std::string_view name);  // exact | int8x2 | int8
 
 class Decoder {
  public:
@@ -51,7 +56,7 @@ class Decoder {
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;
-  MatmulPrecision precision_ = MatmulPrecision::kExact;
+  MatmulPrecision precision_ = kDefaultMatmulPrecision;
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> x_, h_, q_, k_, v_, att_, o_, gate_, up_;  // [n][...]

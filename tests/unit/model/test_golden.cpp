@@ -73,14 +73,18 @@ void log_softmax(float* x, int n) {
 int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {};
+// (model, matmul precision): both transformers-level precisions must pass.
+class GoldenPrecisionTest : public ::testing::TestWithParam<std::tuple<std::string, MatmulPrecision>> {};
 
-TEST_P(GoldenTest, MatchesTransformers) {
-  const Golden g = load_golden(GetParam());
+TEST_P(GoldenPrecisionTest, MatchesTransformers) {
+  const std::string model = std::get<0>(GetParam());
+  const Golden g = load_golden(model);
   const std::string path = std::string(HS_SOURCE_DIR) + "/models/" + g.model_file;
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " absent (run scripts/setup)";
   auto dec_or = Decoder::load(path);
   ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
   Decoder& dec = **dec_or;
+  dec.set_matmul_precision(std::get<1>(GetParam()));
   const ModelConfig& c = dec.config();
   ThreadPool pool;
   KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 512);
@@ -144,8 +148,8 @@ TEST_P(GoldenTest, MatchesTransformers) {
     kv.release(seq);
   }
   const double mean_kl = kl_sum / kl_n;
-  std::printf("[golden] %s: mean KL %.3e over %lld positions; top-1 equal %lld/%lld where margin > %.2f\n",
-              GetParam().c_str(), mean_kl, static_cast<long long>(kl_n), static_cast<long long>(top1_equal),
+  std::printf("[golden] %s (%s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where margin > %.2f\n",
+              model.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(kl_n), static_cast<long long>(top1_equal),
               static_cast<long long>(top1_checked), kMargin);
   EXPECT_LT(mean_kl, 0.01);
   EXPECT_EQ(kv.pool().n_used(), 0);
@@ -208,6 +212,12 @@ TEST_P(GoldenTest, BatchedEqualsAlone) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest, ::testing::Values("smollm2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenPrecisionTest,
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
+                                            ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + matmul_precision_name(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace hs
