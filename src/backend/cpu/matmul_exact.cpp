@@ -81,8 +81,7 @@ Status matmul_exact(const WeightView& w, const float* x, int64_t n_tokens, float
   const Dispatch& dsp = dispatch();
   if (n_tokens <= kFusedMaxTokens && detail::has_fused(w.type)) {
     // Decode: unpack weights in registers, one pass over the weight (memory-bound).
-    thread_local std::vector<float> xs16;
-    xs16.resize(n_tokens * (w.n_in / 16));
+    std::vector<float> xs16(n_tokens * (w.n_in / 16));  // [n_tokens][n_in / 16]
     for (int64_t t = 0; t < n_tokens; ++t) dsp.sums16(x + t * w.n_in, w.n_in, xs16.data() + t * (w.n_in / 16));
     const float* sums = xs16.data();
     const int64_t n_chunks = (w.n_out + kFusedRows - 1) / kFusedRows;
@@ -95,15 +94,15 @@ Status matmul_exact(const WeightView& w, const float* x, int64_t n_tokens, float
   const TileFn tile = dsp.tile;
   const int64_t n_chunks = (w.n_out + kRowChunk - 1) / kRowChunk;
   const int64_t n_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
-  // Scratch per thread: kRows dequantized rows.
-  thread_local std::vector<float> buf;
-  pool.parallel_for(n_chunks * n_tiles, [&](int64_t begin, int64_t end, int) {
-    if (static_cast<int64_t>(buf.size()) < detail::kRows * w.n_in) buf.resize(detail::kRows * w.n_in);
+  // Scratch: kRows dequantized rows per thread.
+  std::vector<float> scratch(static_cast<size_t>(pool.n_threads()) * detail::kRows * w.n_in);  // [threads][kRows][n_in]
+  pool.parallel_for(n_chunks * n_tiles, [&](int64_t begin, int64_t end, int thread) {
+    float* buf = scratch.data() + static_cast<size_t>(thread) * detail::kRows * w.n_in;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t chunk = task % n_chunks, tt = task / n_chunks;
       const int64_t r0 = chunk * kRowChunk, r1 = r0 + kRowChunk < w.n_out ? r0 + kRowChunk : w.n_out;
       const int64_t t0 = tt * kTokenTile, t1 = t0 + kTokenTile < n_tokens ? t0 + kTokenTile : n_tokens;
-      tile(w, row_bytes, x, r0, r1, t0, t1, y, buf.data());
+      tile(w, row_bytes, x, r0, r1, t0, t1, y, buf);
     }
   });
   return Status::ok();
