@@ -28,7 +28,7 @@ namespace hs {
 //  kInt8   8-bit activations as llama.cpp does: fastest, but moves logits by ~0.1.
 // kExact and kInt8x2 both agree with transformers (golden tests); kInt8 does not.
 enum class MatmulPrecision { kExact, kInt8x2, kInt8 };
-inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::kExact;
+inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::kInt8x2;
 const char* matmul_precision_name(MatmulPrecision p);
 Result<MatmulPrecision> parse_matmul_precision(std::string_view name);  // exact | int8x2 | int8
 

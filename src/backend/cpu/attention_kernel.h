@@ -137,12 +137,102 @@ void attention_partial_t(const float* q, int n_q, const PagedKvView& kv, int kv_
   }
 }
 
+// The same computation with head_dim = 16·NV known at compile time: each K and V row is
+// loaded (and converted from f16) once per key for the whole GQA group, and the group's
+// running outputs stay in vector registers (spilling to L1 for large groups × head_dim).
+template <typename T, int NV>
+void attention_partial_fixed(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
+                             int32_t end, float scale, AttnPartial part) {
+  constexpr int hd = 16 * NV;
+  const int P = kv.page_tokens;
+  v16f qv[kMaxGroup][NV];
+  v16f acc[kMaxGroup][NV];
+  float mx[kMaxGroup], sm[kMaxGroup];
+  for (int g = 0; g < n_q; ++g) {
+    for (int i = 0; i < NV; ++i) {
+      qv[g][i] = load_v16(q + g * hd + 16 * i) * scale;
+      acc[g][i] = v16f{};
+    }
+    mx[g] = -INFINITY;
+    sm[g] = 0.0f;
+  }
+  float s[kMaxGroup][kMaxPage];
+  for (int32_t pos = begin; pos < end;) {
+    const int32_t page_end = (pos / P + 1) * P;
+    const int32_t run_end = end < page_end ? end : page_end;
+    const int n = run_end - pos;
+    const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[pos / P]) * kv.page_elems +
+                    (static_cast<int64_t>(kv_head) * P + pos % P) * 2 * hd;
+    if (run_end < end) {  // next page's rows for this head: start fetching them now
+      const T* next = static_cast<const T*>(kv.layer_base) +
+                      static_cast<int64_t>(kv.blocks[run_end / P]) * kv.page_elems +
+                      static_cast<int64_t>(kv_head) * P * 2 * hd;
+      for (int line = 0; line < 8; ++line) __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * line);
+    }
+    for (int j = 0; j < n; ++j) {
+      const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
+      v16f kr[NV];
+      for (int i = 0; i < NV; ++i) kr[i] = load_v16(k + 16 * i);
+      for (int g = 0; g < n_q; ++g) {
+        v16f a = qv[g][0] * kr[0];
+        for (int i = 1; i < NV; ++i) a += qv[g][i] * kr[i];
+        s[g][j] = hsum_v16(a);
+      }
+    }
+    for (int g = 0; g < n_q; ++g) {
+      float run_max = mx[g];
+      for (int j = 0; j < n; ++j) run_max = s[g][j] > run_max ? s[g][j] : run_max;
+      const float correction = mx[g] == -INFINITY ? 0.0f : exp_nonpositive(mx[g] - run_max);
+      if (correction != 1.0f)
+        for (int i = 0; i < NV; ++i) acc[g][i] *= correction;
+      float sum = sm[g] * correction;
+      float* sg = s[g];
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < n; ++j) {
+        sg[j] = exp_nonpositive(sg[j] - run_max);
+        sum += sg[j];
+      }
+      mx[g] = run_max;
+      sm[g] = sum;
+    }
+    for (int j = 0; j < n; ++j) {
+      const T* v = rows + static_cast<int64_t>(j) * 2 * hd + hd;
+      v16f vr[NV];
+      for (int i = 0; i < NV; ++i) vr[i] = load_v16(v + 16 * i);
+      for (int g = 0; g < n_q; ++g) {
+        const float p = s[g][j];
+        for (int i = 0; i < NV; ++i) acc[g][i] += p * vr[i];
+      }
+    }
+    pos = run_end;
+  }
+  for (int g = 0; g < n_q; ++g) {
+    part.max[g] = mx[g];
+    part.sum[g] = sm[g];
+    for (int i = 0; i < NV; ++i) store_v16(part.acc + g * hd + 16 * i, acc[g][i]);
+  }
+}
+
+template <typename T>
+void attention_partial_dispatch(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
+                                int32_t end, float scale, AttnPartial part) {
+  if (n_q <= kMaxGroup && kv.page_tokens <= kMaxPage) {
+    switch (kv.head_dim) {
+      case 64: return attention_partial_fixed<T, 4>(q, n_q, kv, kv_head, begin, end, scale, part);
+      case 128: return attention_partial_fixed<T, 8>(q, n_q, kv, kv_head, begin, end, scale, part);
+      case 256: return attention_partial_fixed<T, 16>(q, n_q, kv, kv_head, begin, end, scale, part);
+      default: break;
+    }
+  }
+  attention_partial_t<T>(q, n_q, kv, kv_head, begin, end, scale, part);
+}
+
 void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
                             float scale, AttnPartial part) {
   if (kv.f16)
-    attention_partial_t<_Float16>(q, n_q, kv, kv_head, begin, end, scale, part);
+    attention_partial_dispatch<_Float16>(q, n_q, kv, kv_head, begin, end, scale, part);
   else
-    attention_partial_t<float>(q, n_q, kv, kv_head, begin, end, scale, part);
+    attention_partial_dispatch<float>(q, n_q, kv, kv_head, begin, end, scale, part);
 }
 
 }  // namespace

@@ -71,7 +71,9 @@ TEST(CpuOps, GatedActivations) {
 TEST(CpuOps, PagedAttentionMatchesDense) {
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);
-  const int P = 16, hd = 64, n_kv_heads = 2, n_pages = 9, group = 3;
+  // head_dim 64/256 take the fixed-size kernel, 40 the generic one.
+  for (const int hd : {64, 256, 40}) {
+  const int P = 16, n_kv_heads = 2, n_pages = 9, group = 3;
   const int64_t page_floats = int64_t(n_kv_heads) * P * 2 * hd;
   auto store = randn(page_floats * n_pages, rng);
   std::vector<int32_t> blocks{5, 2, 7, 0, 3, 8, 1};  // a scrambled block table
@@ -114,6 +116,7 @@ TEST(CpuOps, PagedAttentionMatchesDense) {
         }
       }
     }
+  }
   }
   std::printf("[attention] simd level: %s\n", cpu::attention_simd_level());
 }
