@@ -55,14 +55,25 @@ TEST(CpuOps, RopeBothStyles) {
 }
 
 TEST(CpuOps, GatedActivations) {
-  std::vector<float> g{-3.0f, -0.5f, 0.0f, 0.7f, 4.0f}, u{1.0f, 2.0f, 3.0f, -1.0f, 0.5f}, out(5);
-  cpu::silu_mul(g.data(), u.data(), 5, out.data());
-  for (int i = 0; i < 5; ++i) EXPECT_NEAR(out[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
-  cpu::gelu_tanh_mul(g.data(), u.data(), 5, out.data());
-  for (int i = 0; i < 5; ++i) {
+  // Fixed edge values plus fresh random ones over a wide range (both signs, large |x|).
+  std::vector<float> g{-120.0f, -30.0f, -3.0f, -0.5f, 0.0f, 0.7f, 4.0f, 30.0f, 120.0f};
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int i = 0; i < 1000; ++i) g.push_back(nd(rng));
+  std::vector<float> u(g.size()), out(g.size());
+  for (auto& x : u) x = nd(rng);
+  const int64_t n = static_cast<int64_t>(g.size());
+  cpu::silu_mul(g.data(), u.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const double ref = g[i] / (1 + std::exp(-double(g[i]))) * u[i];
+    EXPECT_NEAR(out[i], ref, 1e-6 * (1 + std::fabs(ref))) << "seed " << seed << " x " << g[i];
+  }
+  cpu::gelu_tanh_mul(g.data(), u.data(), n, out.data());
+  for (int64_t i = 0; i < n; ++i) {
     const double x = g[i];
     const double ref = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
-    EXPECT_NEAR(out[i], ref, 1e-6);
+    EXPECT_NEAR(out[i], ref, 1e-6 * (1 + std::fabs(ref))) << "seed " << seed << " x " << g[i];
   }
 }
 
