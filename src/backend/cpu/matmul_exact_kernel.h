@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul.h"
+#include "backend/cpu/simd_math.h"
 #include "core/quant.h"
 
 // 64-byte vectors by value between internal-linkage functions: no ABI is crossed.
@@ -190,17 +191,12 @@ void dequant(DType type, const uint8_t* src, int64_t n, float* y) {
 // and mins use per-16-element activation sums (xs16), e.g. Q4_1:
 //   Σ (q·d + m)·x = d·(q·x) + m·Σx.
 // Vector extensions compile to one zmm op (AVX-512) or two ymm ops (AVX2).
-typedef float v16f __attribute__((vector_size(64)));
 typedef uint8_t v16u8 __attribute__((vector_size(16)));
 typedef int8_t v16i8 __attribute__((vector_size(16)));
 typedef uint32_t v16u32 __attribute__((vector_size(64)));
 typedef int32_t v16i32 __attribute__((vector_size(64)));
 
-v16f load16(const float* p) {
-  v16f v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+v16f load16(const float* p) { return load_v16(p); }
 v16u8 load16u8(const uint8_t* p) {
   v16u8 v;
   std::memcpy(&v, p, sizeof(v));
@@ -211,14 +207,7 @@ v16f u8_to_f(v16u8 v) { return __builtin_convertvector(__builtin_convertvector(v
 // int8 via the unsigned path (x ^ 0x80 = x + 128): GCC 12 scalarizes a signed byte widening.
 v16f i8_to_f(v16i8 v) { return u8_to_f(reinterpret_cast<v16u8>(v) ^ 0x80) - 128.0f; }
 v16f u32_to_f(v16u32 v) { return __builtin_convertvector(reinterpret_cast<v16i32>(v), v16f); }
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v4f __attribute__((vector_size(16)));
-float hsum(v16f v) {  // tree reduction: 16 → 8 → 4 → 1
-  const v8f a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
-                __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
-  const v4f b = __builtin_shufflevector(a, a, 0, 1, 2, 3) + __builtin_shufflevector(a, a, 4, 5, 6, 7);
-  return (b[0] + b[2]) + (b[1] + b[3]);
-}
+float hsum(v16f v) { return hsum_v16(v); }
 
 // Per-16 activation sums: xs16[i] = Σ x[16i .. 16i+15].
 void sums16(const float* x, int64_t n, float* xs16) {

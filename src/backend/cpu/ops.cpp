@@ -2,6 +2,8 @@
 // whole row decides accuracy (RMSNorm sum of squares).
 #include "backend/cpu/ops.h"
 
+#include "backend/cpu/simd_math.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -45,33 +47,7 @@ void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool ne
   }
 }
 
-namespace {
-
-// exp(x) for x <= 0, vectorizable (no libm call): 2^n · p(r), r = x − n·ln2, |r| ≤ ln2/2,
-// degree-6 polynomial; relative error < 2e-7. Inputs below −87 flush to ~0.
-inline float exp_nonpositive(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  float p = 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  union { float f; int32_t i; } scale;
-  scale.i = (static_cast<int32_t>(n) + 127) << 23;
-  return p * scale.f;
-}
-
-// sigmoid(z) = 1 / (1 + e^-z), through e = exp(−|z|) ∈ (0, 1] so it never overflows.
-inline float sigmoid(float z) {
-  const float e = exp_nonpositive(z < 0 ? z : -z);
-  const float inv = 1.0f / (1.0f + e);
-  return z >= 0 ? inv : e * inv;
-}
-
-}  // namespace
+using detail::sigmoid;
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
 #pragma omp simd
