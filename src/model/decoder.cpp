@@ -90,6 +90,20 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   float* x = x_.data();  // [n][d] residual stream
   float* h = h_.data();  // [n][d]
 
+  // RoPE cos/sin per token, once per step for each base (global layers, sliding-window
+  // layers), shared by every layer and by Q and K.
+  const int half = hd / 2;
+  grow(rope_global_, n * 2 * half);
+  if (c.rope_theta_local != c.rope_theta) grow(rope_local_, n * 2 * half);
+  for (int64_t t = 0; t < n; ++t) {
+    float* g = rope_global_.data() + t * 2 * half;
+    cpu::rope_table(batch.positions[t], c.rope_theta, hd, g, g + half);
+    if (c.rope_theta_local != c.rope_theta) {
+      float* l = rope_local_.data() + t * 2 * half;
+      cpu::rope_table(batch.positions[t], c.rope_theta_local, hd, l, l + half);
+    }
+  }
+
   HS_RETURN_IF_ERROR(cpu::get_rows(weights_.token_embd, batch.tokens.data(), n, x));
   if (c.embed_scale != 1.0f) cpu::scale_inplace(x, c.embed_scale, n * d);
 
@@ -100,7 +114,8 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     HS_RETURN_IF_ERROR(mm(L.wq, h, n, q_.data(), pool));   // [n][q_dim]
     HS_RETURN_IF_ERROR(mm(L.wk, h, n, k_.data(), pool));   // [n][kv_dim]
     HS_RETURN_IF_ERROR(mm(L.wv, h, n, v_.data(), pool));   // [n][kv_dim]
-    const float theta = swa ? c.rope_theta_local : c.rope_theta;
+    const std::vector<float>& rope_tab =
+        swa && c.rope_theta_local != c.rope_theta ? rope_local_ : rope_global_;  // [n][cos | sin]
     const bool neox = c.rope_style == RopeStyle::kNeox;
     for (int64_t t = 0; t < n; ++t) {
       float* qt = q_.data() + t * qd;
@@ -109,8 +124,9 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
         for (int hh = 0; hh < c.n_head; ++hh) cpu::rms_norm(qt + hh * hd, L.q_norm.data(), hd, c.rms_eps, qt + hh * hd);
         for (int hh = 0; hh < c.n_head_kv; ++hh) cpu::rms_norm(kt + hh * hd, L.k_norm.data(), hd, c.rms_eps, kt + hh * hd);
       }
-      cpu::rope(qt, c.n_head, hd, batch.positions[t], theta, neox);
-      cpu::rope(kt, c.n_head_kv, hd, batch.positions[t], theta, neox);
+      const float* cs = rope_tab.data() + t * 2 * half;
+      cpu::rope_apply(qt, c.n_head, hd, cs, cs + half, neox);
+      cpu::rope_apply(kt, c.n_head_kv, hd, cs, cs + half, neox);
       // Store K and V into the sequence's page: [head][token][K | V][head_dim].
       const SeqKv& seq = *seqs[batch.seq_index[t]];
       for (int hh = 0; hh < c.n_head_kv; ++hh)
@@ -174,10 +190,11 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
   }
   const int64_t part_floats = static_cast<int64_t>(group) * (2 + hd);
   grow(partials_, static_cast<int64_t>(tasks_.size()) * part_floats);
-  auto part_of = [&](int64_t task) {
-    float* base = partials_.data() + task * part_floats;
-    return cpu::AttnPartial{base, base + group, base + 2 * group};
-  };
+  parts_.resize(tasks_.size());  // views into partials_, one per task
+  for (size_t i = 0; i < tasks_.size(); ++i) {
+    float* base = partials_.data() + static_cast<int64_t>(i) * part_floats;
+    parts_[i] = cpu::AttnPartial{base, base + group, base + 2 * group};
+  }
   pool.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const AttnTask& task = tasks_[i];
@@ -185,19 +202,16 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
       cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
                             g.dtype == KvDtype::kF16};
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
-      cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, part_of(i));
+      cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, parts_[i]);
     }
   });
   pool.parallel_for(static_cast<int64_t>(spans_.size()), [&](int64_t begin, int64_t end, int) {
-    std::vector<cpu::AttnPartial> parts;
     for (int64_t i = begin; i < end; ++i) {
       const auto [first_task, last_task] = spans_[i];
-      parts.clear();
-      for (int32_t k = first_task; k < last_task; ++k) parts.push_back(part_of(k));
       const int64_t t = i / c.n_head_kv;
       const int kvh = static_cast<int>(i % c.n_head_kv);
       float* out = att_.data() + t * c.q_dim() + kvh * group * hd;  // [group][hd]
-      cpu::attention_merge(parts.data(), static_cast<int>(parts.size()), group, hd, out);
+      cpu::attention_merge(parts_.data() + first_task, last_task - first_task, group, hd, out);
     }
   });
 }

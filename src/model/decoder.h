@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "kv/kv_cache.h"
@@ -60,12 +61,14 @@ class Decoder {
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> x_, h_, q_, k_, v_, att_, o_, gate_, up_;  // [n][...]
+  std::vector<float> rope_global_, rope_local_;                 // [n][cos | sin of head_dim / 2]
   struct AttnTask {
     int32_t token, kv_head, begin, end;  // keys [begin, end) of one kv head for one batch token
   };
   std::vector<AttnTask> tasks_;                       // [n_tasks]
   std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)
   std::vector<float> partials_;                       // [n_tasks][group][2 + head_dim]
+  std::vector<cpu::AttnPartial> parts_;               // [n_tasks] views into partials_
 };
 
 }  // namespace hs

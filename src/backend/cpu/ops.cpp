@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace hs::cpu {
 
@@ -19,16 +20,16 @@ void rms_norm(const float* x, const float* w, int n, float eps, float* out) {
     for (int i = 0; i < n; ++i) out[i] = x[i] * inv;
 }
 
-void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool neox) {
-  const int half = head_dim / 2;
-  // cos/sin per pair, shared by every head.
-  float cs[512], sn[512];
-  for (int i = 0; i < half; ++i) {
-    const double freq = std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
-    const double a = pos * freq;
+void rope_table(int32_t pos, float theta, int head_dim, float* cs, float* sn) {
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double a = pos * std::pow(static_cast<double>(theta), -2.0 * i / head_dim);
     cs[i] = static_cast<float>(std::cos(a));
     sn[i] = static_cast<float>(std::sin(a));
   }
+}
+
+void rope_apply(float* x, int n_heads, int head_dim, const float* cs, const float* sn, bool neox) {
+  const int half = head_dim / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* r = x + static_cast<int64_t>(h) * head_dim;
     if (neox) {
@@ -45,6 +46,12 @@ void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool ne
       }
     }
   }
+}
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool neox) {
+  std::vector<float> cs(head_dim / 2), sn(head_dim / 2);
+  rope_table(pos, theta, head_dim, cs.data(), sn.data());
+  rope_apply(x, n_heads, head_dim, cs.data(), sn.data(), neox);
 }
 
 using detail::sigmoid;
