@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "engine/text_stream.h"
+#include "engine/output_text.h"
 
 namespace hs {
 
@@ -51,10 +51,7 @@ Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& k
   auto t1 = Clock::now();
   res.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
 
-  TextStream stream(tok);
-  size_t emitted = 0;  // bytes of stream text already passed to on_text (stop strings held back)
-  size_t hold = 0;
-  for (const auto& s : req.stop) hold = std::max(hold, s.size());
+  OutputText out(tok, req.stop);
   for (int step = 0; step < req.max_tokens; ++step) {
     const int32_t next = sampler.sample(std::span<float>(logits.data(), c.n_vocab));
     if (!req.ignore_eos && tok.is_eog(next)) {
@@ -63,24 +60,10 @@ Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& k
     }
     res.tokens.push_back(next);
     sampler.accept(next);
-    stream.push(next);
-    const std::string& text = stream.text();
-    bool stopped = false;
-    size_t cut = text.size();
-    for (const auto& s : req.stop) {
-      if (s.empty()) continue;
-      size_t at = text.find(s, emitted > s.size() ? emitted - s.size() : 0);
-      if (at != std::string::npos && at < cut) { cut = at; stopped = true; }
-    }
-    // Emit what can no longer become part of a stop string.
-    const size_t safe = stopped ? cut : (text.size() > hold ? text.size() - hold : 0);
-    if (safe > emitted) {
-      if (on_text && !on_text(std::string_view(text).substr(emitted, safe - emitted))) { emitted = safe; break; }
-      emitted = safe;
-    }
-    if (stopped) {
+    const std::string piece = out.push(next);
+    if (!piece.empty() && on_text && !on_text(piece)) break;
+    if (out.stopped()) {
       res.finish = FinishReason::kStop;
-      res.text = text.substr(0, cut);
       break;
     }
     if (step + 1 == req.max_tokens) break;
@@ -88,11 +71,8 @@ Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& k
     b.add(next, seq.n_tokens, 0, true);
     HS_RETURN_IF_ERROR(model.forward(b, seqs, kv, pool, logits));
   }
-  if (res.finish != FinishReason::kStop) {
-    stream.flush();
-    res.text = stream.text();
-    if (on_text && res.text.size() > emitted) on_text(std::string_view(res.text).substr(emitted));
-  }
+  if (const std::string rest = out.finish(); !rest.empty() && on_text) on_text(rest);
+  res.text = std::string(out.released());
   res.decode_seconds = std::chrono::duration<double>(Clock::now() - t1).count();
   return res;
 }

@@ -1,0 +1,307 @@
+// engine/engine.cpp — see engine.h.
+#include "engine/engine.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "engine/logprobs.h"
+#include "engine/scheduler.h"
+#include "kv/prefix_cache.h"
+
+namespace hs {
+
+const char* event_finish_name(EventFinish f) {
+  switch (f) {
+    case EventFinish::kNone: return "none";
+    case EventFinish::kLength: return "length";
+    case EventFinish::kStop: return "stop";
+    case EventFinish::kEos: return "stop";
+    case EventFinish::kCancelled: return "abort";
+    case EventFinish::kTimeout: return "abort";
+    case EventFinish::kError: return "error";
+  }
+  return "?";
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+int64_t weight_bytes(const Decoder& m) {
+  int64_t n = 0;
+  for (const auto& t : m.file().tensors()) n += static_cast<int64_t>(t.n_bytes);
+  return n;
+}
+}  // namespace
+
+struct Engine::Impl {
+  Decoder& model;
+  const Tokenizer& tok;
+  KvCache& kv;
+  ThreadPool& pool;
+  EngineConfig cfg;
+  std::unique_ptr<PrefixCache> prefix;
+  std::unique_ptr<Scheduler> sched;
+
+  // Inbox: HTTP threads → engine thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::unique_ptr<Sequence>> inbox;
+  std::vector<uint64_t> cancels;
+  bool stopping = false;
+  std::atomic<uint64_t> next_id{1};
+  std::atomic<int> n_waiting{0};  // queued in the scheduler (last step) — for the 429 check
+
+  // Engine thread only.
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> live;
+  std::vector<float> logits;  // [n_sampled][n_vocab]
+  std::vector<float> raw;     // [n_vocab] copy for logprobs
+  EngineStats counters;       // cumulative fields, engine-thread copy
+
+  mutable std::mutex stats_mu;
+  EngineStats published;
+  std::thread thread;
+
+  Impl(Decoder& m, const Tokenizer& t, KvCache& k, ThreadPool& p, const EngineConfig& c)
+      : model(m), tok(t), kv(k), pool(p), cfg(c) {
+    if (cfg.enable_prefix_caching) prefix = std::make_unique<PrefixCache>(kv);
+    SchedulerConfig sc{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_cost_ratio};
+    sched = std::make_unique<Scheduler>(
+        kv, prefix.get(), sc,
+        StepCostModel::from_config(m.config(), weight_bytes(m), kv_elem_bytes(kv.geometry().dtype)));
+    publish();
+  }
+
+  void publish() {
+    EngineStats s = counters;
+    s.running = static_cast<int>(sched->running().size());
+    s.waiting = static_cast<int>(sched->waiting().size());
+    s.kv_pages_total = kv.pool().n_blocks();
+    s.kv_pages_used = kv.pool().n_used();
+    s.kv_pages_cached = prefix ? prefix->n_cached_free_pages() : 0;
+    s.prefix_cache_queries = prefix ? prefix->queries() : 0;
+    s.prefix_cache_hits = prefix ? prefix->hits() : 0;
+    n_waiting.store(s.waiting);
+    std::lock_guard lk(stats_mu);
+    published = s;
+  }
+
+  // Sends the final event (ev.finish set; tokens/text of this step may ride along), releases
+  // every page and slot of the request and forgets it.
+  void finish(Sequence* s, RequestEvent ev) {
+    ev.time = Clock::now();
+    ev.usage.prompt_tokens = s->n_prompt;
+    ev.usage.completion_tokens = s->n_generated() + (ev.finish == EventFinish::kEos ? 1 : 0);
+    ev.usage.cached_tokens = std::max(0, s->cached_tokens);
+    ev.n_preemptions = s->n_preemptions;
+    ev.first_scheduled = s->first_scheduled;
+    counters.requests_finished[static_cast<int>(ev.finish)]++;
+    counters.prompt_tokens_total += s->n_prompt;
+    counters.preemptions_total += s->n_preemptions;
+    s->channel->push(std::move(ev));
+    sched->remove(s);
+    live.erase(s->id);  // destroys s
+  }
+  void finish(Sequence* s, EventFinish why, std::string text = {}, std::string error = {}) {
+    RequestEvent ev;
+    ev.finish = why;
+    ev.text = std::move(text);
+    ev.error = std::move(error);
+    finish(s, std::move(ev));
+  }
+
+  void sample(Sequence* s, float* row) {
+    const int V = model.config().n_vocab;
+    const int k = s->params.logprobs;
+    if (k >= 0) raw.assign(row, row + V);
+    const int32_t t = s->sampler->sample(std::span<float>(row, V));
+    counters.generation_tokens_total++;
+    if (!s->params.ignore_eos && tok.is_eog(t)) {
+      finish(s, EventFinish::kEos, s->text->finish());
+      return;
+    }
+    RequestEvent ev;
+    ev.time = Clock::now();
+    s->tokens.push_back(t);
+    s->sampler->accept(t);
+    ev.tokens.push_back(t);
+    if (k >= 0) ev.logprobs.push_back(compute_logprobs(raw, t, k));
+    ev.text = s->text->push(t);
+    if (s->text->stopped()) {
+      ev.finish = EventFinish::kStop;
+    } else if (s->n_generated() >= s->params.max_tokens || s->n_tokens() >= cfg.max_model_len) {
+      ev.finish = EventFinish::kLength;
+      ev.text += s->text->finish();
+    }
+    if (ev.finish == EventFinish::kNone) {
+      s->channel->push(std::move(ev));
+      return;
+    }
+    finish(s, std::move(ev));  // final event: carries this token and the usage
+  }
+
+  void step(const StepPlan& plan) {
+    Batch batch;
+    std::vector<SeqKv*> seqs;  // [n_chunks]
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      const ScheduledChunk& c = plan.chunks[i];
+      seqs.push_back(&c.seq->kv);
+      const int32_t end = c.seq->num_computed + c.n_tokens;
+      for (int32_t p = c.seq->num_computed; p < end; ++p)
+        batch.add(c.seq->tokens[p], p, static_cast<int32_t>(i), c.sample && p == end - 1);
+      if (c.n_tokens > 1 || !c.sample) counters.computed_prompt_tokens_total += c.n_tokens;
+    }
+    Status st = model.forward(batch, seqs, kv, pool, logits);
+    counters.steps_total++;
+    if (!st.is_ok()) {
+      spdlog::error("engine: forward failed: {}", st.message());
+      for (const auto& c : plan.chunks) finish(c.seq, EventFinish::kError, {}, st.message());
+      return;
+    }
+    sched->commit(plan);
+    const int V = model.config().n_vocab;
+    int row = 0;
+    for (const auto& c : plan.chunks)
+      if (c.sample) sample(c.seq, logits.data() + static_cast<int64_t>(row++) * V);
+  }
+
+  void loop() {
+    for (;;) {
+      std::vector<std::unique_ptr<Sequence>> incoming;
+      std::vector<uint64_t> cancelled;
+      {
+        std::unique_lock lk(mu);
+        if (sched->idle() && inbox.empty() && cancels.empty() && !stopping)
+          cv.wait_for(lk, std::chrono::milliseconds(100));
+        if (stopping) break;
+        incoming.swap(inbox);
+        cancelled.swap(cancels);
+      }
+      for (auto& s : incoming) {
+        sched->add(s.get());
+        const uint64_t id = s->id;
+        live.emplace(id, std::move(s));
+      }
+      for (uint64_t id : cancelled)
+        if (auto it = live.find(id); it != live.end()) finish(it->second.get(), EventFinish::kCancelled);
+      const auto now = Clock::now();
+      std::vector<Sequence*> expired;
+      for (auto& [id, s] : live)
+        if (s->deadline < now) expired.push_back(s.get());
+      for (Sequence* s : expired) finish(s, EventFinish::kTimeout);
+
+      if (!sched->idle()) {
+        StepPlan plan = sched->schedule();
+        if (!plan.empty()) {
+          step(plan);
+        } else if (sched->running().empty() && !sched->waiting().empty()) {
+          // Nothing runs and the head of the queue cannot be admitted: it can never fit.
+          finish(sched->waiting().front(), EventFinish::kError, {}, "request does not fit in the KV cache");
+        }
+      }
+      publish();
+    }
+    {
+      std::lock_guard lk(mu);
+      for (auto& s : inbox) {
+        sched->add(s.get());
+        const uint64_t id = s->id;
+        live.emplace(id, std::move(s));
+      }
+      inbox.clear();
+    }
+    std::vector<Sequence*> all;
+    for (auto& [id, s] : live) all.push_back(s.get());
+    for (Sequence* s : all) finish(s, EventFinish::kCancelled);
+    publish();
+  }
+};
+
+Engine::Engine(Decoder& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool, EngineConfig cfg)
+    : cfg_(cfg) {
+  const int64_t capacity = static_cast<int64_t>(kv.pool().n_blocks()) * kv.geometry().page_tokens;
+  if (cfg_.max_model_len <= 0) cfg_.max_model_len = model.config().n_ctx_train;
+  cfg_.max_model_len = static_cast<int>(std::min<int64_t>(cfg_.max_model_len, capacity));
+  cfg_.max_num_seqs = std::max(1, cfg_.max_num_seqs);
+  cfg_.max_num_batched_tokens = std::max(1, cfg_.max_num_batched_tokens);
+  impl_ = std::make_unique<Impl>(model, tok, kv, pool, cfg_);
+}
+
+Engine::~Engine() { stop(); }
+
+void Engine::start() {
+  if (impl_->thread.joinable()) return;
+  impl_->thread = std::thread([this] { impl_->loop(); });
+}
+
+void Engine::stop() {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+std::variant<Engine::Submitted, SubmitError> Engine::submit(RequestParams params) {
+  const int n_vocab = impl_->model.config().n_vocab;
+  if (params.prompt.empty()) return SubmitError{SubmitError::kInvalid, "the prompt is empty"};
+  for (int32_t t : params.prompt)
+    if (t < 0 || t >= n_vocab)
+      return SubmitError{SubmitError::kInvalid, fmt::format("token id {} is out of range [0, {})", t, n_vocab)};
+  if (params.max_tokens < 1)
+    return SubmitError{SubmitError::kInvalid, fmt::format("max_tokens must be at least 1, got {}", params.max_tokens)};
+  const int64_t total = static_cast<int64_t>(params.prompt.size()) + params.max_tokens;
+  if (total > cfg_.max_model_len)
+    return SubmitError{SubmitError::kTooLong,
+                       fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                                   "tokens ({} in the prompt, {} in the completion). Please reduce the length of "
+                                   "the prompt or the completion.",
+                                   cfg_.max_model_len, total, params.prompt.size(), params.max_tokens)};
+  if (Status st = params.sampling.validate(); !st.is_ok())
+    return SubmitError{SubmitError::kInvalid, std::string(st.message())};
+  if (params.logprobs > 20)
+    return SubmitError{SubmitError::kInvalid, fmt::format("logprobs must be at most 20, got {}", params.logprobs)};
+
+  auto s = std::make_unique<Sequence>();
+  s->id = impl_->next_id.fetch_add(1);
+  s->channel = std::make_shared<RequestChannel>();
+  s->tokens = params.prompt;
+  s->n_prompt = static_cast<int32_t>(params.prompt.size());
+  s->arrival = Clock::now();
+  if (params.timeout_s > 0)
+    s->deadline = s->arrival + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(params.timeout_s));
+  s->sampler = std::make_unique<Sampler>(params.sampling);
+  for (int32_t t : params.prompt) s->sampler->accept(t);
+  s->text = std::make_unique<OutputText>(impl_->tok, params.stop);
+  s->params = std::move(params);
+  Submitted out{s->id, s->channel};
+  {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->stopping) return SubmitError{SubmitError::kShuttingDown, "the server is shutting down"};
+    const int queued = impl_->n_waiting.load() + static_cast<int>(impl_->inbox.size());
+    if (queued >= cfg_.max_waiting)
+      return SubmitError{SubmitError::kQueueFull,
+                         fmt::format("the server is busy: {} requests are waiting; retry later", queued)};
+    impl_->inbox.push_back(std::move(s));
+  }
+  impl_->cv.notify_one();
+  return out;
+}
+
+void Engine::cancel(uint64_t id) {
+  {
+    std::lock_guard lk(impl_->mu);
+    impl_->cancels.push_back(id);
+  }
+  impl_->cv.notify_one();
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lk(impl_->stats_mu);
+  EngineStats s = impl_->published;
+  return s;
+}
+
+}  // namespace hs

@@ -1,0 +1,51 @@
+// engine/step_cost.cpp — see step_cost.h.
+#include "engine/step_cost.h"
+
+#include <algorithm>
+
+namespace hs {
+
+StepCostModel StepCostModel::from_config(const ModelConfig& c, int64_t weight_bytes, int kv_elem_bytes,
+                                         double mem_bw, double matmul_flops) {
+  StepCostModel m;
+  const double embd_params = static_cast<double>(c.n_vocab) * c.n_embd;
+  const double per_layer_params = static_cast<double>(c.n_embd) * (c.q_dim() + 2 * c.kv_dim()) +
+                                  static_cast<double>(c.q_dim()) * c.n_embd + 3.0 * c.n_embd * c.n_ff;
+  m.fixed_s = static_cast<double>(weight_bytes) / mem_bw;
+  m.per_token_s = 2.0 * per_layer_params * c.n_layer / matmul_flops;
+  m.per_row_s = 2.0 * embd_params / matmul_flops;
+  int n_local = 0;
+  for (bool swa : c.layer_is_swa) n_local += swa;
+  const double key_bytes = 2.0 * c.n_head_kv * c.head_dim * kv_elem_bytes;  // K and V
+  m.per_key_full_s = key_bytes * (c.n_layer - n_local) / mem_bw;
+  m.per_key_local_s = key_bytes * n_local / mem_bw;
+  m.window = c.sliding_window;
+  return m;
+}
+
+double StepCostModel::key_cost(int64_t pos) const {
+  const double keys = static_cast<double>(pos + 1);
+  const double local = window > 0 ? std::min<double>(keys, window) : keys;
+  return keys * per_key_full_s + local * per_key_local_s;
+}
+
+double StepCostModel::chunk_cost(int64_t pos0, int64_t n) const {
+  if (n <= 0) return 0;
+  // Sum of key_cost over the chunk: exact for the full layers (arithmetic series); the
+  // local layers are bounded by the window.
+  const double full_keys = static_cast<double>(n) * (pos0 + 1) + 0.5 * static_cast<double>(n) * (n - 1);
+  double local_keys = full_keys;
+  if (window > 0) local_keys = std::min(local_keys, static_cast<double>(n) * window);
+  return n * per_token_s + full_keys * per_key_full_s + local_keys * per_key_local_s;
+}
+
+int32_t StepCostModel::max_chunk(int64_t pos0, int32_t max_n, double allowance) const {
+  int32_t lo = 0, hi = max_n;  // chunk_cost is increasing in n
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo + 1) / 2;
+    if (chunk_cost(pos0, mid) <= allowance) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace hs
