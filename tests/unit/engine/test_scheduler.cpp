@@ -84,7 +84,7 @@ TEST(Scheduler, DecodesAlwaysRunWhileAPromptIsPrefilled) {
     StepPlan p = h.step();
     EXPECT_LE(p.n_tokens, 64);
     for (Sequence* s : streams) EXPECT_TRUE(in_plan(p, s)) << "step " << step;
-    EXPECT_EQ(p.n_decodes, 4);
+    EXPECT_GE(p.n_decodes, 4);
   }
   EXPECT_GT(big->num_computed, 0);
 }
