@@ -1,9 +1,11 @@
 # hindsight — the front door. `make run` and `make test` each set up everything they need.
 #   make setup   Debian packages, .venv, default models (idempotent; fast when done)
 #   make build   configure + build the CPU preset → build/bin/hindsight
-#   make test    setup + build + unit tests (ctest) + Python tests (pytest)
+#   make test    setup + build + unit tests (ctest) + Python tests (pytest: tests/py, and
+#                tests/e2e against a real `hindsight serve` on SmolLM2)
 #   make run     setup + build + inspect both default models, then chat with SmolLM2
 #   make bench   setup + build + benchmarks
+#   make bench-serve  setup + build + serving benchmark (aiperf) and prefill fairness
 #   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
 #   make cuda    configure + build the CUDA preset (compiles on a machine without a GPU)
 JOBS ?= $(shell nproc)
@@ -11,8 +13,10 @@ PRESET ?= cpu
 BIN := build/bin/hindsight
 SMOLLM2 := models/smollm2-135m-instruct-q4_1.gguf
 GEMMA3 := models/gemma-3-270m-q4_k_m.gguf
+# The binary the e2e tests and bench/serve.sh start (override to test another build).
+export HS_BIN ?= $(CURDIR)/$(BIN)
 
-.PHONY: setup build test unit pytest run bench asan cuda clean
+.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean
 
 setup:
 	scripts/setup
@@ -25,7 +29,11 @@ unit: build
 	cd build && ctest --output-on-failure -j $(JOBS)
 
 pytest: build
-	HS_UNIT_TESTS=$(CURDIR)/build/bin/hs_unit_tests HS_BIN=$(CURDIR)/$(BIN) .venv/bin/python -m pytest -q tests/py
+	HS_UNIT_TESTS=$(CURDIR)/build/bin/hs_unit_tests .venv/bin/python -m pytest -q tests/py tests/e2e
+
+# Only the end-to-end server tests (no build: uses $(HS_BIN) as it is).
+e2e:
+	.venv/bin/python -m pytest -q tests/e2e
 
 test: setup
 	$(MAKE) unit pytest
@@ -39,6 +47,10 @@ bench: setup build
 	$(BIN) bench -m $(SMOLLM2)
 	$(BIN) bench -m $(GEMMA3)
 	build/bin/hs_bench_matmul --benchmark_min_time=0.2
+
+bench-serve: setup build
+	bench/serve.sh $(SMOLLM2)
+	bench/serve.sh fairness $(SMOLLM2)
 
 asan:
 	@test -f build/asan/build.ninja || cmake --preset asan
