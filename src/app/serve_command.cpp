@@ -1,0 +1,200 @@
+// app/serve_command.cpp — `hindsight serve -m MODEL`: the OpenAI-compatible HTTP server.
+//
+// Order: bind and listen first (so /health answers 503 "Loading model" while the model
+// loads), load the model, size the KV cache, build and start the Engine, then mark the
+// server ready. SIGINT/SIGTERM: new requests get 503, the engine stops (requests in flight
+// end as cancelled, streams get an error event), the HTTP threads finish, exit 0. A signal
+// while loading exits at once; a second signal during shutdown exits at once.
+//
+// Sizes: --max-model-len defaults to the model's training context; -c (KV capacity in
+// tokens, across all sequences) defaults to max(2 x max-model-len, 16384); the engine caps
+// max-model-len at the KV capacity.
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <csignal>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "app/commands.h"
+#include "app/loaded_model.h"
+#include "engine/engine.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+
+namespace hs::app {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  server::ServerConfig http;
+  EngineConfig engine;
+  bool no_prefix_caching = false;
+  bool ctx_given = false;  // -c was on the command line
+};
+
+// Waits for SIGINT/SIGTERM on its own thread (the signals are blocked everywhere else).
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);  // before any other thread starts
+    thread_ = std::thread([this] { run(); });
+  }
+  ~SignalWatcher() {
+    quit_ = true;
+    thread_.join();
+  }
+  void set_serving(bool on) { serving_ = on; }
+  // Blocks until the first signal; returns its number.
+  int wait() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return signal_ != 0; });
+    return signal_;
+  }
+
+ private:
+  void run() {
+    const timespec tick{0, 200'000'000};
+    while (!quit_) {
+      const int sig = sigtimedwait(&set_, nullptr, &tick);
+      if (sig <= 0) continue;
+      if (!serving_) {  // loading, or a second signal while shutting down: leave now
+        spdlog::warn("signal {}: exiting now", sig);
+        std::_Exit(128 + sig);
+      }
+      spdlog::info("signal {}: shutting down (send it again to exit at once)", sig);
+      serving_ = false;
+      {
+        std::lock_guard lk(mu_);
+        signal_ = sig;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  sigset_t set_;
+  std::thread thread_;
+  std::atomic<bool> quit_{false}, serving_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int signal_ = 0;
+};
+
+int run_serve(ServeOptions& o) {
+  std::signal(SIGPIPE, SIG_IGN);  // writes to closed sockets must fail, not kill us
+  SignalWatcher signals;
+  if (o.http.served_model_name.empty())
+    o.http.served_model_name = std::filesystem::path(o.model.model).stem().string();
+
+  server::HttpServer http(o.http);
+  if (Status s = http.start(); !s.is_ok()) {
+    spdlog::error("{}", s.message());
+    return 1;
+  }
+  spdlog::info("listening on http://{}:{} (model '{}' loading)", o.http.host, http.port(), o.http.served_model_name);
+
+  // Load the model; the KV capacity depends on its context length.
+  auto decoder = Decoder::load(o.model.model);
+  if (!decoder.is_ok()) {
+    spdlog::error("{}", decoder.status().message());
+    return 1;
+  }
+  Decoder& model = **decoder;
+  auto tokenizer = make_tokenizer(model.file());
+  if (!tokenizer.is_ok()) {
+    spdlog::error("tokenizer: {}", tokenizer.status().message());
+    return 1;
+  }
+  const Tokenizer& tok = **tokenizer;
+  const ModelConfig& mc = model.config();
+  if (tok.n_vocab() < mc.n_vocab) {
+    spdlog::error("tokenizer has {} tokens but the embedding has {} rows", tok.n_vocab(), mc.n_vocab);
+    return 1;
+  }
+  auto dtype = parse_kv_dtype(o.model.kv_cache_dtype);
+  if (!dtype.is_ok()) {
+    spdlog::error("{}", dtype.status().message());
+    return 1;
+  }
+  const int wanted_len = o.engine.max_model_len > 0 ? o.engine.max_model_len : mc.n_ctx_train;
+  const int ctx = o.ctx_given ? o.model.ctx_size : std::max(wanted_len * 2, 16384);
+  KvGeometry g{mc.n_layer, mc.n_head_kv, mc.head_dim, 16, *dtype};
+  const int32_t n_pages = (ctx + g.page_tokens - 1) / g.page_tokens;
+  KvCache kv(g, n_pages);
+  ThreadPool pool(o.model.threads);
+  std::string template_origin;
+  auto tmpl = chat_template_for_model(model.file(), &template_origin);
+  if (!tmpl.is_ok()) spdlog::warn("no chat template ({}); /v1/chat/completions will answer 400", tmpl.status().message());
+
+  o.engine.max_model_len = wanted_len;
+  o.engine.enable_prefix_caching = !o.no_prefix_caching;
+  Engine engine(model, tok, kv, pool, o.engine);
+  engine.start();
+  spdlog::info("model {} ({}); KV {} tokens in {} pages ({:.0f} MiB {}); max_model_len {}; max_num_seqs {}; "
+               "max_num_batched_tokens {}; prefix caching {}; chat template: {}",
+               o.model.model, describe(mc), static_cast<int64_t>(n_pages) * g.page_tokens, n_pages,
+               static_cast<double>(n_pages) * g.page_bytes() * mc.n_layer / (1 << 20), o.model.kv_cache_dtype,
+               engine.max_model_len(), engine.config().max_num_seqs, engine.config().max_num_batched_tokens,
+               o.no_prefix_caching ? "off" : "on", tmpl.is_ok() ? template_origin : "none");
+
+  http.set_ready(server::ServingModel{&engine, &tok, tmpl.is_ok() ? &*tmpl : nullptr, engine.max_model_len()});
+  signals.set_serving(true);
+  spdlog::info("ready: http://{}:{}/v1 serving '{}'", o.http.host, http.port(), o.http.served_model_name);
+
+  signals.wait();
+  http.begin_shutdown();  // new requests: 503
+  engine.stop();          // open requests end (kCancelled)
+  http.stop();            // HTTP threads finish their responses
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server (continuous batching)");
+  add_model_options(cmd, o->model);
+  server::ServerConfig& h = o->http;
+  h.served_model_name.clear();  // default: the model file's stem
+  cmd->add_option("--host", h.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", h.port, "Port to listen on (0: any free port)")->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--api-key", h.api_key, "Require 'Authorization: Bearer KEY' on /v1/*, /tokenize, /detokenize")
+      ->envname("HINDSIGHT_API_KEY");
+  cmd->add_option("--served-model-name", h.served_model_name, "Model name in the API (default: the file's stem)");
+  cmd->add_option("--request-timeout", h.request_timeout_s, "Seconds before a request is aborted (0: never)")
+      ->check(CLI::Range(0.0, 1e7))->capture_default_str();
+  cmd->add_option("--http-threads", h.http_threads, "HTTP threads (concurrent connections)")
+      ->check(CLI::Range(1, 4096))->capture_default_str();
+  EngineConfig& e = o->engine;
+  cmd->add_option("--max-model-len", e.max_model_len, "Prompt + completion tokens per request (default: the model's context)")
+      ->check(CLI::Range(16, 1 << 24));
+  cmd->add_option("--max-num-seqs", e.max_num_seqs, "Sequences running at once")->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", e.max_num_batched_tokens, "Tokens computed per engine step")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--max-waiting", e.max_waiting, "Queued requests beyond this get 429")->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--prefill-cost-ratio", e.prefill_cost_ratio,
+                  "Cap a step's cost at this multiple of a decode-only step while decodes run (0: off)")
+      ->check(CLI::Range(0.0, 1000.0))->capture_default_str();
+  cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not reuse cached prompt prefixes");
+  cmd->callback([o, cmd, &run] {
+    o->ctx_given = cmd->get_option("--ctx-size")->count() > 0;
+    run = [o] { return run_serve(*o); };
+  });
+}
+
+}  // namespace hs::app

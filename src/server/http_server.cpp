@@ -1,0 +1,285 @@
+// server/http_server.cpp — HttpServer: httplib setup, the route wrapper (request id, auth,
+// readiness, active-request gauge, exceptions → 500 JSON), the small routes (health,
+// models, metrics, tokenize, detokenize) and one log line per request. Chat and text
+// completions are in completion_routes.cpp.
+#include "server/http_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <thread>
+
+#include "engine/engine.h"
+#include "server/openai_response.h"
+#include "server/routes.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hs::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// When the current HTTP thread started its request (set by the pre-routing handler, read by
+// the logger; both run on the connection's thread).
+thread_local Clock::time_point t_request_start{};
+
+// Compares without an early exit, so the time taken does not reveal how much of the key matched.
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// A client's X-Request-Id is echoed if it is short printable ASCII; else a fresh one.
+std::string request_id_for(const httplib::Request& req) {
+  std::string id = req.get_header_value("X-Request-Id");
+  bool ok = !id.empty() && id.size() <= 128;
+  for (char c : id) ok = ok && c > 32 && c < 127;
+  return ok ? id : random_hex_id("req-");
+}
+
+struct RouteFlags {
+  bool auth = true;    // needs the API key (when one is set)
+  bool ready = true;   // needs the model
+  bool active = true;  // counts in http_requests_active (not /health, /metrics: an idle
+                       // server's scrape then reads 0)
+};
+
+ApiError error_for_status(const httplib::Request& req, int status, size_t max_body) {
+  switch (status) {
+    case 400: return invalid_request("malformed HTTP request");
+    case 404: return not_found(fmt::format("no route for {} {}", req.method, req.path));
+    case 413: return request_too_large(fmt::format("the request body exceeds the limit of {} bytes", max_body));
+    case 414: return ApiError{414, "invalid_request_error", "the request URI is too long", ""};
+    case 499: return ApiError{499, "invalid_request_error", "the client closed the request", ""};
+    default: break;
+  }
+  return ApiError{status, status < 500 ? "invalid_request_error" : "server_error", fmt::format("HTTP {}", status), ""};
+}
+
+}  // namespace
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, api_error_json(e)); }
+
+struct HttpServer::Impl {
+  explicit Impl(ServerConfig cfg) : st(std::move(cfg)) {}
+
+  ServerState st;
+  httplib::Server svr;
+  std::thread listener;
+  int bound_port = -1;
+
+  bool authorized(const httplib::Request& req) const {
+    if (st.cfg.api_key.empty()) return true;
+    const std::string h = req.get_header_value("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    if (h.size() <= kBearer.size() || std::string_view(h).substr(0, kBearer.size()) != kBearer) return false;
+    return constant_time_equal(std::string_view(h).substr(kBearer.size()), st.cfg.api_key);
+  }
+
+  template <typename F>
+  httplib::Server::Handler route(RouteFlags flags, F f) {
+    return [this, flags, f](const httplib::Request& req, httplib::Response& res) {
+      struct Active {  // the gauge, for the handler's duration
+        ServerMetrics& m;
+        bool on;
+        Active(ServerMetrics& mm, bool o) : m(mm), on(o) { if (on) m.http_request_begin(); }
+        ~Active() { if (on) m.http_request_end(); }
+      } active{st.metrics, flags.active};
+      RouteContext ctx{request_id_for(req), Clock::now()};
+      res.set_header("X-Request-Id", ctx.request_id);
+      try {
+        if (flags.auth && !authorized(req))
+          return send_error(res, authentication_error("missing or invalid API key (Authorization: Bearer <key>)"));
+        if (flags.ready && st.stopping.load()) return send_error(res, unavailable("the server is shutting down"));
+        if (flags.ready && !st.ready.load(std::memory_order_acquire)) return send_error(res, unavailable("Loading model"));
+        f(req, res, ctx);
+      } catch (const std::exception& e) {
+        spdlog::error("{} {}: {}", req.method, req.path, e.what());
+        send_error(res, server_error(fmt::format("internal error: {}", e.what())));
+      } catch (...) {
+        send_error(res, server_error("internal error"));
+      }
+    };
+  }
+
+  void health(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+    if (st.ready.load(std::memory_order_acquire) && !st.stopping.load())
+      return send_json(res, 200, Json{{"status", "ok"}});
+    send_error(res, unavailable(st.stopping.load() ? "Shutting down" : "Loading model"));
+  }
+
+  void models(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+    Json m;
+    m["id"] = st.cfg.served_model_name;
+    m["object"] = "model";
+    m["created"] = st.created;
+    m["owned_by"] = "hindsight";
+    m["max_model_len"] = st.model.max_model_len;
+    send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({std::move(m)})}});
+  }
+
+  void metrics(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+    std::string text;
+    if (st.ready.load(std::memory_order_acquire)) {
+      const EngineStats s = st.model.engine->stats();
+      text = st.metrics.render(&s);
+    } else {
+      text = st.metrics.render(nullptr);
+    }
+    res.status = 200;
+    res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
+  }
+
+  void tokenize(const httplib::Request& req, httplib::Response& res, const RouteContext&) {
+    Json body;
+    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    TokenizeRequest tr;
+    if (auto e = parse_tokenize_request(body, tr)) return send_error(res, *e);
+    if (auto e = check_model(tr.model, st.cfg.served_model_name)) return send_error(res, *e);
+    std::string text = tr.prompt;
+    if (tr.has_messages) {
+      if (auto e = render_chat_prompt(st, tr.messages, tr.add_generation_prompt, Json(), text))
+        return send_error(res, *e);
+    }
+    const bool add_special = tr.add_special_tokens.value_or(!tr.has_messages);
+    const std::vector<int32_t> ids = st.model.tokenizer->encode(text, add_special, /*parse_special=*/true);
+    Json out;
+    out["count"] = ids.size();
+    out["max_model_len"] = st.model.max_model_len;
+    out["tokens"] = ids;
+    send_json(res, 200, out);
+  }
+
+  void detokenize(const httplib::Request& req, httplib::Response& res, const RouteContext&) {
+    Json body;
+    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    DetokenizeRequest dr;
+    if (auto e = parse_detokenize_request(body, dr)) return send_error(res, *e);
+    if (auto e = check_model(dr.model, st.cfg.served_model_name)) return send_error(res, *e);
+    const Tokenizer& tok = *st.model.tokenizer;
+    if (auto e = check_token_ids(dr.tokens, tok.n_vocab(), "tokens")) return send_error(res, *e);
+    send_json(res, 200, Json{{"prompt", tok.decode(dr.tokens, /*skip_special=*/false)}});
+  }
+
+  void setup() {
+    const int n_threads = std::max(1, st.cfg.http_threads);
+    svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+    svr.set_payload_max_length(st.cfg.max_body_bytes);
+    svr.set_read_timeout(30, 0);
+    svr.set_write_timeout(30, 0);
+    svr.set_tcp_nodelay(true);
+
+    const RouteFlags open{.auth = false, .ready = false, .active = false};
+    const RouteFlags api{.auth = true, .ready = true, .active = true};
+    auto bind = [this](void (Impl::*fn)(const httplib::Request&, httplib::Response&, const RouteContext&)) {
+      return [this, fn](const httplib::Request& q, httplib::Response& r, const RouteContext& c) { (this->*fn)(q, r, c); };
+    };
+    svr.Get("/health", route(open, bind(&Impl::health)));
+    svr.Get("/v1/health", route(open, bind(&Impl::health)));
+    svr.Get("/metrics", route(open, bind(&Impl::metrics)));
+    svr.Get("/v1/models", route(api, bind(&Impl::models)));
+    svr.Post("/tokenize", route(api, bind(&Impl::tokenize)));
+    svr.Post("/detokenize", route(api, bind(&Impl::detokenize)));
+    svr.Post("/v1/chat/completions", route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                       const RouteContext& c) { handle_chat_completions(st, q, r, c); }));
+    svr.Post("/v1/completions", route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                  const RouteContext& c) { handle_completions(st, q, r, c); }));
+
+    svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+      t_request_start = Clock::now();
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
+    // Statuses >= 400 without a body (404 no route, 413 too large, 400 bad request line) get
+    // an OpenAI error body; bodies our handlers wrote are left alone.
+    svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                      httplib::Response& res) {
+      if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, error_for_status(req, res.status, st.cfg.max_body_bytes));
+      if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      spdlog::error("{} {}: {}", req.method, req.path, what);
+      send_error(res, server_error("internal error: " + what));
+    });
+    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      try {
+        st.metrics.count_http_response(res.status);
+        const bool timed = t_request_start != Clock::time_point{};
+        const double ms = timed ? std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count() : 0;
+        t_request_start = Clock::time_point{};
+        if (req.path == "/health" || req.path == "/metrics")
+          spdlog::debug("{} {} {} {:.1f} ms", req.method, req.path, res.status, ms);
+        else
+          spdlog::info("{} {} {} {:.1f} ms", req.method, req.path, res.status, ms);
+      } catch (...) {
+      }
+    });
+  }
+};
+
+HttpServer::HttpServer(ServerConfig cfg) : impl_(std::make_unique<Impl>(std::move(cfg))) {
+  impl_->st.created = unix_seconds_now();
+  impl_->setup();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+Status HttpServer::start() {
+  Impl& m = *impl_;
+  const ServerConfig& c = m.st.cfg;
+  if (c.port == 0) {
+    m.bound_port = m.svr.bind_to_any_port(c.host);
+    if (m.bound_port < 0) return make_error(StatusCode::kIoError, "cannot bind {} (any port)", c.host);
+  } else {
+    if (!m.svr.bind_to_port(c.host, c.port))
+      return make_error(StatusCode::kIoError, "cannot bind {}:{} (address in use or not local?)", c.host, c.port);
+    m.bound_port = c.port;
+  }
+  m.listener = std::thread([&m] {
+    if (!m.svr.listen_after_bind()) spdlog::error("HTTP server stopped listening");
+  });
+  return Status::ok();
+}
+
+void HttpServer::set_ready(const ServingModel& model) {
+  ServerState& st = impl_->st;
+  st.model = model;
+  const Tokenizer& tok = *model.tokenizer;
+  st.bos_token = tok.bos_id() >= 0 ? std::string(tok.token_text(tok.bos_id())) : "";
+  st.eos_token = tok.eos_id() >= 0 ? std::string(tok.token_text(tok.eos_id())) : "";
+  st.ready.store(true, std::memory_order_release);
+}
+
+void HttpServer::begin_shutdown() { impl_->st.stopping.store(true); }
+
+void HttpServer::stop() {
+  if (!impl_) return;
+  impl_->st.stopping.store(true);
+  if (impl_->listener.joinable()) {
+    impl_->svr.stop();
+    impl_->listener.join();
+  }
+}
+
+int HttpServer::port() const { return impl_->bound_port; }
+bool HttpServer::ready() const { return impl_->st.ready.load(std::memory_order_acquire); }
+const ServerConfig& HttpServer::config() const { return impl_->st.cfg; }
+ServerMetrics& HttpServer::metrics() { return impl_->st.metrics; }
+
+}  // namespace hs::server

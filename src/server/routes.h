@@ -1,0 +1,52 @@
+// server/routes.h — internal to server/: the state route handlers share and the handlers
+// that live outside http_server.cpp (chat and text completions, completion_routes.cpp).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include <httplib.h>
+
+#include "engine/request.h"
+#include "server/api_error.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/openai_protocol.h"
+
+namespace hs::server {
+
+struct ServerState {
+  explicit ServerState(ServerConfig c) : cfg(std::move(c)), metrics(cfg.served_model_name) {}
+  ServerConfig cfg;
+  ServerMetrics metrics;
+  std::atomic<bool> ready{false};     // `model` is valid (release/acquire)
+  std::atomic<bool> stopping{false};  // new requests get 503
+  ServingModel model;
+  std::string bos_token, eos_token;   // the tokenizer's spelling, for chat templates
+  int64_t created = 0;                // unix seconds when the server started
+};
+
+// Per request, made by the route wrapper.
+struct RouteContext {
+  std::string request_id;
+  SteadyTime arrival;
+};
+
+// How long an HTTP thread waits for events before it checks the client's socket again.
+constexpr std::chrono::milliseconds kPollInterval{20};
+
+void send_json(httplib::Response& res, int status, const Json& body);
+void send_error(httplib::Response& res, const ApiError& e);
+
+// Renders `messages` with the model's chat template (400 naming `messages` on failure).
+MaybeError render_chat_prompt(const ServerState& st, const Json& messages, bool add_generation_prompt,
+                              const Json& template_kwargs, std::string& out);
+
+void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+                             const RouteContext& ctx);
+void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+                        const RouteContext& ctx);
+
+}  // namespace hs::server

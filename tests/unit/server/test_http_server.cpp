@@ -1,0 +1,153 @@
+// tests/unit/server/test_http_server.cpp — the HTTP layer without a model: the client-gone
+// probe on real sockets, and an HttpServer that is still loading (health 503, auth 401,
+// 404/413 with OpenAI error bodies, request ids, metrics).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "server/connection_probe.h"
+#include "server/http_server.h"
+#include "server/openai_protocol.h"
+
+namespace hs::server {
+namespace {
+
+int local_port_of(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+TEST(ConnectionProbe, FindsTheSocketAndSeesTheClose) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  const int server_port = local_port_of(listener);
+  addr.sin_port = htons(static_cast<uint16_t>(server_port));
+
+  const int client = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0);
+  const int client_port = local_port_of(client);
+
+  EXPECT_EQ(find_socket_fd(server_port, "127.0.0.1", client_port), accepted);
+  EXPECT_EQ(find_socket_fd(server_port, "::ffff:127.0.0.1", client_port), accepted);  // v4-mapped spelling
+  EXPECT_EQ(find_socket_fd(server_port, "127.0.0.1", client_port + 1 == server_port ? 1 : client_port + 1), -1);
+  EXPECT_EQ(find_socket_fd(-1, "127.0.0.1", client_port), -1);
+
+  EXPECT_FALSE(peer_closed(accepted));
+  ASSERT_EQ(write(client, "x", 1), 1);  // unread bytes: still connected
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(peer_closed(accepted));
+  char c;
+  ASSERT_EQ(read(accepted, &c, 1), 1);
+  close(client);
+  bool closed = false;
+  for (int i = 0; i < 100 && !closed; ++i) {
+    closed = peer_closed(accepted);
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_FALSE(peer_closed(-1));
+  close(accepted);
+  close(listener);
+}
+
+class LoadingServer : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServerConfig cfg;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.api_key = "sekret";
+    cfg.served_model_name = "tiny";
+    cfg.max_body_bytes = 1024;
+    cfg.http_threads = 4;
+    server_ = std::make_unique<HttpServer>(cfg);
+    Status s = server_->start();
+    ASSERT_TRUE(s.is_ok()) << s.message();
+    ASSERT_GT(server_->port(), 0);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", server_->port());
+    client_->set_read_timeout(10, 0);
+  }
+  void TearDown() override {
+    client_.reset();
+    server_->stop();
+  }
+
+  static Json error_of(const httplib::Result& r, int status) {
+    EXPECT_TRUE(r);
+    if (!r) return Json();
+    EXPECT_EQ(r->status, status) << r->body;
+    Json j = Json::parse(r->body, nullptr, false);
+    EXPECT_TRUE(j.is_object() && j.contains("error")) << r->body;
+    if (!j.is_object() || !j.contains("error")) return Json();
+    const Json& e = j["error"];
+    EXPECT_TRUE(e.contains("message") && e.contains("type") && e.contains("param") && e.contains("code")) << r->body;
+    EXPECT_EQ(e.value("code", 0), status);
+    return e;
+  }
+
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+TEST_F(LoadingServer, HealthSaysLoading) {
+  auto r = client_->Get("/health");
+  Json e = error_of(r, 503);
+  EXPECT_EQ(e["type"], "unavailable_error");
+  EXPECT_EQ(e["message"], "Loading model");
+  EXPECT_TRUE(r->has_header("X-Request-Id"));
+  error_of(client_->Get("/v1/health"), 503);
+  EXPECT_FALSE(server_->ready());
+}
+
+TEST_F(LoadingServer, AuthBeforeReadiness) {
+  Json e = error_of(client_->Get("/v1/models"), 401);
+  EXPECT_EQ(e["type"], "authentication_error");
+  error_of(client_->Get("/v1/models", {{"Authorization", "Bearer wrong"}}), 401);
+  error_of(client_->Get("/v1/models", {{"Authorization", "sekret"}}), 401);
+  error_of(client_->Post("/tokenize", R"({"prompt":"x"})", "application/json"), 401);
+  const httplib::Headers ok{{"Authorization", "Bearer sekret"}};
+  e = error_of(client_->Get("/v1/models", ok), 503);
+  EXPECT_EQ(e["type"], "unavailable_error");
+  error_of(client_->Post("/v1/chat/completions", ok, R"({"messages":[]})", "application/json"), 503);
+  error_of(client_->Post("/v1/completions", ok, R"({"prompt":"x"})", "application/json"), 503);
+}
+
+TEST_F(LoadingServer, NotFoundTooLargeAndRequestIds) {
+  Json e = error_of(client_->Get("/v1/nope", {{"Authorization", "Bearer sekret"}}), 404);
+  EXPECT_EQ(e["type"], "not_found_error");
+  const std::string big(4096, 'x');
+  e = error_of(client_->Post("/v1/completions", {{"Authorization", "Bearer sekret"}}, big, "application/json"), 413);
+  EXPECT_EQ(e["type"], "request_too_large");
+  auto r = client_->Get("/health", {{"X-Request-Id", "abc-123"}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->get_header_value("X-Request-Id"), "abc-123");
+}
+
+TEST_F(LoadingServer, MetricsArePublic) {
+  client_->Get("/health");
+  auto r = client_->Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  // Health and metrics requests do not count: an idle server reads 0.
+  EXPECT_NE(r->body.find("hindsight:http_requests_active{model_name=\"tiny\"} 0\n"), std::string::npos) << r->body;
+  EXPECT_NE(r->body.find("hindsight:http_requests_total{model_name=\"tiny\",status=\"503\"}"), std::string::npos);
+  EXPECT_NE(r->body.find("hindsight:time_to_first_token_seconds_bucket"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hs::server
