@@ -3,7 +3,7 @@
 #   make build   configure + build the CPU preset → build/bin/hindsight
 #   make test    setup + build + unit tests (ctest) + Python tests (pytest: tests/py, and
 #                tests/e2e against a real `hindsight serve` on SmolLM2)
-#   make run     setup + build + inspect both default models, then chat with SmolLM2
+#   make run     setup + build + serve SmolLM2 (OpenAI-compatible, port 8080) and print a curl line
 #   make bench   setup + build + benchmarks
 #   make bench-serve  setup + build + serving benchmark (aiperf) and prefill fairness
 #   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
@@ -38,10 +38,11 @@ e2e:
 test: setup
 	$(MAKE) unit pytest
 
+PORT ?= 8080
 run: setup build
-	$(BIN) inspect --no-tensors $(SMOLLM2) | head -20
-	$(BIN) inspect --no-tensors $(GEMMA3) | head -20
-	$(BIN) chat -m $(SMOLLM2)
+	@echo "Serving SmolLM2 on http://127.0.0.1:$(PORT)/v1 — try, from another shell:"
+	@echo "  curl http://127.0.0.1:$(PORT)/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'"
+	$(BIN) serve -m $(SMOLLM2) --port $(PORT)
 
 bench: setup build
 	$(BIN) bench -m $(SMOLLM2)
@@ -55,9 +56,9 @@ bench-serve: setup build
 asan:
 	@test -f build/asan/build.ninja || cmake --preset asan
 	cmake --build build/asan -j $(JOBS)
-	# Golden model tests are left to the Release run: under ASan at -O0 they take many minutes
+	# Golden and EngineModel tests (real model forward passes) are left to the Release run: under ASan at -O0 they take many minutes
 	# and exercise no parsing or bounds logic that the other tests do not.
-	cd build/asan && ctest --output-on-failure -j $(JOBS) -E Golden
+	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel"
 
 cuda:
 	@test -f build/cuda/build.ninja || cmake --preset cuda
