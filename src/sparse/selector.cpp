@@ -1,0 +1,94 @@
+// sparse/selector.cpp — the shared selection rule and the sketch top-k selector.
+#include "sparse/selector.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sparse/sketch_store.h"
+
+namespace hs {
+
+Status SparseConfig::validate(int page_tokens) const {
+  if (chunk_tokens <= 0 || page_tokens <= 0 || page_tokens % chunk_tokens != 0)
+    return make_error(StatusCode::kInvalidArgument, "sparse: chunk size {} must divide the KV page size {}",
+                      chunk_tokens, page_tokens);
+  if (budget_tokens < 0 || sink_tokens < 0 || window_tokens < 0 || min_context < 0)
+    return make_error(StatusCode::kInvalidArgument,
+                      "sparse: budget {}, sinks {}, window {}, min context {} must be non-negative", budget_tokens,
+                      sink_tokens, window_tokens, min_context);
+  return Status::ok();
+}
+
+std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig& cfg) {
+  const int32_t n_chunks = n_chunks_of(n_tokens, cfg.chunk_tokens);
+  const int32_t sink_end = std::min(n_chunks, cfg.sink_chunks());
+  const int32_t window_begin =
+      cfg.window_tokens > 0 ? std::max<int32_t>(0, n_tokens - cfg.window_tokens) / cfg.chunk_tokens : n_chunks;
+  return {sink_end, std::max(sink_end, window_begin)};
+}
+
+bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg) {
+  const auto [first, last] = candidate_range(n_tokens, cfg);
+  const int64_t tokens = std::min<int64_t>(static_cast<int64_t>(last) * cfg.chunk_tokens, n_tokens) -
+                         static_cast<int64_t>(first) * cfg.chunk_tokens;
+  return tokens <= cfg.budget_tokens;
+}
+
+void select_top_chunks(std::span<const float> candidate_scores, int32_t n_tokens, const SparseConfig& cfg,
+                       std::vector<int32_t>& out, std::vector<int32_t>* id_scratch) {
+  out.clear();
+  const int32_t n_chunks = n_chunks_of(n_tokens, cfg.chunk_tokens);
+  const auto [first, last] = candidate_range(n_tokens, cfg);
+  const int32_t n_cand = last - first;
+  const int32_t k = candidates_fit(n_tokens, cfg) ? n_cand : std::min(n_cand, cfg.budget_chunks());
+  out.reserve(static_cast<size_t>(first + k + (n_chunks - last)));
+  for (int32_t c = 0; c < first; ++c) out.push_back(c);
+  if (k == n_cand) {
+    for (int32_t c = first; c < last; ++c) out.push_back(c);
+  } else if (k > 0) {
+    std::vector<int32_t> local;
+    std::vector<int32_t>& ids = id_scratch ? *id_scratch : local;  // [n_cand] candidate chunk ids
+    ids.resize(n_cand);
+    for (int32_t i = 0; i < n_cand; ++i) ids[i] = first + i;
+    auto key = [&](int32_t c) {
+      const float s = candidate_scores[c - first];
+      return std::isnan(s) ? -INFINITY : s;
+    };
+    // Strict weak order: higher score first, then the later chunk (recency breaks ties).
+    auto better = [&](int32_t a, int32_t b) {
+      const float ka = key(a), kb = key(b);
+      return ka != kb ? ka > kb : a > b;
+    };
+    std::nth_element(ids.begin(), ids.begin() + (k - 1), ids.end(), better);
+    std::sort(ids.begin(), ids.begin() + k);
+    out.insert(out.end(), ids.begin(), ids.begin() + k);
+  }
+  for (int32_t c = last; c < n_chunks; ++c) out.push_back(c);
+}
+
+void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_out) const {
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  SelectScratch local;
+  SelectScratch& scratch = in.scratch ? *in.scratch : local;
+  if (last - first <= cfg_.budget_chunks() || candidates_fit(in.n_tokens, cfg_)) {  // all fit: no scoring
+    select_top_chunks({}, in.n_tokens, cfg_, chunks_out);
+    return;
+  }
+  scratch.scores.resize(last - first);
+  chunk_scores(in, first, last, scratch.scores.data());
+  select_top_chunks(scratch.scores, in.n_tokens, cfg_, chunks_out, &scratch.ids);
+}
+
+Result<std::unique_ptr<SketchTopKSelector>> SketchTopKSelector::create(const SketchStore& store,
+                                                                       const SparseConfig& cfg) {
+  HS_RETURN_IF_ERROR(cfg.validate(store.geometry().page_tokens));
+  return std::unique_ptr<SketchTopKSelector>(new SketchTopKSelector(store, cfg));
+}
+
+void SketchTopKSelector::chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end,
+                                      float* out) const {
+  store_.chunk_max_scores(in.blocks, in.layer, in.kv_head, in.q, in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin,
+                          chunk_end, out, in.pool);
+}
+
+}  // namespace hs

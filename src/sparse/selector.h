@@ -1,0 +1,108 @@
+// sparse/selector.h — which chunks of past tokens a decode step attends to.
+//
+// The context of n tokens is cut into chunks of C tokens (C divides the page size P, so a
+// chunk of one kv head is one contiguous piece of a page; the last chunk may be partial).
+// Per decode step, layer and kv head, a ChunkSelector returns ascending, unique chunk ids:
+//   - the sink chunks (covering the first S tokens) and the window chunks (covering the last
+//     W tokens), always;
+//   - plus the best-scoring remaining chunks, at most budget_tokens / C of them, picked with
+//     nth_element (O(n_chunks)) and then sorted (O(k log k)); all of them when their tokens
+//     fit in budget_tokens.
+// So a selection holds at most budget + S + W tokens rounded out to whole chunks
+// (SparseConfig::max_selected_chunks). When the budget covers every candidate chunk the
+// selection is all chunks and the selector scores nothing: attention is then exactly dense.
+// Implementations differ only in the per-chunk score: SketchTopKSelector (max over the
+// chunk's tokens of the sketch score, sketch_store.h) and QuestSelector (quest.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+
+namespace hs {
+
+class SketchStore;
+
+struct SparseConfig {
+  int32_t budget_tokens = 2048;  // tokens of top-scoring chunks, on top of sinks and window
+  int32_t chunk_tokens = 16;     // C; must divide the KV page size P
+  int32_t sink_tokens = 16;      // S: chunks covering tokens [0, S) are always selected
+  int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
+  int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
+
+  Status validate(int page_tokens) const;
+  bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }
+  int32_t budget_chunks() const { return budget_tokens / chunk_tokens; }
+  int32_t sink_chunks() const { return (sink_tokens + chunk_tokens - 1) / chunk_tokens; }
+  // Upper bound on the size of any selection (a window not aligned to C spans one more chunk;
+  // candidates that fit the budget in tokens may end with a partial chunk).
+  int32_t max_selected_chunks() const {
+    return budget_chunks() + 1 + sink_chunks() + (window_tokens + chunk_tokens - 1) / chunk_tokens + 1;
+  }
+};
+
+inline int32_t n_chunks_of(int32_t n_tokens, int chunk_tokens) { return (n_tokens + chunk_tokens - 1) / chunk_tokens; }
+
+// Per-thread scratch a caller may pass to avoid allocations per call.
+struct SelectScratch {
+  std::vector<float> scores;   // [n candidate chunks]
+  std::vector<int32_t> ids;    // [n candidate chunks]
+};
+
+struct SelectInput {
+  int layer = 0;
+  int kv_head = 0;
+  const float* q = nullptr;          // [n_q][head_dim] the query heads sharing kv_head (GQA group)
+  int n_q = 1;
+  std::span<const int32_t> blocks;   // the sequence's block table
+  int32_t n_tokens = 0;              // keys 0 .. n_tokens-1 are stored (the step's own key included)
+  ThreadPool* pool = nullptr;        // optional: split scoring of long contexts
+  SelectScratch* scratch = nullptr;  // optional
+};
+
+// The common rule given chunk scores: forced sinks and window, the top budget_chunks() of the
+// chunks in between by score (NaN ranks last; ties prefer the later chunk), ascending.
+// `scores` holds the scores of chunks [sink_end, window_begin) (candidate_range()).
+void select_top_chunks(std::span<const float> candidate_scores, int32_t n_tokens, const SparseConfig& cfg,
+                       std::vector<int32_t>& chunks_out, std::vector<int32_t>* id_scratch = nullptr);
+// [first, last) chunk ids that compete for the budget (between sinks and window); may be empty.
+std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig& cfg);
+// Whether the candidates' tokens all fit in budget_tokens (then every chunk is selected, even
+// when a partial last chunk makes them one more than budget_chunks()).
+bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg);
+
+class ChunkSelector {
+ public:
+  explicit ChunkSelector(const SparseConfig& cfg) : cfg_(cfg) {}
+  virtual ~ChunkSelector() = default;
+  virtual const char* name() const = 0;
+  const SparseConfig& config() const { return cfg_; }
+
+  // Ascending unique chunk ids for this (layer, kv head, query). Const and thread-safe.
+  void select(const SelectInput& in, std::vector<int32_t>& chunks_out) const;
+
+  // out [chunk_end - chunk_begin]: the ranking score of each chunk (higher: more relevant).
+  virtual void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const = 0;
+
+ protected:
+  SparseConfig cfg_;
+};
+
+// Scores a chunk by the max over its tokens of max_g (q_g·mu + q̂_g·s_t) (sketch_store.h).
+class SketchTopKSelector final : public ChunkSelector {
+ public:
+  // Checks cfg against the store (C divides P).
+  static Result<std::unique_ptr<SketchTopKSelector>> create(const SketchStore& store, const SparseConfig& cfg);
+  const char* name() const override { return "sketch"; }
+  void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const override;
+
+ private:
+  SketchTopKSelector(const SketchStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}
+  const SketchStore& store_;
+};
+
+}  // namespace hs

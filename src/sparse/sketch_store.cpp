@@ -1,0 +1,108 @@
+// sparse/sketch_store.cpp — see sketch_store.h.
+#include "sparse/sketch_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/fp16.h"
+
+namespace hs {
+namespace {
+
+constexpr int kMaxRank = 1024;           // as SketchBasis::load accepts (head_dim <= 1024)
+constexpr int32_t kChunksPerTask = 512;  // chunk-score split when a pool is given
+
+}  // namespace
+
+SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, KvDtype dtype) : basis_(basis) {
+  g_.n_layer = basis.n_layer;
+  g_.n_kv_heads = basis.n_kv_heads;
+  g_.rank = basis.rank;
+  g_.page_tokens = page_tokens;
+  g_.dtype = dtype;
+  layer_data_.resize(g_.n_layer);
+  for (int l = 0; l < g_.n_layer; ++l)
+    if (basis.has_layer(l)) layer_data_[l].assign(static_cast<size_t>(n_blocks) * g_.page_bytes(), 0);
+}
+
+void SketchStore::write(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k) {
+  if (!basis_.has_layer(layer)) return;
+  const int hd = basis_.head_dim, r = g_.rank, P = g_.page_tokens;
+  const float* B = basis_.B(layer, head);  // [head_dim][rank]
+  const float* mu = basis_.mu(layer, head);
+  float s[kMaxRank];  // [rank]
+  for (int j = 0; j < r; ++j) s[j] = 0.0f;
+  for (int d = 0; d < hd; ++d) {
+    const float x = k[d] - mu[d];
+    const float* row = B + static_cast<int64_t>(d) * r;
+#pragma omp simd
+    for (int j = 0; j < r; ++j) s[j] += x * row[j];
+  }
+  const int64_t elem = (static_cast<int64_t>(blocks[pos / P]) * g_.page_elems()) +
+                       (static_cast<int64_t>(head) * P + pos % P) * r;
+  uint8_t* base = layer_data_[layer].data();
+  if (g_.dtype == KvDtype::kF32) {
+    std::memcpy(base + elem * 4, s, sizeof(float) * r);
+  } else {
+    uint16_t* h = reinterpret_cast<uint16_t*>(base) + elem;
+    for (int j = 0; j < r; ++j) h[j] = fp32_to_fp16(s[j]);
+  }
+}
+
+void SketchStore::read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const {
+  const int r = g_.rank, P = g_.page_tokens;
+  const int64_t elem = (static_cast<int64_t>(blocks[pos / P]) * g_.page_elems()) +
+                       (static_cast<int64_t>(head) * P + pos % P) * r;
+  const uint8_t* base = layer_data_[layer].data();
+  if (g_.dtype == KvDtype::kF32) {
+    std::memcpy(s, base + elem * 4, sizeof(float) * r);
+  } else {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(base) + elem;
+    for (int j = 0; j < r; ++j) s[j] = fp16_to_fp32(h[j]);
+  }
+}
+
+cpu::PagedSketchView SketchStore::view(int layer, std::span<const int32_t> blocks) const {
+  return cpu::PagedSketchView{layer_data_[layer].data(), g_.page_elems(), blocks.data(), g_.page_tokens, g_.rank,
+                              g_.dtype == KvDtype::kF16};
+}
+
+void SketchStore::project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const {
+  cpu::sketch_project_queries(q, n_q, basis_.B(layer, head), basis_.mu(layer, head), basis_.head_dim, g_.rank, q_hat,
+                              bias);
+}
+
+void SketchStore::score_tokens(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
+                               int32_t begin, int32_t end, float* scores) const {
+  std::vector<float> q_hat(static_cast<size_t>(n_q) * g_.rank);  // [G][rank]
+  std::vector<float> bias(n_q);                                    // [G]
+  project(layer, head, q, n_q, q_hat.data(), bias.data());
+  cpu::sketch_score(q_hat.data(), bias.data(), n_q, view(layer, blocks), head, begin, end, scores);
+}
+
+void SketchStore::chunk_max_scores(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
+                                   int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end,
+                                   float* chunk_max, ThreadPool* pool) const {
+  if (chunk_begin >= chunk_end) return;
+  std::vector<float> q_hat(static_cast<size_t>(n_q) * g_.rank);  // [G][rank]
+  std::vector<float> bias(n_q);                                    // [G]
+  project(layer, head, q, n_q, q_hat.data(), bias.data());
+  const cpu::PagedSketchView v = view(layer, blocks);
+  const int32_t n_chunks = chunk_end - chunk_begin;
+  if (!pool || n_chunks <= kChunksPerTask) {
+    cpu::sketch_chunk_max(q_hat.data(), bias.data(), n_q, v, head, n_tokens, chunk_tokens, chunk_begin, chunk_end,
+                          chunk_max);
+    return;
+  }
+  const int64_t n_tasks = (n_chunks + kChunksPerTask - 1) / kChunksPerTask;
+  pool->parallel_for(n_tasks, 1, [&](int64_t tb, int64_t te, int) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int32_t c0 = chunk_begin + static_cast<int32_t>(t * kChunksPerTask);
+      const int32_t c1 = std::min<int32_t>(chunk_end, c0 + kChunksPerTask);
+      cpu::sketch_chunk_max(q_hat.data(), bias.data(), n_q, v, head, n_tokens, chunk_tokens, c0, c1,
+                            chunk_max + (c0 - chunk_begin));
+    }
+  });
+}
+
+}  // namespace hs

@@ -1,0 +1,71 @@
+// sparse/sketch_store.h — per-token key sketches in pages parallel to the KV pages.
+//
+// For each layer, page b (the same block id the KV cache gives the sequence) holds
+//   [n_kv_heads][P][rank] elements (f16 or f32): s_t = Bᵀ(k_t − mu) of each token t,
+// so a sequence's block table addresses its sketches exactly as its KV. The store owns only
+// bytes; ids and ref counts stay with the KV cache's BlockPool (a page shared through the
+// prefix cache shares its sketches too). This is the device-tier structure: every past token
+// of every sequence keeps its sketch there while the KV itself may live only in the host tier.
+// Cost: rank · elem bytes per token per kv head per layer (f16, rank 64: 128 B); write() is
+// head_dim · rank FMAs; scoring reads rank · elem bytes and does G · rank FMAs per token.
+// Not thread-safe for writes to the same page; reads and scoring are const and may run
+// concurrently.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/cpu/sketch_score.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "sparse/sketch_basis.h"
+
+namespace hs {
+
+struct SketchGeometry {
+  int n_layer = 0;
+  int n_kv_heads = 0;
+  int rank = 0;
+  int page_tokens = 16;  // P, as the KV cache
+  KvDtype dtype = KvDtype::kF16;
+  int64_t page_elems() const { return static_cast<int64_t>(n_kv_heads) * page_tokens * rank; }
+  int64_t page_bytes() const { return page_elems() * kv_elem_bytes(dtype); }
+};
+
+class SketchStore {
+ public:
+  // `basis` must outlive the store. n_blocks: the KV cache's pool size (same ids).
+  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, KvDtype dtype = KvDtype::kF16);
+
+  const SketchGeometry& geometry() const { return g_; }
+  const SketchBasis& basis() const { return basis_; }
+
+  // Project key k [head_dim] of (layer, kv head, pos) and store its sketch. The page of `pos`
+  // must be in `blocks`. Layers without a basis are ignored.
+  void write(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k);
+  // The stored sketch [rank] as floats (tests).
+  void read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const;
+
+  cpu::PagedSketchView view(int layer, std::span<const int32_t> blocks) const;
+
+  // Per-query projection: q̂ [G][rank], bias [G] for q [G][head_dim] (see backend/cpu/sketch_score.h).
+  void project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const;
+
+  // scores [end - begin] = max_g (q_g·mu + q̂_g·s_t) for t in [begin, end).
+  void score_tokens(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q, int32_t begin,
+                    int32_t end, float* scores) const;
+  // chunk_max [chunk_end - chunk_begin]: the max of the token scores of each chunk of C tokens
+  // (tokens past n_tokens excluded). With a pool, long ranges are split over its threads (from
+  // inside a pool job it runs on the calling thread).
+  void chunk_max_scores(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
+                        int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
+                        ThreadPool* pool = nullptr) const;
+
+ private:
+  const SketchBasis& basis_;
+  SketchGeometry g_;
+  std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
+};
+
+}  // namespace hs

@@ -1,0 +1,71 @@
+// tests/unit/sparse/sparse_test_util.h — seeds, random orthonormal bases and a paged KV
+// context shared by the sparse tests.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/attention.h"
+#include "kv/kv_cache.h"
+
+namespace hs::test {
+
+// A fresh seed per run (HS_TEST_SEED=... reproduces one), printed so a failure can be replayed.
+inline unsigned sparse_seed() {
+  const char* env = std::getenv("HS_TEST_SEED");
+  const unsigned seed = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
+  std::printf("[   seed   ] %u (rerun with HS_TEST_SEED=%u)\n", seed, seed);
+  return seed;
+}
+
+inline std::vector<float> randn(std::mt19937& rng, size_t n, float sd = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+// [n][r] with orthonormal columns (Gram-Schmidt in double on a Gaussian matrix).
+inline std::vector<float> random_orthonormal(std::mt19937& rng, int n, int r) {
+  std::normal_distribution<double> nd;
+  std::vector<double> m(static_cast<size_t>(n) * r);
+  for (double& x : m) x = nd(rng);
+  for (int j = 0; j < r; ++j) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (int i = 0; i < j; ++i) {
+        double dot = 0;
+        for (int d = 0; d < n; ++d) dot += m[d * r + i] * m[d * r + j];
+        for (int d = 0; d < n; ++d) m[d * r + j] -= dot * m[d * r + i];
+      }
+    double norm = 0;
+    for (int d = 0; d < n; ++d) norm += m[d * r + j] * m[d * r + j];
+    norm = std::sqrt(norm);
+    for (int d = 0; d < n; ++d) m[d * r + j] /= norm;
+  }
+  return std::vector<float>(m.begin(), m.end());
+}
+
+// One sequence of n_tokens in a KvCache (a single layer unless told), keys/values given.
+struct PagedContext {
+  KvCache cache;
+  SeqKv seq;
+  PagedContext(const KvGeometry& g, int32_t n_tokens, std::mt19937& rng)
+      : cache(g, (n_tokens + g.page_tokens - 1) / g.page_tokens + 1) {
+    const Status s = cache.reserve(seq, n_tokens);
+    (void)s;
+    // Shuffle the block table so pages are not in position order.
+    std::shuffle(seq.blocks.begin(), seq.blocks.end(), rng);
+    seq.n_tokens = n_tokens;
+  }
+  cpu::PagedKvView view(int layer = 0) const {
+    const KvGeometry& g = cache.geometry();
+    return cpu::PagedKvView{cache.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, g.head_dim,
+                            g.dtype == KvDtype::kF16};
+  }
+};
+
+}  // namespace hs::test
