@@ -36,8 +36,8 @@ def wait_for(pred, timeout: float, interval: float = 0.1):
         time.sleep(interval)
 
 
-# /metrics counts itself in http_requests_active while it renders, so an idle server reads 1.
-IDLE_ACTIVE = 1
+# /health and /metrics are not counted in http_requests_active, so an idle server reads 0.
+IDLE_ACTIVE = 0
 
 
 def idle(server, baseline_active: float = IDLE_ACTIVE):
