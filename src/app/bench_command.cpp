@@ -30,11 +30,16 @@ struct BenchOptions {
   int repetitions = 3;
   std::string json_path;
   std::string matmul = matmul_precision_name(kDefaultMatmulPrecision);
+  bool sparse_compare = false;  // each tg @ depth twice: dense, then sparse
 };
 
 struct Measurement {
   std::string test;
   int n_tokens = 0, depth = 0;
+  std::string attention = "dense";  // dense | sketch | quest
+  // Bytes read per decode step (mean over the steps): weights, sketch/Quest metadata, KV.
+  double weight_bytes = 0, score_bytes = 0, kv_bytes = 0;
+  double keys_selected_share = 1;  // selected / total keys of the sparse attentions
   std::vector<double> tps;
   double mean() const { double s = 0; for (double v : tps) s += v; return s / tps.size(); }
   double stddev() const {
@@ -75,6 +80,18 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   SeqKv* seqs[] = {&seq};
   HS_RETURN_IF_ERROR(m.kv->reserve(seq, depth + n));
   seq.n_tokens = depth;
+  if (SparseRuntime* sp = m.decoder->sparse()) {  // sketch / Quest metadata of the synthetic keys
+    const KvGeometry& g = m.kv->geometry();
+    std::vector<float> k(g.head_dim), v(g.head_dim);  // [head_dim]
+    for (int l = 0; l < g.n_layer; ++l)
+      if (sp->layer_sparse(l))
+        for (int h = 0; h < g.n_kv_heads; ++h)
+          for (int32_t p = 0; p < depth; ++p) {
+            m.kv->read(seq, l, h, p, k.data(), v.data());
+            sp->on_key(seq.blocks, l, h, p, k.data());
+          }
+    sp->reset_stats();
+  }
   std::vector<float> logits;
   const int n_vocab = m.decoder->config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
@@ -134,7 +151,8 @@ int run_bench(BenchOptions& o) {
   const ModelConfig& c = m->decoder->config();
   uint64_t weight_bytes = 0;
   for (const auto& t : m->decoder->file().tensors()) weight_bytes += t.n_bytes;
-  fmt::print("\n| model | size | threads | simd | matmul | kv | test | t/s |\n|---|---|---|---|---|---|---|---|\n");
+  fmt::print("\n| model | size | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | MB/step sketch | MB/step KV |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = o.model.model;
   j["arch"] = c.arch_name;
@@ -146,11 +164,19 @@ int run_bench(BenchOptions& o) {
   j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", c.arch_name,
+    const bool decode = r.test.rfind("tg", 0) == 0;
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} |\n", c.arch_name,
                weight_bytes / 1048576.0, m->pool->n_threads(), cpu::simd_level(), o.matmul,
-               kv_dtype_name(m->kv->geometry().dtype), r.test, r.mean(), r.stddev());
+               kv_dtype_name(m->kv->geometry().dtype), r.test, r.attention, r.mean(), r.stddev(),
+               decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
+               decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",
+               decode ? fmt::format("{:.1f}", r.kv_bytes / 1e6) : "-");
     j["results"].push_back({{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
-                            {"tokens_per_second", r.mean()}, {"stddev", r.stddev()}, {"samples", r.tps}});
+                            {"attention", r.attention}, {"tokens_per_second", r.mean()}, {"stddev", r.stddev()},
+                            {"samples", r.tps}, {"bytes_per_step", {{"weights", r.weight_bytes},
+                                                                    {"sketch", r.score_bytes},
+                                                                    {"kv", r.kv_bytes}}},
+                            {"keys_selected_share", r.keys_selected_share}});
   }
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
@@ -172,6 +198,8 @@ void register_bench(CLI::App& app, std::function<int()>& run) {
                   "Activation precision: exact (float32), int8x2 (8-bit + residual), int8 (llama.cpp style)")
       ->check(CLI::IsMember({"exact", "int8x2", "int8"}))
       ->capture_default_str();
+  cmd->add_flag("--sparse-compare", o->sparse_compare,
+                "Run each decode test dense and then sparse (needs --sparse sketch|quest or a sketch file)");
   cmd->callback([o, &run] { run = [o] { return run_bench(*o); }; });
 }
 

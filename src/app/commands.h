@@ -13,6 +13,8 @@ void register_devices(CLI::App& app, std::function<int()>& run);
 void register_generate(CLI::App& app, std::function<int()>& run);
 void register_chat(CLI::App& app, std::function<int()>& run);
 void register_bench(CLI::App& app, std::function<int()>& run);
+void register_fit_sketch(CLI::App& app, std::function<int()>& run);
+void register_eval(CLI::App& app, std::function<int()>& run);
 void register_serve(CLI::App& app, std::function<int()>& run);
 
 }  // namespace hs::app

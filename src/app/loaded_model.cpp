@@ -1,7 +1,10 @@
 // app/loaded_model.cpp — see loaded_model.h.
 #include "app/loaded_model.h"
 
+#include <spdlog/spdlog.h>
+
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 namespace hs::app {
 
@@ -12,6 +15,59 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype, "KV cache element type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  cmd->add_option("--sparse", opt.sparse,
+                  "Sparse attention for long contexts: auto (sketch if the sketch file exists), off, sketch, quest")
+      ->check(CLI::IsMember({"auto", "off", "sketch", "quest"}))
+      ->capture_default_str();
+  cmd->add_option("--sketch", opt.sketch, "Sketch basis file (default: MODEL.sketch.safetensors; 'random' for speed tests)");
+  cmd->add_option("--sparse-budget", opt.sparse_cfg.budget_tokens, "Tokens of top-scoring chunks per layer and kv head")
+      ->check(CLI::Range(16, 1 << 24))
+      ->capture_default_str();
+  cmd->add_option("--sparse-min-context", opt.sparse_min_context, "Dense attention below this many tokens (-1: 4 x budget)")
+      ->capture_default_str();
+  cmd->add_option("--sparse-chunk", opt.sparse_cfg.chunk_tokens, "Chunk size C in tokens (divides the page size 16)")
+      ->capture_default_str();
+  cmd->add_option("--sparse-sinks", opt.sparse_cfg.sink_tokens, "First tokens always attended")->capture_default_str();
+  cmd->add_option("--sparse-window", opt.sparse_cfg.window_tokens, "Last tokens always attended")->capture_default_str();
+}
+
+std::string default_sketch_path(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  p.replace_extension(".sketch.safetensors");
+  return p.string();
+}
+
+Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
+  const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
+  std::string mode_name = opt.sparse;
+  if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
+  HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
+  if (mode == SparseMode::kOff) return Status::ok();
+  const ModelConfig& c = m.decoder->config();
+  SparseConfig cfg = opt.sparse_cfg;
+  cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
+  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, m.kv->geometry().page_tokens, m.kv->pool().n_blocks(),
+                            kv_elem_bytes(m.kv->geometry().dtype), {}};
+  for (int l = 0; l < c.n_layer; ++l) g.full_layer.push_back(!(c.layer_is_swa[l] && c.sliding_window > 0));
+  std::unique_ptr<SketchBasis> basis;
+  if (mode == SparseMode::kSketch) {
+    if (path == "random") {
+      basis = std::make_unique<SketchBasis>(
+          random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, default_sketch_rank(c.head_dim), 1234));
+    } else {
+      auto b = SketchBasis::load(path);
+      if (!b.is_ok())
+        return make_error(StatusCode::kInvalidArgument, "sparse 'sketch' needs a sketch basis: {} (make one with "
+                          "`hindsight fit-sketch`)", b.status().message());
+      basis = std::make_unique<SketchBasis>(std::move(*b));
+    }
+  }
+  HS_ASSIGN_OR_RETURN(m.sparse, SparseRuntime::create(mode, cfg, g, std::move(basis)));
+  m.decoder->set_sparse(m.sparse.get());
+  spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{})",
+               sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
+               cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string());
+  return Status::ok();
 }
 
 void add_sampling_options(CLI::App* cmd, SamplingOptions& o) {
@@ -45,6 +101,7 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
   KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, dtype};
   m.kv = std::make_unique<KvCache>(g, (opt.ctx_size + g.page_tokens - 1) / g.page_tokens);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
+  HS_RETURN_IF_ERROR(attach_sparse(opt, m));
   return m;
 }
 

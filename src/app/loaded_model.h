@@ -19,6 +19,11 @@ struct ModelOptions {
   int ctx_size = 4096;  // KV capacity in tokens
   int threads = 0;      // 0: all hardware threads
   std::string kv_cache_dtype = kv_dtype_name(kDefaultKvDtype);
+  // Sparse attention (docs/sparse-attention.md).
+  std::string sparse = "auto";  // auto (sketch when the sketch file exists) | off | sketch | quest
+  std::string sketch;           // basis file (default: MODEL with .sketch.safetensors)
+  SparseConfig sparse_cfg;      // budget, chunk, sinks, window, min context
+  int sparse_min_context = -1;  // -1: 4 x budget
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
 
@@ -36,7 +41,13 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<KvCache> kv;
   std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<SparseRuntime> sparse;  // null: dense attention everywhere
 };
+
+// Default sketch file beside a model: foo.gguf → foo.sketch.safetensors.
+std::string default_sketch_path(const std::string& model_path);
+// Builds the sparse runtime `opt` asks for and attaches it to m.decoder (no-op for off).
+Status attach_sparse(const ModelOptions& opt, LoadedModel& m);
 
 // Loads everything or returns a Status naming what failed (missing file, unknown
 // architecture, unsupported tensor type, ...).

@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   hs::app::register_generate(app, run);
   hs::app::register_chat(app, run);
   hs::app::register_bench(app, run);
+  hs::app::register_fit_sketch(app, run);
+  hs::app::register_eval(app, run);
   hs::app::register_serve(app, run);
   CLI11_PARSE(app, argc, argv);
   return run ? run() : 0;

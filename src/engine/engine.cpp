@@ -152,7 +152,16 @@ struct Engine::Impl {
         batch.add(c.seq->tokens[p], p, static_cast<int32_t>(i), c.sample && p == end - 1);
       if (c.n_tokens > 1 || !c.sample) counters.computed_prompt_tokens_total += c.n_tokens;
     }
+    // Predicted cost parts of this step (before commit moves num_computed), for calibration.
+    StepCostModel& cm = sched->cost();
+    double other = cm.fixed_s, attn = 0;
+    for (const auto& c : plan.chunks) {
+      other += cm.chunk_other(c.n_tokens) + (c.sample ? cm.per_row_s : 0);
+      attn += cm.chunk_attn(c.seq->num_computed, c.n_tokens);
+    }
+    const auto t0 = Clock::now();
     Status st = model.forward(batch, seqs, kv, pool, logits);
+    cm.observe(other, attn, std::chrono::duration<double>(Clock::now() - t0).count());
     counters.steps_total++;
     if (!st.is_ok()) {
       spdlog::error("engine: forward failed: {}", st.message());

@@ -54,13 +54,13 @@ StepPlan Scheduler::schedule() {
 
   // 1. Decodes. Iterate over a copy: preemption edits running_.
   std::vector<Sequence*> run(running_.begin(), running_.end());
-  double decode_cost = cost_.fixed_s;
+  double decode_cost = cost_.other_scale() * cost_.fixed_s;
   for (Sequence* s : run) {
     if (s->pending() != 1 || budget <= 0) continue;
     if (std::find(running_.begin(), running_.end(), s) == running_.end()) continue;  // preempted
     if (!ensure_pages(s, s->num_computed + 1, plan)) continue;
     plan.chunks.push_back({s, 1, true});
-    decode_cost += cost_.chunk_cost(s->num_computed, 1) + cost_.per_row_s;
+    decode_cost += cost_.chunk_cost(s->num_computed, 1) + cost_.other_scale() * cost_.per_row_s;
     ++plan.n_decodes;
     --budget;
   }

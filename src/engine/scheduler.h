@@ -62,6 +62,8 @@ class Scheduler {
   const std::deque<Sequence*>& running() const { return running_; }
   const std::deque<Sequence*>& waiting() const { return waiting_; }
   bool idle() const { return running_.empty() && waiting_.empty(); }
+  // The step cost model (the engine feeds it measured step times).
+  StepCostModel& cost() { return cost_; }
 
  private:
   int32_t pages_for(int32_t n_tokens) const;

@@ -29,14 +29,40 @@ double StepCostModel::key_cost(int64_t pos) const {
   return keys * per_key_full_s + local * per_key_local_s;
 }
 
-double StepCostModel::chunk_cost(int64_t pos0, int64_t n) const {
+double StepCostModel::chunk_attn(int64_t pos0, int64_t n) const {
   if (n <= 0) return 0;
   // Sum of key_cost over the chunk: exact for the full layers (arithmetic series); the
   // local layers are bounded by the window.
   const double full_keys = static_cast<double>(n) * (pos0 + 1) + 0.5 * static_cast<double>(n) * (n - 1);
   double local_keys = full_keys;
   if (window > 0) local_keys = std::min(local_keys, static_cast<double>(n) * window);
-  return n * per_token_s + full_keys * per_key_full_s + local_keys * per_key_local_s;
+  return full_keys * per_key_full_s + local_keys * per_key_local_s;
+}
+
+double StepCostModel::chunk_cost(int64_t pos0, int64_t n) const {
+  if (n <= 0) return 0;
+  return a_ * chunk_other(n) + b_ * chunk_attn(pos0, n);
+}
+
+void StepCostModel::observe(double o, double at, double t) {
+  constexpr double kDecay = 0.98;  // ~50 steps of memory
+  s_oo_ = kDecay * s_oo_ + o * o;
+  s_oa_ = kDecay * s_oa_ + o * at;
+  s_aa_ = kDecay * s_aa_ + at * at;
+  s_ot_ = kDecay * s_ot_ + o * t;
+  s_at_ = kDecay * s_at_ + at * t;
+  const double det = s_oo_ * s_aa_ - s_oa_ * s_oa_;
+  double a = a_, b = b_;
+  if (det > 1e-12 * s_oo_ * s_aa_ && det > 0) {
+    a = (s_ot_ * s_aa_ - s_at_ * s_oa_) / det;
+    b = (s_at_ * s_oo_ - s_ot_ * s_oa_) / det;
+  } else if (s_oo_ + s_aa_ > 0) {  // one direction only so far: scale both alike
+    const double k = (s_ot_ + s_at_) / (s_oo_ + s_oa_ + s_oa_ + s_aa_);
+    a = b = k;
+  }
+  // Keep the fit sane: positive, within a wide band of the priors.
+  a_ = std::clamp(a, 0.05, 20.0);
+  b_ = std::clamp(b, 0.05, 20.0);
 }
 
 int32_t StepCostModel::max_chunk(int64_t pos0, int32_t max_n, double allowance) const {

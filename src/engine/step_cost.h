@@ -25,6 +25,10 @@ struct StepCostModel {
   double per_key_local_s = 0; // same over the sliding-window layers
   int32_t window = 0;         // sliding window (0: none)
 
+  // Predicted parts of a chunk, unscaled: matmul arithmetic, attention reads.
+  double chunk_other(int64_t n) const { return n * per_token_s; }
+  double chunk_attn(int64_t pos0, int64_t n) const;
+
   // mem_bw: bytes/s; matmul_flops: FLOP/s.
   static StepCostModel from_config(const ModelConfig& c, int64_t weight_bytes, int kv_elem_bytes,
                                    double mem_bw = 20e9, double matmul_flops = 150e9);
@@ -35,6 +39,19 @@ struct StepCostModel {
   double chunk_cost(int64_t pos0, int64_t n) const;
   // Largest n <= max_n whose chunk_cost(pos0, n) <= allowance (0 when even one token exceeds it).
   int32_t max_chunk(int64_t pos0, int32_t max_n, double allowance) const;
+
+  // Online calibration: the machine rates above are guesses, and attention (memory-bound,
+  // per key) and matmuls (per token) are off by different factors. After each step the engine
+  // reports the predicted non-attention and attention parts and the measured time;
+  // exponentially weighted least squares fits  seconds ≈ a · other + b · attention  and the
+  // costs are rescaled by a and b (b / a is what shapes the chunks). O(1) per step.
+  void observe(double other_pred, double attn_pred, double seconds);
+  double other_scale() const { return a_; }
+  double attn_scale() const { return b_; }
+
+ private:
+  double a_ = 1, b_ = 1;
+  double s_oo_ = 0, s_oa_ = 0, s_aa_ = 0, s_ot_ = 0, s_at_ = 0;  // weighted sums
 };
 
 }  // namespace hs

@@ -82,6 +82,8 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     ++np;
   }
   for (size_t s = 0; s < seqs.size(); ++s) HS_RETURN_IF_ERROR(kv.reserve(*seqs[s], next_pos[s]));
+  seq_tokens_.assign(seqs.size(), 0);
+  for (int64_t t = 0; t < n; ++t) ++seq_tokens_[batch.seq_index[t]];
 
   grow(x_, n * d); grow(h_, n * d); grow(o_, n * d);
   grow(q_, n * qd); grow(att_, n * qd);
@@ -117,6 +119,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     const std::vector<float>& rope_tab =
         swa && c.rope_theta_local != c.rope_theta ? rope_local_ : rope_global_;  // [n][cos | sin]
     const bool neox = c.rope_style == RopeStyle::kNeox;
+    if (key_observer_) grow(k_pre_, n * kvd);
     for (int64_t t = 0; t < n; ++t) {
       float* qt = q_.data() + t * qd;
       float* kt = k_.data() + t * kvd;
@@ -124,14 +127,18 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
         for (int hh = 0; hh < c.n_head; ++hh) cpu::rms_norm(qt + hh * hd, L.q_norm.data(), hd, c.rms_eps, qt + hh * hd);
         for (int hh = 0; hh < c.n_head_kv; ++hh) cpu::rms_norm(kt + hh * hd, L.k_norm.data(), hd, c.rms_eps, kt + hh * hd);
       }
+      if (key_observer_) std::copy(kt, kt + kvd, k_pre_.data() + t * kvd);
       const float* cs = rope_tab.data() + t * 2 * half;
       cpu::rope_apply(qt, c.n_head, hd, cs, cs + half, neox);
       cpu::rope_apply(kt, c.n_head_kv, hd, cs, cs + half, neox);
       // Store K and V into the sequence's page: [head][token][K | V][head_dim].
       const SeqKv& seq = *seqs[batch.seq_index[t]];
-      for (int hh = 0; hh < c.n_head_kv; ++hh)
+      for (int hh = 0; hh < c.n_head_kv; ++hh) {
         kv.write(seq, il, hh, batch.positions[t], kt + hh * hd, v_.data() + t * kvd + hh * hd);
+        if (sparse_) sparse_->on_key(seq.blocks, il, hh, batch.positions[t], kt + hh * hd);
+      }
     }
+    if (key_observer_) key_observer_(il, k_pre_.data(), k_.data(), n);
     attention(batch, seqs, kv, il, pool);
     HS_RETURN_IF_ERROR(mm(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
     if (c.post_norms) rms_norm_rows(o_.data(), L.post_attn_norm, n, d, c.rms_eps, o_.data());
@@ -175,6 +182,7 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
   // One task per (token, kv head, key split). Splitting long ranges lets a single decode
   // step use every thread; partials are merged per (token, kv head) afterwards.
   constexpr int32_t kSplitKeys = 512;
+  select_chunks(batch, seqs, kv, layer, pool);
   tasks_.clear();
   spans_.clear();
   for (int64_t t = 0; t < n; ++t) {
@@ -183,8 +191,14 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
     const int32_t first = swa ? std::max<int32_t>(0, pos - c.sliding_window + 1) : 0;
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
       spans_.push_back({static_cast<int32_t>(tasks_.size()), 0});
-      for (int32_t b = first; b <= pos; b += kSplitKeys)
-        tasks_.push_back({static_cast<int32_t>(t), kvh, b, std::min(pos + 1, b + kSplitKeys)});
+      const int32_t sel = sel_index_.empty() ? -1 : sel_index_[t * c.n_head_kv + kvh];
+      if (sel >= 0) {  // sparse: only the selected chunks
+        chunk_ranges(selected_[sel], sparse_->config().chunk_tokens, pos + 1, kSplitKeys, ranges_);
+        for (const KeyRange& r : ranges_) tasks_.push_back({static_cast<int32_t>(t), kvh, r.begin, r.end});
+      } else {
+        for (int32_t b = first; b <= pos; b += kSplitKeys)
+          tasks_.push_back({static_cast<int32_t>(t), kvh, b, std::min(pos + 1, b + kSplitKeys)});
+      }
       spans_.back().second = static_cast<int32_t>(tasks_.size());
     }
   }
@@ -214,6 +228,54 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
       cpu::attention_merge(parts_.data() + first_task, last_task - first_task, group, hd, out);
     }
   });
+}
+
+void Decoder::select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
+                            ThreadPool& pool) {
+  sel_items_.clear();
+  sel_index_.clear();
+  const ModelConfig& c = config_;
+  if (!sparse_ || !sparse_->layer_sparse(layer) || (c.layer_is_swa[layer] && c.sliding_window > 0)) return;
+  const int64_t n = batch.size();
+  const int group = c.n_head / c.n_head_kv, hd = c.head_dim;
+  int64_t n_dense = 0;
+  sel_index_.assign(n * c.n_head_kv, -1);
+  for (int64_t t = 0; t < n; ++t) {
+    // Decode tokens only (one token of its sequence in this batch): prefill stays dense.
+    const bool decode = seq_tokens_[batch.seq_index[t]] == 1;
+    if (!decode || !sparse_->use_sparse(batch.positions[t] + 1)) { n_dense += c.n_head_kv; continue; }
+    for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
+      sel_index_[t * c.n_head_kv + kvh] = static_cast<int32_t>(sel_items_.size());
+      sel_items_.push_back(static_cast<int32_t>(t * c.n_head_kv + kvh));
+    }
+  }
+  sparse_->count_dense(n_dense);
+  if (sel_items_.empty()) return;
+  if (selected_.size() < sel_items_.size()) selected_.resize(sel_items_.size());
+  if (static_cast<int>(sel_scratch_.size()) < pool.n_threads()) sel_scratch_.resize(pool.n_threads());
+  const KvGeometry& g = kv.geometry();
+  auto run_one = [&](int64_t i, int thread, ThreadPool* inner) {
+    const int64_t t = sel_items_[i] / c.n_head_kv;
+    const int kvh = static_cast<int>(sel_items_[i] % c.n_head_kv);
+    const SeqKv& seq = *seqs[batch.seq_index[t]];
+    const float* q = q_.data() + t * c.q_dim() + kvh * group * hd;  // [group][hd]
+    const int32_t n_keys = batch.positions[t] + 1;
+    sparse_->select(seq.blocks, layer, kvh, q, group, n_keys, selected_[i], sel_scratch_[thread], inner);
+    if (sparse_->measure_recall()) {
+      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
+                            g.dtype == KvDtype::kF16};
+      sparse_->add_recall(layer, attention_mass_recall(q, group, view, kvh, n_keys, c.attn_scale, selected_[i],
+                                                       sparse_->config().chunk_tokens));
+    }
+  };
+  const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
+  if (n_sel >= 2 * pool.n_threads()) {
+    pool.parallel_for(n_sel, [&](int64_t begin, int64_t end, int thread) {
+      for (int64_t i = begin; i < end; ++i) run_one(i, thread, nullptr);
+    });
+  } else {  // few selections: split each one's scoring over the threads instead
+    for (int64_t i = 0; i < n_sel; ++i) run_one(i, 0, &pool);
+  }
 }
 
 }  // namespace hs

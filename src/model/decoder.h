@@ -8,6 +8,7 @@
 // Cost per token: the weights once per batch (matmul), plus O(context * q_dim) attention.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -20,6 +21,8 @@
 #include "model/batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "sparse/sparse_attention.h"
+#include "sparse/sparse_runtime.h"
 
 namespace hs {
 
@@ -43,6 +46,14 @@ class Decoder {
   void set_matmul_precision(MatmulPrecision p) { precision_ = p; }
   MatmulPrecision matmul_precision() const { return precision_; }
 
+  // Sparse attention (null: dense everywhere). Not owned; must outlive the decoder's use.
+  void set_sparse(SparseRuntime* rt) { sparse_ = rt; }
+  SparseRuntime* sparse() const { return sparse_; }
+  // Called once per layer per forward with the step's keys before and after RoPE
+  // (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim].
+  using KeyObserver = std::function<void(int layer, const float* k_pre, const float* k_post, int64_t n)>;
+  void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
+
   // Appends K/V of every batch token to its sequence (reserving pages) and writes
   // logits rows for tokens with want_logits: logits [n_logit_rows][n_vocab].
   Status forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
@@ -53,11 +64,16 @@ class Decoder {
   Status mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const;
   void attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
                  ThreadPool& pool);
+  // Fills sel_index_/selected_ for the (token, kv head) pairs that attend sparsely.
+  void select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
+                     ThreadPool& pool);
 
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;
   MatmulPrecision precision_ = kDefaultMatmulPrecision;
+  SparseRuntime* sparse_ = nullptr;
+  KeyObserver key_observer_;
 
   // Scratch, grown to the largest batch seen.
   std::vector<float> x_, h_, q_, k_, v_, att_, o_, gate_, up_;  // [n][...]
@@ -69,6 +85,14 @@ class Decoder {
   std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)
   std::vector<float> partials_;                       // [n_tasks][group][2 + head_dim]
   std::vector<cpu::AttnPartial> parts_;               // [n_tasks] views into partials_
+  // Sparse selection (decode tokens on full-attention layers past min_context).
+  std::vector<int32_t> seq_tokens_;                   // [n_seqs] batch tokens per sequence
+  std::vector<int32_t> sel_items_;                    // [n_sel] t * n_kv_heads + kv_head
+  std::vector<int32_t> sel_index_;                    // [n * n_kv_heads] index into sel_items_ or -1
+  std::vector<std::vector<int32_t>> selected_;        // [n_sel] chosen chunk ids
+  std::vector<SelectScratch> sel_scratch_;            // [n_threads]
+  std::vector<KeyRange> ranges_;                      // scratch
+  std::vector<float> k_pre_;                          // [n][kv_dim] keys before RoPE (observer only)
 };
 
 }  // namespace hs

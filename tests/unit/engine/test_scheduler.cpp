@@ -206,3 +206,28 @@ TEST(Scheduler, RandomWorkloadDrainsAndReturnsEveryPage) {
 
 }  // namespace
 }  // namespace hs
+
+namespace hs {
+namespace {
+
+// The online calibration recovers separate scales for the matmul and attention parts.
+TEST(StepCost, CalibrationRecoversBothScales) {
+  StepCostModel m = Harness::unit_cost();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> u(0.1, 2.0);
+  for (int i = 0; i < 500; ++i) {
+    const double other = u(rng), attn = u(rng);
+    m.observe(other, attn, 2.0 * other + 5.0 * attn);
+  }
+  EXPECT_NEAR(m.other_scale(), 2.0, 1e-6);
+  EXPECT_NEAR(m.attn_scale(), 5.0, 1e-6);
+  EXPECT_NEAR(m.chunk_cost(100, 4), 2.0 * m.chunk_other(4) + 5.0 * m.chunk_attn(100, 4), 1e-12);
+  // Degenerate input (one direction only) keeps the scales finite and positive.
+  StepCostModel d = Harness::unit_cost();
+  for (int i = 0; i < 10; ++i) d.observe(1.0, 0.0, 3.0);
+  EXPECT_GT(d.other_scale(), 0);
+  EXPECT_GT(d.attn_scale(), 0);
+}
+
+}  // namespace
+}  // namespace hs

@@ -1,0 +1,329 @@
+// app/eval_command.cpp — `hindsight eval needle`: needle-in-a-haystack recall, dense vs sparse.
+//
+// A haystack of real text (the --corpus files; default: this repository's docs and sources,
+// or any files found) is cut to the requested context length and N needles — unique facts
+// "The special magic number for <name> is <7 digits>." — are placed at depths spread over
+// 0–100%. Each needle is asked for through the model's chat template ("What is the special
+// magic number for <name>?"), answered greedily, and scored exactly (the digits appear in
+// the answer). The haystack is prefilled once (dense; its KV does not depend on the decode
+// mode) and shared by every question through ref-counted pages; each question's tokens and
+// the answer are then fed one token per step, so every one of them is a decode step that
+// attends sparsely in the sparse configurations — the first answer token too.
+// Configurations: dense, then each selector (sketch, quest) at each budget. For the sparse
+// ones the attention-mass recall per layer (share of the dense softmax mass on the selected
+// tokens) is averaged over all steps. Prints a markdown table and JSON (--json).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/loaded_model.h"
+#include "tokenizer/chat_template.h"
+
+namespace hs::app {
+namespace {
+
+struct EvalOptions {
+  ModelOptions model;
+  std::vector<std::string> corpus;
+  std::vector<int> contexts{8192};
+  int n_needles = 32;
+  std::vector<int> budgets{512, 1024, 2048};
+  std::vector<std::string> selectors{"sketch", "quest"};
+  int max_answer_tokens = 12;
+  uint64_t seed = 7;
+  std::string json_path;
+};
+
+std::vector<std::string> default_corpus() {
+  std::vector<std::string> files;
+  for (const char* dir : {HS_EVAL_SOURCE_DIR "/docs", HS_EVAL_SOURCE_DIR "/src", "/usr/share/doc"}) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      const auto& p = it->path();
+      const auto ext = p.extension().string();
+      if (it->is_regular_file() && (ext == ".md" || ext == ".h" || ext == ".cpp" || ext == ".txt"))
+        files.push_back(p.string());
+      if (files.size() > 4000) break;
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+struct Needle {
+  std::string name, value;
+  double depth;
+};
+
+struct Case {
+  std::vector<int32_t> prefix;                  // haystack part, a multiple of the page size
+  std::vector<std::vector<int32_t>> questions;  // per needle: the rest of the prompt
+  std::vector<Needle> needles;
+};
+
+Result<Case> build_case(LoadedModel& m, const ChatTemplate& tmpl, const std::vector<int32_t>& corpus_tokens,
+                        int context, int n_needles, std::mt19937_64& rng) {
+  const Tokenizer& tok = *m.tokenizer;
+  static const char* kNames[] = {"Amsterdam", "Bergen",  "Cordoba", "Dakar",   "Esbjerg", "Fresno",  "Gdansk",
+                                 "Hanoi",     "Izmir",   "Jaipur",  "Kyoto",   "Lagos",   "Malmo",   "Nantes",
+                                 "Oaxaca",    "Porto",   "Quito",   "Riga",    "Sapporo", "Tampere", "Utrecht",
+                                 "Valencia",  "Windhoek", "Xiamen", "Yerevan", "Zagreb",  "Aarhus",  "Bilbao",
+                                 "Cusco",     "Dublin",  "Eindhoven", "Florence", "Geneva", "Hobart", "Innsbruck",
+                                 "Jena",      "Kazan",   "Lyon",    "Minsk",   "Nagoya"};
+  const int n_names = static_cast<int>(std::size(kNames));
+  if (n_needles > n_names) return make_error(StatusCode::kInvalidArgument, "at most {} needles", n_names);
+  Case cs;
+  std::vector<int> order(n_names);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uniform_int_distribution<int> digits(1000000, 9999999);
+  for (int i = 0; i < n_needles; ++i)
+    cs.needles.push_back({kNames[order[i]], std::to_string(digits(rng)),
+                          n_needles == 1 ? 0.5 : static_cast<double>(i) / (n_needles - 1)});
+  // Haystack tokens: leave room for the needles, the template and the question.
+  const int reserve = 30 * n_needles + 120;
+  const int n_hay = context - reserve;
+  if (n_hay < 256 || static_cast<int>(corpus_tokens.size()) < n_hay)
+    return make_error(StatusCode::kInvalidArgument, "corpus has {} tokens, the {}-token context needs {}",
+                      corpus_tokens.size(), context, n_hay);
+  const size_t offset = std::uniform_int_distribution<size_t>(0, corpus_tokens.size() - n_hay)(rng);
+  std::string hay;
+  int prev = 0;
+  for (const Needle& nd : cs.needles) {
+    const int at = static_cast<int>(nd.depth * n_hay);
+    std::vector<int32_t> seg(corpus_tokens.begin() + offset + prev, corpus_tokens.begin() + offset + at);
+    hay += tok.decode(seg, true);
+    hay += fmt::format("\nThe special magic number for {} is {}.\n", nd.name, nd.value);
+    prev = at;
+  }
+  std::vector<int32_t> seg(corpus_tokens.begin() + offset + prev, corpus_tokens.begin() + offset + n_hay);
+  hay += tok.decode(seg, true);
+
+  const std::string marker = "\n\nQuestion: What is the special magic number for ";
+  std::string prefix_text;
+  for (size_t i = 0; i < cs.needles.size(); ++i) {
+    ChatTemplateInputs in;
+    in.messages = nlohmann::ordered_json::array(
+        {{{"role", "user"},
+          {"content", hay + marker + cs.needles[i].name + "? Answer with the number only."}}});
+    in.add_generation_prompt = true;
+    in.bos_token = tok.bos_id() >= 0 ? std::string(tok.token_text(tok.bos_id())) : "";
+    HS_ASSIGN_OR_RETURN(std::string text, tmpl.render(in));
+    const size_t cut = text.rfind(marker);
+    if (i == 0) {
+      prefix_text = text.substr(0, cut);
+      cs.prefix = tok.encode(prefix_text, false, true);
+    }
+    std::vector<int32_t> q = tok.encode(text.substr(cut), false, true);
+    cs.questions.push_back(std::move(q));
+  }
+  // Page-align the shared prefix; the tail moves into every question.
+  const size_t aligned = cs.prefix.size() / 16 * 16;
+  std::vector<int32_t> tail(cs.prefix.begin() + aligned, cs.prefix.end());
+  cs.prefix.resize(aligned);
+  for (auto& q : cs.questions) q.insert(q.begin(), tail.begin(), tail.end());
+  return cs;
+}
+
+struct ConfigResult {
+  std::string name;
+  int correct = 0, total = 0;
+  std::vector<double> recall;  // [n_layer]
+  double seconds = 0;
+};
+
+// Feeds the question and generates the answer one token per step on a fork of `hay`.
+Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int32_t>& question, int max_tokens) {
+  SeqKv seq;
+  seq.blocks = hay.blocks;
+  for (int32_t b : seq.blocks) m.kv->pool().retain(b);
+  seq.n_tokens = hay.n_tokens;
+  SeqKv* seqs[] = {&seq};
+  struct Release { KvCache& kv; SeqKv& s; ~Release() { kv.release(s); } } rel{*m.kv, seq};
+  std::vector<float> logits;
+  const int V = m.decoder->config().n_vocab;
+  for (int32_t t : question) {
+    Batch b;
+    b.add(t, seq.n_tokens, 0, true);
+    HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+  }
+  std::vector<int32_t> out;
+  for (int i = 0; i < max_tokens; ++i) {
+    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
+    if (m.tokenizer->is_eog(next)) break;
+    out.push_back(next);
+    Batch b;
+    b.add(next, seq.n_tokens, 0, true);
+    HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+  }
+  return m.tokenizer->decode(out, true);
+}
+
+int run_needle(EvalOptions& o) {
+  int max_ctx = 0;
+  for (int c : o.contexts) max_ctx = std::max(max_ctx, c);
+  o.model.ctx_size = std::max(o.model.ctx_size, max_ctx + 64 * 16 + 1024);
+  const std::string requested_sparse = o.model.sparse;
+  o.model.sparse = "off";  // runtimes are built per configuration below
+  auto m = load_model(o.model);
+  if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
+  auto tmpl = chat_template_for_model(m->decoder->file());
+  if (!tmpl.is_ok()) { fmt::print(stderr, "error: {}\n", tmpl.status().message()); return 1; }
+  if (o.corpus.empty()) o.corpus = default_corpus();
+  std::string text;
+  for (const auto& f : o.corpus) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+    text += "\n";
+    if (text.size() > static_cast<size_t>(max_ctx) * 8 + (1 << 20)) break;
+  }
+  const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
+  spdlog::info("eval needle: corpus {} files, {} tokens", o.corpus.size(), corpus_tokens.size());
+
+  nlohmann::ordered_json j;
+  j["model"] = o.model.model;
+  j["needles"] = o.n_needles;
+  j["contexts"] = nlohmann::ordered_json::array();
+  fmt::print("\n| context | attention | selector | budget | correct | accuracy | mean mass recall | min layer recall | s |\n"
+             "|---|---|---|---|---|---|---|---|---|\n");
+  std::mt19937_64 rng(o.seed);
+  for (int context : o.contexts) {
+    auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, rng);
+    if (!cs.is_ok()) { fmt::print(stderr, "error: {}\n", cs.status().message()); return 1; }
+    // Prefill the shared haystack once (dense).
+    SeqKv hay;
+    SeqKv* seqs[] = {&hay};
+    std::vector<float> logits;
+    const auto t0 = std::chrono::steady_clock::now();
+    // The sparse configurations need the haystack's sketch / Quest metadata: prefill with each
+    // runtime attached (their on_key hooks run; prefill itself stays dense).
+    std::vector<std::pair<std::string, std::unique_ptr<SparseRuntime>>> runtimes;
+    for (const auto& sel : o.selectors)
+      for (int budget : o.budgets) {
+        ModelOptions mo = o.model;
+        mo.sparse = sel;
+        mo.sparse_cfg.budget_tokens = budget;
+        mo.sparse_min_context = 0;  // every question and answer token attends sparsely
+        // Build a runtime against the shared model without reloading it.
+        LoadedModel& ref = *m;
+        std::unique_ptr<SparseRuntime> keep;
+        std::swap(keep, ref.sparse);
+        Status st = attach_sparse(mo, ref);
+        if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
+        runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(ref.sparse));
+        std::swap(keep, ref.sparse);
+      }
+    // A fan-out observer: every runtime records the haystack's keys.
+    m->decoder->set_sparse(nullptr);
+    m->decoder->set_key_observer([&](int layer, const float*, const float* k_post, int64_t n) {
+      const ModelConfig& c = m->decoder->config();
+      for (auto& [name, rt] : runtimes)
+        if (rt->layer_sparse(layer))
+          for (int64_t t = 0; t < n; ++t)
+            for (int h = 0; h < c.n_head_kv; ++h)
+              rt->on_key(hay.blocks, layer, h, hay.n_tokens + static_cast<int32_t>(t), k_post + t * c.kv_dim() + h * c.head_dim);
+    });
+    for (size_t s = 0; s < cs->prefix.size(); s += 512) {
+      Batch b;
+      for (size_t p = s; p < std::min(cs->prefix.size(), s + 512); ++p) b.add(cs->prefix[p], static_cast<int32_t>(p), 0, false);
+      Status st = m->kv->reserve(hay, static_cast<int32_t>(s + b.size()));
+      if (st.is_ok()) st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
+      if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
+    }
+    m->decoder->set_key_observer({});
+    const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("context {}: haystack {} tokens prefilled in {:.1f} s", context, hay.n_tokens, prefill_s);
+
+    nlohmann::ordered_json jc;
+    jc["context"] = context;
+    jc["haystack_tokens"] = hay.n_tokens;
+    jc["configs"] = nlohmann::ordered_json::array();
+    auto run_config = [&](const std::string& name, SparseRuntime* rt) -> Result<ConfigResult> {
+      ConfigResult r;
+      r.name = name;
+      m->decoder->set_sparse(rt);
+      if (rt) { rt->reset_stats(); rt->set_measure_recall(true); }
+      const auto c0 = std::chrono::steady_clock::now();
+      for (size_t i = 0; i < cs->needles.size(); ++i) {
+        HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens));
+        const bool ok = ans.find(cs->needles[i].value) != std::string::npos;
+        r.correct += ok;
+        ++r.total;
+      }
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+      if (rt) { r.recall = rt->recall_per_layer(); rt->set_measure_recall(false); }
+      m->decoder->set_sparse(nullptr);
+      return r;
+    };
+    std::vector<ConfigResult> results;
+    {
+      auto r = run_config("dense", nullptr);
+      if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+      results.push_back(std::move(*r));
+    }
+    for (auto& [name, rt] : runtimes) {
+      auto r = run_config(name, rt.get());
+      if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+      results.push_back(std::move(*r));
+    }
+    for (const auto& r : results) {
+      double mean = 0, mn = 1;
+      int nl = 0;
+      for (double x : r.recall)
+        if (!std::isnan(x)) { mean += x; mn = std::min(mn, x); ++nl; }
+      const bool sparse = !r.recall.empty() && nl > 0;
+      const auto at = r.name.find('@');
+      fmt::print("| {} | {} | {} | {} | {}/{} | {:.3f} | {} | {} | {:.1f} |\n", context, sparse ? "sparse" : "dense",
+                 sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-", r.correct, r.total,
+                 static_cast<double>(r.correct) / r.total, sparse ? fmt::format("{:.4f}", mean / nl) : "1",
+                 sparse ? fmt::format("{:.4f}", mn) : "1", r.seconds);
+      nlohmann::ordered_json jr{{"config", r.name}, {"correct", r.correct}, {"total", r.total}, {"seconds", r.seconds}};
+      nlohmann::ordered_json rec = nlohmann::ordered_json::array();
+      for (double x : r.recall) rec.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
+      jr["mass_recall_per_layer"] = rec;
+      jc["configs"].push_back(jr);
+    }
+    j["contexts"].push_back(jc);
+    m->kv->release(hay);
+  }
+  (void)requested_sparse;
+  fmt::print("\n{}\n", j.dump());
+  if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void register_eval(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<EvalOptions>();
+  CLI::App* ev = app.add_subcommand("eval", "Quality evaluations");
+  ev->require_subcommand(1);
+  CLI::App* cmd = ev->add_subcommand("needle", "Needle-in-a-haystack recall: dense vs sparse selectors and budgets");
+  add_model_options(cmd, o->model);
+  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: this repo's docs/src, /usr/share/doc)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--context", o->contexts, "Context lengths in tokens")->capture_default_str();
+  cmd->add_option("--needles", o->n_needles, "Needles per context (unique facts)")->capture_default_str();
+  cmd->add_option("--budgets", o->budgets, "Sparse budgets in tokens")->capture_default_str();
+  cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest")->capture_default_str();
+  cmd->add_option("--answer-tokens", o->max_answer_tokens, "Answer length cap")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Needle placement seed")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "Also write the JSON result here");
+  cmd->callback([o, &run] { run = [o] { return run_needle(*o); }; });
+}
+
+}  // namespace hs::app

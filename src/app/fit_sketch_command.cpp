@@ -1,0 +1,170 @@
+// app/fit_sketch_command.cpp — `hindsight fit-sketch -m MODEL --corpus FILES -o FILE`: fits the
+// per-(layer, kv head) key sketch basis by PCA of real keys.
+//
+// The corpus is tokenized and run through the model in windows (prefill only, dense); a key
+// observer on the decoder hands every layer's keys, before and after RoPE, to SketchFitter.
+// One window in ten is held out: the command reports, per layer, the share of the held-out
+// post-RoPE key energy (about the mean) that the fitted basis keeps — the quantity that
+// decides whether to fit before or after RoPE (the sketch scores post-RoPE keys, because the
+// KV cache stores keys after RoPE and attention logits are q·k after RoPE). With
+// --compare-rope it fits both and prints both columns. Cost: one prefill of the corpus plus
+// n_keys · head_dim² / 2 FMAs per fit.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/commands.h"
+#include "app/loaded_model.h"
+#include "sparse/sketch_fitter.h"
+
+namespace hs::app {
+namespace {
+
+struct FitOptions {
+  ModelOptions model;
+  std::vector<std::string> corpus;
+  std::string out;
+  int rank = 0;
+  int64_t max_tokens = 200000;
+  int window = 2048;
+  bool pre_rope = false;
+  bool compare_rope = false;
+  bool no_center = false;
+};
+
+// Held-out keys of each (layer, kv head), post-RoPE: [n][head_dim] appended.
+struct HeldOut {
+  std::vector<std::vector<float>> keys;  // [n_layer * n_kv_heads][n * head_dim]
+};
+
+// Mean over heads of  Σ‖Bᵀ(k − mu)‖² / Σ‖k − mu‖²  on held-out keys (mu: the basis mean).
+double kept_energy(const SketchBasis& b, const HeldOut& h, int layer) {
+  double kept = 0, total = 0;
+  const int hd = b.head_dim, r = b.rank;
+  std::vector<double> c(hd);
+  for (int head = 0; head < b.n_kv_heads; ++head) {
+    const auto& ks = h.keys[static_cast<size_t>(layer) * b.n_kv_heads + head];
+    const float* B = b.B(layer, head);
+    const float* mu = b.mu(layer, head);
+    for (size_t off = 0; off + hd <= ks.size(); off += hd) {
+      for (int d = 0; d < hd; ++d) { c[d] = ks[off + d] - mu[d]; total += c[d] * c[d]; }
+      for (int j = 0; j < r; ++j) {
+        double s = 0;
+        for (int d = 0; d < hd; ++d) s += c[d] * B[d * r + j];
+        kept += s * s;
+      }
+    }
+  }
+  return total > 0 ? kept / total : std::nan("");
+}
+
+int run_fit(FitOptions& o) {
+  o.model.sparse = "off";  // fitting runs dense
+  o.model.ctx_size = std::max(o.model.ctx_size, o.window + 16);
+  auto m = load_model(o.model);
+  if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
+  const ModelConfig& c = m->decoder->config();
+  std::string text;
+  for (const auto& f : o.corpus) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) { fmt::print(stderr, "error: cannot read corpus file {}\n", f); return 1; }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+    text += "\n\n";
+  }
+  std::vector<int32_t> toks = m->tokenizer->encode(text, true, false);
+  if (static_cast<int64_t>(toks.size()) > o.max_tokens) toks.resize(o.max_tokens);
+  if (toks.size() < 64) { fmt::print(stderr, "error: corpus too small ({} tokens)\n", toks.size()); return 1; }
+
+  const int kvd = c.kv_dim(), hd = c.head_dim;
+  SketchFitter post(c.n_layer, c.n_head_kv, hd), pre(c.n_layer, c.n_head_kv, hd);
+  HeldOut held{std::vector<std::vector<float>>(static_cast<size_t>(c.n_layer) * c.n_head_kv)};
+  bool holding = false;
+  const bool want_pre = o.pre_rope || o.compare_rope, want_post = !o.pre_rope || o.compare_rope;
+  m->decoder->set_key_observer([&](int layer, const float* k_pre, const float* k_post, int64_t n) {
+    for (int h = 0; h < c.n_head_kv; ++h) {
+      if (holding) {
+        auto& dst = held.keys[static_cast<size_t>(layer) * c.n_head_kv + h];
+        for (int64_t t = 0; t < n; ++t) dst.insert(dst.end(), k_post + t * kvd + h * hd, k_post + t * kvd + h * hd + hd);
+        continue;
+      }
+      if (want_post) post.add_keys(layer, h, k_post + h * hd, n, kvd);
+      if (want_pre) pre.add_keys(layer, h, k_pre + h * hd, n, kvd);
+    }
+  });
+  std::vector<float> logits;
+  int n_windows = 0;
+  for (size_t start = 0; start < toks.size(); start += o.window, ++n_windows) {
+    holding = n_windows % 10 == 9;
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    const size_t end = std::min(toks.size(), start + o.window);
+    for (size_t s = start; s < end; s += 512) {
+      Batch b;
+      for (size_t p = s; p < std::min(end, s + 512); ++p) b.add(toks[p], static_cast<int32_t>(p - start), 0, false);
+      Status st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
+      if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
+    }
+    m->kv->release(seq);
+    spdlog::info("fit-sketch: window {} ({} / {} tokens)", n_windows + 1, end, toks.size());
+  }
+  m->decoder->set_key_observer({});
+  SketchFitter::Options fo;
+  fo.rank = o.rank;
+  fo.centered = !o.no_center;
+  std::unique_ptr<SketchBasis> b_post, b_pre;
+  if (want_post) {
+    fo.post_rope = true;
+    auto r = post.fit(fo, m->pool.get());
+    if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+    b_post = std::make_unique<SketchBasis>(std::move(*r));
+  }
+  if (want_pre) {
+    fo.post_rope = false;
+    auto r = pre.fit(fo, m->pool.get());
+    if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+    b_pre = std::make_unique<SketchBasis>(std::move(*r));
+  }
+  SketchBasis& chosen = o.pre_rope ? *b_pre : *b_post;
+  std::filesystem::path mp(o.model.model);
+  chosen.model_name = mp.filename().string();
+  fmt::print("\nkeys: {} tokens, {} windows ({} held out); rank {}\n\n", toks.size(), n_windows, n_windows / 10,
+             chosen.rank);
+  fmt::print("| layer | kept energy, post-RoPE fit |{}\n|---|---|{}\n", b_pre ? " kept energy, pre-RoPE fit |" : "",
+             b_pre ? "---|" : "");
+  for (int l = 0; l < c.n_layer; ++l)
+    fmt::print("| {}{} | {} |{}\n", l, c.layer_is_swa[l] && c.sliding_window > 0 ? " (local)" : "",
+               b_post ? fmt::format("{:.4f}", kept_energy(*b_post, held, l)) : "-",
+               b_pre ? fmt::format(" {:.4f} |", kept_energy(*b_pre, held, l)) : "");
+  fmt::print("\n(kept energy: share of held-out post-RoPE key variance inside the basis; the sketch scores "
+             "post-RoPE keys)\n");
+  Status st = chosen.save(o.out);
+  if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
+  fmt::print("wrote {}\n", o.out);
+  return 0;
+}
+
+}  // namespace
+
+void register_fit_sketch(CLI::App& app, std::function<int()>& run) {
+  auto o = std::make_shared<FitOptions>();
+  CLI::App* cmd = app.add_subcommand("fit-sketch", "Fit the key sketch basis (PCA of real keys) for sparse attention");
+  add_model_options(cmd, o->model);
+  cmd->add_option("--corpus", o->corpus, "Text files whose keys are fitted")->required()->check(CLI::ExistingFile);
+  cmd->add_option("-o,--output", o->out, "Output file (.sketch.safetensors)")->required();
+  cmd->add_option("--rank", o->rank, "Sketch rank (0: head_dim / 4)")->capture_default_str();
+  cmd->add_option("--max-tokens", o->max_tokens, "Use at most this many corpus tokens")->capture_default_str();
+  cmd->add_option("--window", o->window, "Tokens per prefill window (positions 0..window-1)")->capture_default_str();
+  cmd->add_flag("--pre-rope", o->pre_rope, "Fit keys before RoPE (default: after)");
+  cmd->add_flag("--compare-rope", o->compare_rope, "Fit both and report both held-out energies");
+  cmd->add_flag("--no-center", o->no_center, "Plain second-moment PCA (no key mean)");
+  cmd->callback([o, &run] { run = [o] { return run_fit(*o); }; });
+}
+
+}  // namespace hs::app

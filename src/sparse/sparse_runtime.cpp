@@ -1,0 +1,138 @@
+// sparse/sparse_runtime.cpp — see sparse_runtime.h.
+#include "sparse/sparse_runtime.h"
+
+#include <cmath>
+#include <random>
+
+namespace hs {
+
+const char* sparse_mode_name(SparseMode m) {
+  switch (m) {
+    case SparseMode::kOff: return "off";
+    case SparseMode::kSketch: return "sketch";
+    case SparseMode::kQuest: return "quest";
+  }
+  return "?";
+}
+
+Result<SparseMode> parse_sparse_mode(std::string_view s) {
+  if (s == "off" || s == "dense") return SparseMode::kOff;
+  if (s == "sketch") return SparseMode::kSketch;
+  if (s == "quest") return SparseMode::kQuest;
+  return make_error(StatusCode::kInvalidArgument, "unknown sparse mode '{}' (off, sketch, quest)", s);
+}
+
+Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, const SparseConfig& cfg,
+                                                             const Geometry& g, std::unique_ptr<SketchBasis> basis) {
+  if (mode == SparseMode::kOff) return make_error(StatusCode::kInvalidArgument, "sparse runtime: mode is off");
+  HS_RETURN_IF_ERROR(cfg.validate(g.page_tokens));
+  if (static_cast<int>(g.full_layer.size()) != g.n_layer)
+    return make_error(StatusCode::kInvalidArgument, "sparse runtime: full_layer has {} entries for {} layers",
+                      g.full_layer.size(), g.n_layer);
+  std::unique_ptr<SparseRuntime> rt(new SparseRuntime());
+  rt->mode_ = mode;
+  rt->cfg_ = cfg;
+  rt->g_ = g;
+  rt->recall_sum_.assign(g.n_layer, 0.0);
+  rt->recall_n_.assign(g.n_layer, 0);
+  if (mode == SparseMode::kSketch) {
+    if (!basis) return make_error(StatusCode::kInvalidArgument, "sparse mode 'sketch' needs a sketch basis (--sketch FILE)");
+    HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
+    rt->basis_ = std::move(basis);
+    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, KvDtype::kF16);
+    HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, cfg));
+    rt->selector_ = std::move(sel);
+  } else {
+    rt->quest_ = std::make_unique<QuestStore>(g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, cfg.chunk_tokens,
+                                              g.n_blocks);
+    HS_ASSIGN_OR_RETURN(auto sel, QuestSelector::create(*rt->quest_, cfg));
+    rt->selector_ = std::move(sel);
+  }
+  return rt;
+}
+
+void SparseRuntime::on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k) {
+  if (!g_.full_layer[layer]) return;
+  if (sketches_) sketches_->write(blocks, layer, head, pos, k);
+  if (quest_) quest_->write(blocks, layer, head, pos, k);
+}
+
+void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
+                           int32_t n_keys, std::vector<int32_t>& chunks, SelectScratch& scratch,
+                           ThreadPool* pool) {
+  SelectInput in;
+  in.layer = layer;
+  in.kv_head = head;
+  in.q = q;
+  in.n_q = n_q;
+  in.blocks = blocks;
+  in.n_tokens = n_keys;
+  in.scratch = &scratch;
+  in.pool = pool;
+  selector_->select(in, chunks);
+  const int C = cfg_.chunk_tokens;
+  int64_t selected = 0;
+  for (int32_t c : chunks) selected += std::min<int64_t>(C, n_keys - static_cast<int64_t>(c) * C);
+  const auto [first, last] = candidate_range(n_keys, cfg_);
+  const int64_t scored_chunks = candidates_fit(n_keys, cfg_) ? 0 : last - first;
+  const int64_t per_chunk_bytes = sketches_ ? static_cast<int64_t>(C) * basis_->rank * 2
+                                            : static_cast<int64_t>(2) * g_.head_dim * 4;
+  sparse_heads_ += 1;
+  keys_total_ += n_keys;
+  keys_selected_ += selected;
+  score_bytes_ += scored_chunks * per_chunk_bytes;
+  kv_bytes_ += selected * 2 * g_.head_dim * g_.kv_elem_bytes;
+}
+
+void SparseRuntime::add_recall(int layer, double recall) {
+  std::lock_guard lk(recall_mu_);
+  recall_sum_[layer] += recall;
+  recall_n_[layer] += 1;
+}
+
+std::vector<double> SparseRuntime::recall_per_layer() const {
+  std::lock_guard lk(recall_mu_);
+  std::vector<double> out(recall_sum_.size(), std::nan(""));
+  for (size_t l = 0; l < out.size(); ++l)
+    if (recall_n_[l]) out[l] = recall_sum_[l] / static_cast<double>(recall_n_[l]);
+  return out;
+}
+
+SparseStats SparseRuntime::stats() const {
+  return SparseStats{sparse_heads_.load(), dense_heads_.load(), keys_total_.load(),
+                     keys_selected_.load(), score_bytes_.load(), kv_bytes_.load()};
+}
+
+void SparseRuntime::reset_stats() {
+  sparse_heads_ = dense_heads_ = keys_total_ = keys_selected_ = score_bytes_ = kv_bytes_ = 0;
+  std::lock_guard lk(recall_mu_);
+  std::fill(recall_sum_.begin(), recall_sum_.end(), 0.0);
+  std::fill(recall_n_.begin(), recall_n_.end(), 0);
+}
+
+SketchBasis random_sketch_basis(int n_layer, int n_kv_heads, int head_dim, int rank, uint64_t seed) {
+  SketchBasis b = SketchBasis::zeros(n_layer, n_kv_heads, head_dim, rank);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd;
+  for (int l = 0; l < n_layer; ++l)
+    for (int h = 0; h < n_kv_heads; ++h) {
+      float* B = b.basis[l].data() + static_cast<int64_t>(h) * head_dim * rank;  // [head_dim][rank]
+      // Gram-Schmidt on random columns.
+      for (int j = 0; j < rank; ++j) {
+        std::vector<double> v(head_dim);
+        for (auto& x : v) x = nd(rng);
+        for (int i = 0; i < j; ++i) {
+          double dot = 0;
+          for (int d = 0; d < head_dim; ++d) dot += v[d] * B[d * rank + i];
+          for (int d = 0; d < head_dim; ++d) v[d] -= dot * B[d * rank + i];
+        }
+        double norm = 0;
+        for (double x : v) norm += x * x;
+        norm = std::sqrt(norm);
+        for (int d = 0; d < head_dim; ++d) B[d * rank + j] = static_cast<float>(v[d] / norm);
+      }
+    }
+  return b;
+}
+
+}  // namespace hs

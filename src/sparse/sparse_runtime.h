@@ -1,0 +1,103 @@
+// sparse/sparse_runtime.h — what the decoder needs to run sparse attention: the sketch or
+// Quest metadata of every stored key, the chunk selector, and the per-step accounting.
+//
+// The decoder calls on_key() for every key it stores (full-attention layers only) and, for a
+// decode token whose context reaches SparseConfig::min_context on a full-attention layer,
+// select() per kv head; attention then runs over the selected chunks only (exact softmax,
+// sparse_attention.h). Sliding-window layers never select: they read only their window.
+// Metadata pages share the KV cache's block ids (a prefix-cache page shares its sketches).
+// Counters are atomics so selections running on several threads can add to them.
+// Cost per decode token per full layer and kv head: scoring reads n_tokens · rank · 2 bytes
+// (sketch, f16) or n_chunks · 2 · head_dim · 4 bytes (Quest), plus the selected K|V.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "sparse/quest.h"
+#include "sparse/selector.h"
+#include "sparse/sketch_basis.h"
+#include "sparse/sketch_store.h"
+
+namespace hs {
+
+enum class SparseMode { kOff, kSketch, kQuest };
+const char* sparse_mode_name(SparseMode m);
+Result<SparseMode> parse_sparse_mode(std::string_view s);  // off | sketch | quest
+
+// Cumulative counters (reset with SparseRuntime::reset_stats()).
+struct SparseStats {
+  int64_t sparse_heads = 0;    // (token, layer, kv head) attentions that selected
+  int64_t dense_heads = 0;     // full-attention (token, layer, kv head) attentions that ran dense
+  int64_t keys_total = 0;      // keys those sparse attentions would have read densely
+  int64_t keys_selected = 0;   // keys they read
+  int64_t score_bytes = 0;     // sketch / Quest metadata bytes read for scoring
+  int64_t kv_bytes = 0;        // K|V bytes read by sparse attentions (selected keys)
+};
+
+class SparseRuntime {
+ public:
+  struct Geometry {
+    int n_layer, n_kv_heads, head_dim, page_tokens;
+    int32_t n_blocks;            // the KV cache's pool size (same block ids)
+    int kv_elem_bytes;           // for the byte counters
+    std::vector<bool> full_layer;  // [n_layer] true: full attention (sparse applies)
+  };
+  // kSketch needs `basis` (checked against the geometry); kQuest ignores it.
+  static Result<std::unique_ptr<SparseRuntime>> create(SparseMode mode, const SparseConfig& cfg, const Geometry& g,
+                                                       std::unique_ptr<SketchBasis> basis);
+
+  SparseMode mode() const { return mode_; }
+  const SparseConfig& config() const { return cfg_; }
+  const ChunkSelector& selector() const { return *selector_; }
+  bool layer_sparse(int layer) const { return g_.full_layer[layer]; }
+  bool use_sparse(int32_t n_keys) const { return cfg_.use_sparse(n_keys); }
+
+  // Record the metadata of key k [head_dim] of (layer, kv head, pos). Full layers only.
+  void on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k);
+
+  // Ascending chunk ids for q [n_q][head_dim] of (layer, kv head) over n_keys stored keys;
+  // counts the scoring bytes and the selected keys.
+  // `pool` (optional) splits the scoring of one long context over threads.
+  void select(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q, int32_t n_keys,
+              std::vector<int32_t>& chunks, SelectScratch& scratch, ThreadPool* pool = nullptr);
+  void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
+
+  // Attention-mass recall per layer (eval): when on, the decoder reports each selection's
+  // recall here.
+  void set_measure_recall(bool on) { measure_recall_ = on; }
+  bool measure_recall() const { return measure_recall_; }
+  void add_recall(int layer, double recall);
+  std::vector<double> recall_per_layer() const;  // [n_layer] mean recall (NaN: none measured)
+
+  SparseStats stats() const;
+  void reset_stats();
+
+ private:
+  SparseRuntime() = default;
+
+  SparseMode mode_ = SparseMode::kOff;
+  SparseConfig cfg_;
+  Geometry g_;
+  std::unique_ptr<SketchBasis> basis_;
+  std::unique_ptr<SketchStore> sketches_;
+  std::unique_ptr<QuestStore> quest_;
+  std::unique_ptr<ChunkSelector> selector_;
+
+  std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
+      kv_bytes_{0};
+  bool measure_recall_ = false;
+  mutable std::mutex recall_mu_;
+  std::vector<double> recall_sum_;   // [n_layer]
+  std::vector<int64_t> recall_n_;    // [n_layer]
+};
+
+// A random orthonormal basis per (layer, kv head) (speed benchmarks on dummy weights).
+SketchBasis random_sketch_basis(int n_layer, int n_kv_heads, int head_dim, int rank, uint64_t seed);
+
+}  // namespace hs
