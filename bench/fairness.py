@@ -12,6 +12,8 @@ inter-token latency of 4 running streams stays within 3x their p99 without it.
 4. Sends one ~16K-token prompt (max_tokens 1, streamed so its TTFT is measured) and records
    the 4 streams' ITLs from its send until its response ends. Gaps overlapping that window
    count for it; gaps entirely inside the baseline window count for the baseline.
+   A second baseline window follows the prefill (the streams are then as deep as during it);
+   the baseline is both windows together.
 5. Closes the streams, prints a table (p50/p90/p99/max ITL baseline vs during prefill, the p99
    ratio, the big prompt's TTFT) and writes JSON.
 
@@ -149,7 +151,13 @@ def trial(srv: ServerProcess, args, big_prompt: str, n_big: int, trial_no: int) 
                 if ch.get("usage"):
                     usage = ch["usage"]
     t_done = time.perf_counter()
+    # A second baseline window after the prefill: the streams are now as deep as they were
+    # while it ran (decode steps slow down with context), so "without it" is measured both at
+    # the streams' starting depth and at their final depth.
     time.sleep(0.3)  # the gap that spans the end of the prefill closes
+    a0 = time.perf_counter()
+    time.sleep(args.baseline_s)
+    a1 = time.perf_counter()
     for s in streams:
         s.stop.set()
     for s in streams:
@@ -157,11 +165,13 @@ def trial(srv: ServerProcess, args, big_prompt: str, n_big: int, trial_no: int) 
     errors = [s.error for s in streams if s.error]
     if errors:
         raise RuntimeError("stream failed: " + "; ".join(errors))
-    if any(s.times and s.times[-1] < t_done for s in streams):
+    if any(s.times and s.times[-1] < a1 for s in streams):
         print("[fairness] warning: a stream ended before the prefill did (raise --stream-max-tokens)",
               file=sys.stderr)
 
-    base = [g for s in streams for g in gaps(s.times, b0, b1, overlap=False)]
+    base_before = [g for s in streams for g in gaps(s.times, b0, b1, overlap=False)]
+    base_after = [g for s in streams for g in gaps(s.times, a0, a1, overlap=False)]
+    base = base_before + base_after
     during = [g for s in streams for g in gaps(s.times, t_send, t_done, overlap=True)]
     tokens_during = sum(1 for s in streams for t in s.times if t_send < t <= t_done)
     bs, ds = stats(base), stats(during)
@@ -170,10 +180,11 @@ def trial(srv: ServerProcess, args, big_prompt: str, n_big: int, trial_no: int) 
         "trial": trial_no, "big_prompt_tokens": (usage or {}).get("prompt_tokens", n_big),
         "big_cached_tokens": ((usage or {}).get("prompt_tokens_details") or {}).get("cached_tokens"),
         "big_ttft_s": (t_first - t_send) if t_first else None, "big_e2e_s": t_done - t_send,
-        "baseline_window_s": b1 - b0, "baseline": bs, "during_prefill": ds,
+        "baseline_window_s": (b1 - b0) + (a1 - a0), "baseline": bs, "during_prefill": ds,
+        "baseline_before": stats(base_before), "baseline_after": stats(base_after),
         "stream_tokens_during_prefill": tokens_during,
         "streams_tok_s_during_prefill": tokens_during / (t_done - t_send),
-        "streams_tok_s_baseline": bs["n"] / (b1 - b0) if bs["n"] else None,
+        "streams_tok_s_baseline": bs["n"] / ((b1 - b0) + (a1 - a0)) if bs["n"] else None,
         "p99_ratio": ratio, "pass_3x": ratio is not None and ratio <= 3.0,
     }
 

@@ -82,13 +82,24 @@ struct Engine::Impl {
     s.kv_pages_cached = prefix ? prefix->n_cached_free_pages() : 0;
     s.prefix_cache_queries = prefix ? prefix->queries() : 0;
     s.prefix_cache_hits = prefix ? prefix->hits() : 0;
+    if (const HotChunks* hot = model.hot_chunks()) {
+      const HotChunkStats& f = hot->total();
+      s.kv_fetch_hits = f.hits;
+      s.kv_fetch_misses = f.misses;
+      s.kv_fetch_bytes = f.bytes_moved;
+      s.kv_fetch_evictions = f.evictions;
+      s.device_slots_total = hot->slots_total();
+      s.device_slots_used = hot->slots_used();
+    }
+    s.kv_leases_live = kv.leases().n_live();
     n_waiting.store(s.waiting);
     std::lock_guard lk(stats_mu);
     published = s;
   }
 
   // Sends the final event (ev.finish set; tokens/text of this step may ride along), releases
-  // every page and slot of the request and forgets it.
+  // every page and slot of the request and forgets it: sched->remove → KvCache::release ends
+  // the sequence's lease, which frees its hot chunk slots (preemption goes the same way).
   void finish(Sequence* s, RequestEvent ev) {
     ev.time = Clock::now();
     ev.usage.prompt_tokens = s->n_prompt;
@@ -163,6 +174,9 @@ struct Engine::Impl {
     Status st = model.forward(batch, seqs, kv, pool, logits);
     cm.observe(other, attn, std::chrono::duration<double>(Clock::now() - t0).count());
     counters.steps_total++;
+    if (counters.steps_total % 500 == 0)
+      spdlog::debug("engine: step {} ({} tokens, {} decodes); cost scales: matmul {:.2f}, attention {:.2f}",
+                    counters.steps_total, plan.n_tokens, plan.n_decodes, cm.other_scale(), cm.attn_scale());
     if (!st.is_ok()) {
       spdlog::error("engine: forward failed: {}", st.message());
       for (const auto& c : plan.chunks) finish(c.seq, EventFinish::kError, {}, st.message());

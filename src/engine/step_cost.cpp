@@ -51,18 +51,25 @@ void StepCostModel::observe(double o, double at, double t) {
   s_aa_ = kDecay * s_aa_ + at * at;
   s_ot_ = kDecay * s_ot_ + o * t;
   s_at_ = kDecay * s_at_ + at * t;
-  const double det = s_oo_ * s_aa_ - s_oa_ * s_oa_;
-  double a = a_, b = b_;
-  if (det > 1e-12 * s_oo_ * s_aa_ && det > 0) {
-    a = (s_ot_ * s_aa_ - s_at_ * s_oa_) / det;
-    b = (s_at_ * s_oo_ - s_ot_ * s_oa_) / det;
-  } else if (s_oo_ + s_aa_ > 0) {  // one direction only so far: scale both alike
-    const double k = (s_ot_ + s_at_) / (s_oo_ + s_oa_ + s_oa_ + s_aa_);
-    a = b = k;
+  // Common scale k (1-D fit of t ≈ k · (o + at)), then a ridge fit of (a, b) pulled towards k:
+  // steps whose two parts move together (collinear data) cannot tell a from b, and an
+  // unregularized fit would swing a wildly (and with it the allowance).
+  const double s_tt = s_oo_ + 2 * s_oa_ + s_aa_;
+  if (s_tt <= 0) return;
+  const double k = (s_ot_ + s_at_) / s_tt;
+  const double lambda = 0.05 * 0.5 * (s_oo_ + s_aa_);
+  const double m00 = s_oo_ + lambda, m01 = s_oa_, m11 = s_aa_ + lambda;
+  const double r0 = s_ot_ + lambda * k, r1 = s_at_ + lambda * k;
+  const double det = m00 * m11 - m01 * m01;
+  double a = k, b = k;
+  if (det > 0) {
+    a = (r0 * m11 - r1 * m01) / det;
+    b = (r1 * m00 - r0 * m01) / det;
   }
-  // Keep the fit sane: positive, within a wide band of the priors.
-  a_ = std::clamp(a, 0.05, 20.0);
-  b_ = std::clamp(b, 0.05, 20.0);
+  // Keep the fit sane: positive, within a factor 4 of the common scale.
+  const double kk = std::clamp(k, 0.05, 20.0);
+  a_ = std::clamp(a, kk / 4, kk * 4);
+  b_ = std::clamp(b, kk / 4, kk * 4);
 }
 
 int32_t StepCostModel::max_chunk(int64_t pos0, int32_t max_n, double allowance) const {

@@ -219,9 +219,9 @@ TEST(StepCost, CalibrationRecoversBothScales) {
     const double other = u(rng), attn = u(rng);
     m.observe(other, attn, 2.0 * other + 5.0 * attn);
   }
-  EXPECT_NEAR(m.other_scale(), 2.0, 1e-6);
-  EXPECT_NEAR(m.attn_scale(), 5.0, 1e-6);
-  EXPECT_NEAR(m.chunk_cost(100, 4), 2.0 * m.chunk_other(4) + 5.0 * m.chunk_attn(100, 4), 1e-12);
+  EXPECT_NEAR(m.other_scale(), 2.0, 0.3);  // the ridge pulls slightly towards the common scale
+  EXPECT_NEAR(m.attn_scale(), 5.0, 0.3);
+  EXPECT_NEAR(m.chunk_cost(100, 4), m.other_scale() * m.chunk_other(4) + m.attn_scale() * m.chunk_attn(100, 4), 1e-12);
   // Degenerate input (one direction only) keeps the scales finite and positive.
   StepCostModel d = Harness::unit_cost();
   for (int i = 0; i < 10; ++i) d.observe(1.0, 0.0, 3.0);
