@@ -7,6 +7,10 @@
 // synthetic: the KV pages of the first D positions are filled with random values instead
 // of running a D-token prefill — decode cost depends on the amount of KV read, not on its
 // values — so deep tests take seconds instead of minutes (stated in the output).
+// With sparse attention on, each decode test also reports what a step reads (weights,
+// sketch / Quest metadata, KV) and what the device tier fetched (MB per step, hit rate of the
+// selected non-resident chunks; each repetition starts with a new sequence, so a cold tier).
+// --sparse-compare runs every decode test dense first, then sparse.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -40,6 +44,13 @@ struct Measurement {
   // Bytes read per decode step (mean over the steps): weights, sketch/Quest metadata, KV.
   double weight_bytes = 0, score_bytes = 0, kv_bytes = 0;
   double keys_selected_share = 1;  // selected / total keys of the sparse attentions
+  // Device tier: bytes fetched into hot slots per step, and the counts over all steps.
+  double fetch_bytes = 0;
+  int64_t fetch_hits = 0, fetch_misses = 0, fetch_evictions = 0, fetch_refused = 0;
+  bool tiered = false;
+  double hit_rate() const {
+    return fetch_hits + fetch_misses > 0 ? static_cast<double>(fetch_hits) / (fetch_hits + fetch_misses) : 0.0;
+  }
   std::vector<double> tps;
   double mean() const { double s = 0; for (double v : tps) s += v; return s / tps.size(); }
   double stddev() const {
@@ -110,7 +121,23 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   return n / secs;
 }
 
+// K|V bytes the attentions of one decode step at n_keys read without sparse attention in
+// the layers `skip` does not claim (sliding-window layers read at most their window).
+template <typename Skip>
+double dense_kv_bytes(const ModelConfig& c, const KvGeometry& g, int32_t n_keys, Skip skip) {
+  double bytes = 0;
+  for (int l = 0; l < c.n_layer; ++l) {
+    if (skip(l)) continue;
+    const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
+    const int32_t keys = swa ? std::min(n_keys, c.sliding_window) : n_keys;
+    bytes += static_cast<double>(keys) * g.n_kv_heads * 2 * g.head_dim * kv_elem_bytes(g.dtype);
+  }
+  return bytes;
+}
+
 int run_bench(BenchOptions& o) {
+  std::erase_if(o.pp, [](int n) { return n <= 0; });  // -p 0: no prefill test
+  std::erase_if(o.tg, [](int n) { return n <= 0; });
   int max_depth = 0, max_tg = 0, max_pp = 0;
   for (int d : o.depths) max_depth = std::max(max_depth, d);
   for (int t : o.tg) max_tg = std::max(max_tg, t);
@@ -137,22 +164,65 @@ int run_bench(BenchOptions& o) {
     }
     results.push_back(r);
   }
-  for (int n : o.tg)
-    for (int depth : o.depths) {
-      Measurement r{depth ? fmt::format("tg{} @ d{}", n, depth) : fmt::format("tg{}", n), n, depth, {}};
-      for (int i = 0; i < o.repetitions; ++i) {
-        auto v = time_decode(*m, n, depth, rng);
-        if (!v.is_ok()) { fmt::print(stderr, "error: {}\n", v.status().message()); return 1; }
-        r.tps.push_back(*v);
-      }
-      results.push_back(r);
-    }
-
   const ModelConfig& c = m->decoder->config();
   uint64_t weight_bytes = 0;
   for (const auto& t : m->decoder->file().tensors()) weight_bytes += t.n_bytes;
-  fmt::print("\n| model | size | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | MB/step sketch | MB/step KV |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  SparseRuntime* sparse = m->sparse.get();
+  if (o.sparse_compare && !sparse)
+    fmt::print(stderr, "warning: --sparse-compare without a sparse runtime (--sparse sketch|quest): dense only\n");
+  for (int n : o.tg)
+    for (int depth : o.depths) {
+      std::vector<SparseRuntime*> runs{sparse};
+      if (sparse && o.sparse_compare) runs = {nullptr, sparse};
+      for (SparseRuntime* rt : runs) {
+        m->decoder->set_sparse(rt);
+        Measurement r{depth ? fmt::format("tg{} @ d{}", n, depth) : fmt::format("tg{}", n), n, depth, {}};
+        r.attention = rt ? sparse_mode_name(rt->mode()) : "dense";
+        SparseStats sum;
+        for (int i = 0; i < o.repetitions; ++i) {
+          auto v = time_decode(*m, n, depth, rng);
+          if (!v.is_ok()) { fmt::print(stderr, "error: {}\n", v.status().message()); return 1; }
+          r.tps.push_back(*v);
+          if (rt) {  // time_decode reset the counters before its steps
+            const SparseStats st = rt->stats();
+            sum.keys_total += st.keys_total;
+            sum.keys_selected += st.keys_selected;
+            sum.score_bytes += st.score_bytes;
+            sum.kv_bytes += st.kv_bytes;
+            sum.fetch_hits += st.fetch_hits;
+            sum.fetch_misses += st.fetch_misses;
+            sum.fetch_bytes += st.fetch_bytes;
+            sum.fetch_evictions += st.fetch_evictions;
+            sum.fetch_refused += st.fetch_refused;
+            sum.fetch_steps += st.fetch_steps;
+          }
+        }
+        // Bytes per step, averaged over the test's steps (each repetition runs the same ones).
+        double dense_part = 0;
+        for (int i = 0; i < n; ++i) {
+          const int32_t n_keys = depth + i + 1;
+          dense_part += dense_kv_bytes(c, m->kv->geometry(), n_keys,
+                                       [&](int l) { return rt && rt->layer_sparse(l) && rt->use_sparse(n_keys); });
+        }
+        const double steps = static_cast<double>(n) * o.repetitions;
+        r.weight_bytes = static_cast<double>(weight_bytes);
+        r.kv_bytes = dense_part / n + sum.kv_bytes / steps;
+        r.score_bytes = sum.score_bytes / steps;
+        if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
+        r.tiered = rt && m->decoder->hot_chunks() && sum.fetch_steps > 0;
+        r.fetch_bytes = sum.fetch_bytes / steps;
+        r.fetch_hits = sum.fetch_hits;
+        r.fetch_misses = sum.fetch_misses;
+        r.fetch_evictions = sum.fetch_evictions;
+        r.fetch_refused = sum.fetch_refused;
+        results.push_back(r);
+      }
+      m->decoder->set_sparse(sparse);
+    }
+
+  fmt::print("\n| model | size | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | MB/step sketch | "
+             "MB/step KV | fetch MB/step | hit rate |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = o.model.model;
   j["arch"] = c.arch_name;
@@ -161,22 +231,33 @@ int run_bench(BenchOptions& o) {
   j["simd"] = cpu::simd_level();
   j["matmul"] = o.matmul;
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
+  if (const HotChunks* hot = m->decoder->hot_chunks())
+    j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
+                        {"slots_per_layer_head", hot->slots_per_set()}, {"piece_bytes", hot->piece_bytes()}};
   j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
     const bool decode = r.test.rfind("tg", 0) == 0;
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} |\n", c.arch_name,
-               weight_bytes / 1048576.0, m->pool->n_threads(), cpu::simd_level(), o.matmul,
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} |\n",
+               c.arch_name, weight_bytes / 1048576.0, m->pool->n_threads(), cpu::simd_level(), o.matmul,
                kv_dtype_name(m->kv->geometry().dtype), r.test, r.attention, r.mean(), r.stddev(),
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",
-               decode ? fmt::format("{:.1f}", r.kv_bytes / 1e6) : "-");
-    j["results"].push_back({{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
-                            {"attention", r.attention}, {"tokens_per_second", r.mean()}, {"stddev", r.stddev()},
-                            {"samples", r.tps}, {"bytes_per_step", {{"weights", r.weight_bytes},
-                                                                    {"sketch", r.score_bytes},
-                                                                    {"kv", r.kv_bytes}}},
-                            {"keys_selected_share", r.keys_selected_share}});
+               decode ? fmt::format("{:.1f}", r.kv_bytes / 1e6) : "-",
+               r.tiered ? fmt::format("{:.2f}", r.fetch_bytes / 1e6) : "-",
+               r.tiered ? fmt::format("{:.3f}", r.hit_rate()) : "-");
+    nlohmann::ordered_json jr{{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
+                              {"attention", r.attention}, {"tokens_per_second", r.mean()}, {"stddev", r.stddev()},
+                              {"samples", r.tps}, {"bytes_per_step", {{"weights", r.weight_bytes},
+                                                                      {"sketch", r.score_bytes},
+                                                                      {"kv", r.kv_bytes},
+                                                                      {"fetch", r.fetch_bytes}}},
+                              {"keys_selected_share", r.keys_selected_share}};
+    if (r.tiered)
+      jr["device_tier"] = {{"hits", r.fetch_hits}, {"misses", r.fetch_misses}, {"evictions", r.fetch_evictions},
+                           {"refused", r.fetch_refused}, {"hit_rate", r.hit_rate()},
+                           {"fetch_bytes_per_step", r.fetch_bytes}};
+    j["results"].push_back(jr);
   }
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";

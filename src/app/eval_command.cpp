@@ -142,6 +142,7 @@ struct ConfigResult {
   int correct = 0, total = 0;
   std::vector<double> recall;  // [n_layer]
   double seconds = 0;
+  SparseStats stats;           // sparse configurations: selection and device-tier counters
 };
 
 // Feeds the question and generates the answer one token per step on a fork of `hay`.
@@ -192,6 +193,12 @@ int run_needle(EvalOptions& o) {
     if (text.size() > static_cast<size_t>(max_ctx) * 8 + (1 << 20)) break;
   }
   const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
+  // One device tier for every sparse configuration (they share the chunk size). Each
+  // question's fork ends with KvCache::release, which ends its lease and frees its slots.
+  if (Status st = attach_device_tier(o.model, *m, o.model.sparse_cfg.chunk_tokens); !st.is_ok()) {
+    fmt::print(stderr, "error: {}\n", st.message());
+    return 1;
+  }
   spdlog::info("eval needle: corpus {} files, {} tokens", o.corpus.size(), corpus_tokens.size());
 
   nlohmann::ordered_json j;
@@ -265,7 +272,7 @@ int run_needle(EvalOptions& o) {
         ++r.total;
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-      if (rt) { r.recall = rt->recall_per_layer(); rt->set_measure_recall(false); }
+      if (rt) { r.recall = rt->recall_per_layer(); rt->set_measure_recall(false); r.stats = rt->stats(); }
       m->decoder->set_sparse(nullptr);
       return r;
     };
@@ -295,6 +302,10 @@ int run_needle(EvalOptions& o) {
       nlohmann::ordered_json rec = nlohmann::ordered_json::array();
       for (double x : r.recall) rec.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
       jr["mass_recall_per_layer"] = rec;
+      if (r.stats.fetch_hits + r.stats.fetch_misses > 0)
+        jr["device_tier"] = {{"hits", r.stats.fetch_hits}, {"misses", r.stats.fetch_misses},
+                             {"bytes", r.stats.fetch_bytes}, {"evictions", r.stats.fetch_evictions},
+                             {"refused", r.stats.fetch_refused}};
       jc["configs"].push_back(jr);
     }
     j["contexts"].push_back(jc);

@@ -29,7 +29,20 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
   cmd->add_option("--sparse-sinks", opt.sparse_cfg.sink_tokens, "First tokens always attended")->capture_default_str();
   cmd->add_option("--sparse-window", opt.sparse_cfg.window_tokens, "Last tokens always attended")->capture_default_str();
+  cmd->add_option("--device-kv-budget", opt.device_kv_budget,
+                  "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
+                  "pages directly)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
 }
+
+namespace {
+std::vector<bool> full_attention_layers(const ModelConfig& c) {
+  std::vector<bool> full;
+  for (int l = 0; l < c.n_layer; ++l) full.push_back(!(c.layer_is_swa[l] && c.sliding_window > 0));
+  return full;
+}
+}  // namespace
 
 std::string default_sketch_path(const std::string& model_path) {
   std::filesystem::path p(model_path);
@@ -47,8 +60,7 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
   SparseConfig cfg = opt.sparse_cfg;
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, m.kv->geometry().page_tokens, m.kv->pool().n_blocks(),
-                            kv_elem_bytes(m.kv->geometry().dtype), {}};
-  for (int l = 0; l < c.n_layer; ++l) g.full_layer.push_back(!(c.layer_is_swa[l] && c.sliding_window > 0));
+                            kv_elem_bytes(m.kv->geometry().dtype), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch) {
     if (path == "random") {
@@ -67,6 +79,21 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
   spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
                cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string());
+  return Status::ok();
+}
+
+Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, int chunk_tokens) {
+  m.decoder->set_hot_chunks(nullptr);
+  m.device_kv.reset();
+  if (opt.device_kv_budget <= 0) return Status::ok();
+  HotChunks::Config cfg;
+  cfg.budget_bytes = opt.device_kv_budget;
+  cfg.chunk_tokens = chunk_tokens;
+  cfg.full_layer = full_attention_layers(m.decoder->config());
+  HS_ASSIGN_OR_RETURN(m.device_kv, HotChunks::create(*m.kv, cfg));
+  m.decoder->set_hot_chunks(m.device_kv.get());
+  spdlog::info("device tier: {:.1f} MiB, {} hot slots of {} B per (layer, kv head)", m.device_kv->bytes() / 1048576.0,
+               m.device_kv->slots_per_set(), m.device_kv->piece_bytes());
   return Status::ok();
 }
 
@@ -102,6 +129,7 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
   m.kv = std::make_unique<KvCache>(g, (opt.ctx_size + g.page_tokens - 1) / g.page_tokens);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   HS_RETURN_IF_ERROR(attach_sparse(opt, m));
+  if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config().chunk_tokens));
   return m;
 }
 

@@ -24,6 +24,9 @@ struct ModelOptions {
   std::string sketch;           // basis file (default: MODEL with .sketch.safetensors)
   SparseConfig sparse_cfg;      // budget, chunk, sinks, window, min context
   int sparse_min_context = -1;  // -1: 4 x budget
+  // Device tier of the sparse path: hot chunk slots (sparse/hot_chunks.h). 0: none, sparse
+  // attention reads the KV pages directly.
+  int64_t device_kv_budget = 256ll << 20;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
 
@@ -42,12 +45,16 @@ struct LoadedModel {
   std::unique_ptr<KvCache> kv;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<SparseRuntime> sparse;  // null: dense attention everywhere
+  std::unique_ptr<HotChunks> device_kv;   // null: no device tier (declared after kv: dies first)
 };
 
 // Default sketch file beside a model: foo.gguf → foo.sketch.safetensors.
 std::string default_sketch_path(const std::string& model_path);
 // Builds the sparse runtime `opt` asks for and attaches it to m.decoder (no-op for off).
 Status attach_sparse(const ModelOptions& opt, LoadedModel& m);
+// Builds the device tier (opt.device_kv_budget bytes of hot chunk slots of C = chunk_tokens
+// tokens) and attaches it to m.decoder; no-op for a zero budget.
+Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, int chunk_tokens);
 
 // Loads everything or returns a Status naming what failed (missing file, unknown
 // architecture, unsupported tensor type, ...).

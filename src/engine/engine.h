@@ -54,6 +54,15 @@ struct EngineStats {
   int64_t steps_total = 0;
   int64_t preemptions_total = 0;
   int64_t requests_finished[7] = {};   // indexed by EventFinish
+  // Device tier of the sparse path (sparse/hot_chunks.h; all 0 without one). Counters are
+  // cumulative since the tier was created.
+  int64_t kv_fetch_hits = 0;           // selected non-resident chunks found in a hot slot
+  int64_t kv_fetch_misses = 0;         // copied into a hot slot
+  int64_t kv_fetch_bytes = 0;          // bytes those copies moved
+  int64_t kv_fetch_evictions = 0;      // copies that evicted another chunk
+  int64_t device_slots_total = 0;      // hot slots over every full-attention (layer, kv head)
+  int64_t device_slots_used = 0;       // of those, holding a chunk
+  int64_t kv_leases_live = 0;          // sequences holding a lease on copies of their KV
 };
 
 struct SubmitError {

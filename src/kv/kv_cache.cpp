@@ -15,7 +15,8 @@ Result<KvDtype> parse_kv_dtype(std::string_view name) {
   return make_error(StatusCode::kInvalidArgument, "unknown KV cache dtype '{}' (supported: f32, f16)", name);
 }
 
-KvCache::KvCache(const KvGeometry& g, int32_t n_blocks) : g_(g), pool_(n_blocks) {
+KvCache::KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases)
+    : g_(g), pool_(n_blocks), leases_(max_leases) {
   layer_data_.resize(g.n_layer);
   for (auto& d : layer_data_) d.assign(static_cast<size_t>(n_blocks) * g.page_bytes(), 0);
 }
@@ -34,6 +35,18 @@ void KvCache::release(SeqKv& seq) {
   for (int32_t id : seq.blocks) pool_.release(id);
   seq.blocks.clear();
   seq.n_tokens = 0;
+  if (leases_.is_live(seq.lease)) {
+    // Listener first (frees the copies keyed by this generation), then the generation moves on.
+    if (lease_listener_) lease_listener_->on_lease_end(seq.lease);
+    (void)leases_.release(seq.lease);
+  }
+  seq.lease = SeqLease{};
+}
+
+Result<SeqLease> KvCache::lease(SeqKv& seq) {
+  if (leases_.is_live(seq.lease)) return seq.lease;
+  HS_ASSIGN_OR_RETURN(seq.lease, leases_.acquire());
+  return seq.lease;
 }
 
 uint8_t* KvCache::row_ptr(const SeqKv& seq, int layer, int head, int32_t pos) const {

@@ -6,6 +6,13 @@
 // every layer's storage alike (vLLM style): a sequence has one block table for all layers.
 // Cost: memory n_layer * n_blocks * page_elems * elem_bytes, allocated up front; f16 halves
 // the bytes every decode step reads at long context.
+//
+// Leases (kv/tier/lease.h): a sequence that keeps copies of its KV elsewhere (the sparse
+// path's hot chunk slots, sparse/hot_chunks.h) takes a SeqLease {id, generation} from the
+// cache with lease(). release() — the one call every end of a sequence goes through
+// (finish, cancel, timeout, error, preemption, bench and eval sequences) — ends the lease
+// too: the generation moves on, so copies keyed by the old one can never be hit again even
+// when the id is reused, and the LeaseListener (the hot chunk pool) frees its slots at once.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +22,7 @@
 
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/tier/lease.h"
 
 namespace hs {
 
@@ -37,14 +45,25 @@ struct KvGeometry {
 };
 
 // A sequence's view of the cache: its block table and how many tokens it holds.
+// A copy of a SeqKv must not keep `lease` (two sequences would share hot copies).
 struct SeqKv {
   std::vector<int32_t> blocks;  // [ceil(n_tokens / P)] page ids
   int32_t n_tokens = 0;         // tokens whose K/V are stored (positions 0..n_tokens-1)
+  SeqLease lease;               // claim on copies of this KV (KvCache::lease); invalid until taken
+};
+
+// Told when a lease ends (KvCache::release), before its id can be handed out again.
+class LeaseListener {
+ public:
+  virtual ~LeaseListener() = default;
+  virtual void on_lease_end(const SeqLease& lease) = 0;
 };
 
 class KvCache {
  public:
-  KvCache(const KvGeometry& g, int32_t n_blocks);
+  static constexpr int32_t kDefaultMaxLeases = 1024;
+  // max_leases: sequences that may hold a lease at once (lease() fails beyond).
+  KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases = kDefaultMaxLeases);
 
   const KvGeometry& geometry() const { return g_; }
   BlockPool& pool() { return pool_; }
@@ -52,8 +71,15 @@ class KvCache {
 
   // Make room for positions [0, n_tokens) in `seq` (allocates pages as needed).
   Status reserve(SeqKv& seq, int32_t n_tokens);
-  // Release every page of `seq` and reset it.
+  // Release every page of `seq`, end its lease (if any) and reset it.
   void release(SeqKv& seq);
+
+  // The sequence's live lease, taken now if it has none. Error when every lease is in use.
+  Result<SeqLease> lease(SeqKv& seq);
+  const LeaseTable& leases() const { return leases_; }
+  // One listener (null: none); it must unregister before it dies.
+  void set_lease_listener(LeaseListener* l) { lease_listener_ = l; }
+  LeaseListener* lease_listener() const { return lease_listener_; }
 
   // Store K and V ([head_dim] floats each) of (layer, kv head, position), converting to the
   // cache dtype. The position's page must be reserved.
@@ -74,6 +100,8 @@ class KvCache {
   KvGeometry g_;
   BlockPool pool_;
   std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
+  LeaseTable leases_;
+  LeaseListener* lease_listener_ = nullptr;
 };
 
 }  // namespace hs

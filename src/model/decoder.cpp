@@ -106,6 +106,18 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     }
   }
 
+  // Device tier: pins taken by this step's fetches are dropped when the step ends, however
+  // it ends; the step's counters go to the sparse runtime.
+  struct EndFetchStep {
+    Decoder& d;
+    ~EndFetchStep() {
+      if (!d.hot_used_) return;
+      d.hot_used_ = false;
+      const HotChunkStats st = d.hot_->end_step();
+      if (d.sparse_) d.sparse_->count_fetch(st);
+    }
+  } end_fetch_step{*this};
+
   HS_RETURN_IF_ERROR(cpu::get_rows(weights_.token_embd, batch.tokens.data(), n, x));
   if (c.embed_scale != 1.0f) cpu::scale_inplace(x, c.embed_scale, n * d);
 
@@ -171,7 +183,48 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   return Status::ok();
 }
 
-void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
+bool Decoder::tiered(int layer) const {
+  const int group = config_.n_head / config_.n_head_kv;
+  return hot_ && sparse_ && hot_->chunk_tokens() == sparse_->config().chunk_tokens &&
+         group <= kPieceAttnMaxGroup && hot_->hot_set(layer, 0) != nullptr;
+}
+
+void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, int layer,
+                           ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const SparseConfig& cfg = sparse_->config();
+  const int C = cfg.chunk_tokens;
+  const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
+  if (static_cast<int64_t>(sel_slots_.size()) < n_sel) sel_slots_.resize(n_sel);
+  sel_hot_.assign(n_sel, {0, 0});
+  for (int64_t i = 0; i < n_sel; ++i) {
+    const int64_t t = sel_items_[i] / c.n_head_kv;
+    SeqKv& seq = *seqs[batch.seq_index[t]];
+    const std::vector<int32_t>& chunks = selected_[i];  // ascending
+    sel_slots_[i].assign(chunks.size(), -1);
+    if (!kv.lease(seq).is_ok()) continue;  // every lease in use: this one reads the pages
+    // Fetched: the chunks between the sinks and the window that are full (not being filled).
+    const int32_t n_keys = batch.positions[t] + 1;
+    const auto [first, last] = candidate_range(n_keys, cfg);
+    const int32_t end = std::min(last, n_keys / C);
+    const auto b = std::lower_bound(chunks.begin(), chunks.end(), first) - chunks.begin();
+    const auto e = std::lower_bound(chunks.begin(), chunks.end(), end) - chunks.begin();
+    if (e > b) sel_hot_[i] = {static_cast<int32_t>(b), static_cast<int32_t>(e)};
+  }
+  hot_used_ = true;
+  pool.parallel_for(c.n_head_kv, 1, [&](int64_t head_begin, int64_t head_end, int) {
+    for (int64_t i = 0; i < n_sel; ++i) {
+      const int kvh = static_cast<int>(sel_items_[i] % c.n_head_kv);
+      const auto [b, e] = sel_hot_[i];
+      if (kvh < head_begin || kvh >= head_end || b == e) continue;
+      const SeqKv& seq = *seqs[batch.seq_index[sel_items_[i] / c.n_head_kv]];
+      hot_->fetch(seq, layer, kvh, std::span<const int32_t>(selected_[i].data() + b, e - b),
+                  std::span<int32_t>(sel_slots_[i].data() + b, e - b));
+    }
+  });
+}
+
+void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, int layer,
                         ThreadPool& pool) {
   const ModelConfig& c = config_;
   const int64_t n = batch.size();
@@ -183,8 +236,11 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
   // step use every thread; partials are merged per (token, kv head) afterwards.
   constexpr int32_t kSplitKeys = 512;
   select_chunks(batch, seqs, kv, layer, pool);
+  const bool tier = !sel_items_.empty() && tiered(layer);
+  if (tier) fetch_chunks(batch, seqs, kv, layer, pool);
   tasks_.clear();
   spans_.clear();
+  pieces_.clear();
   for (int64_t t = 0; t < n; ++t) {
     const int32_t pos = batch.positions[t];
     // Sliding window: key j is visible iff pos - j < window (HF: kv_idx > q_idx - window).
@@ -192,7 +248,25 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
     for (int kvh = 0; kvh < c.n_head_kv; ++kvh) {
       spans_.push_back({static_cast<int32_t>(tasks_.size()), 0});
       const int32_t sel = sel_index_.empty() ? -1 : sel_index_[t * c.n_head_kv + kvh];
-      if (sel >= 0) {  // sparse: only the selected chunks
+      if (sel >= 0 && tier) {  // sparse through the device tier: the same ranges, as pieces
+        const int C = sparse_->config().chunk_tokens;
+        const std::vector<int32_t>& chunks = selected_[sel];
+        const std::vector<int32_t>& slots = sel_slots_[sel];  // [chunks.size()]
+        const SeqKv& seq = *seqs[batch.seq_index[t]];
+        chunk_ranges(chunks, C, pos + 1, kSplitKeys, ranges_);
+        size_t k = 0;
+        for (const KeyRange& r : ranges_) {
+          AttnTask task{static_cast<int32_t>(t), kvh, r.begin, r.end, static_cast<int32_t>(pieces_.size()), 0};
+          for (int32_t ch = r.begin / C; ch * C < r.end; ++ch) {
+            while (chunks[k] < ch) ++k;  // ranges cover selected chunks only, in order
+            const uint8_t* p =
+                slots[k] >= 0 ? hot_->slot_ptr(layer, kvh, slots[k]) : hot_->host_piece(seq, layer, kvh, ch);
+            pieces_.push_back({PieceView{p, &hot_->piece_layout()}, std::min(C, r.end - ch * C)});
+          }
+          task.piece_end = static_cast<int32_t>(pieces_.size());
+          tasks_.push_back(task);
+        }
+      } else if (sel >= 0) {  // sparse: only the selected chunks
         chunk_ranges(selected_[sel], sparse_->config().chunk_tokens, pos + 1, kSplitKeys, ranges_);
         for (const KeyRange& r : ranges_) tasks_.push_back({static_cast<int32_t>(t), kvh, r.begin, r.end});
       } else {
@@ -216,7 +290,11 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, const 
       cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
                             g.dtype == KvDtype::kF16};
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
-      cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, parts_[i]);
+      if (task.piece_begin >= 0)  // same float math as attention_partial over the same keys
+        kv_attend_pieces(q, group, pieces_.data() + task.piece_begin, task.piece_end - task.piece_begin,
+                         c.attn_scale, parts_[i].max, parts_[i].sum, parts_[i].acc);
+      else
+        cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, parts_[i]);
     }
   });
   pool.parallel_for(static_cast<int64_t>(spans_.size()), [&](int64_t begin, int64_t end, int) {

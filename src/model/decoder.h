@@ -21,6 +21,8 @@
 #include "model/batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "kv/kv_quant.h"
+#include "sparse/hot_chunks.h"
 #include "sparse/sparse_attention.h"
 #include "sparse/sparse_runtime.h"
 
@@ -49,6 +51,13 @@ class Decoder {
   // Sparse attention (null: dense everywhere). Not owned; must outlive the decoder's use.
   void set_sparse(SparseRuntime* rt) { sparse_ = rt; }
   SparseRuntime* sparse() const { return sparse_; }
+  // Device tier of the sparse path (null: sparse attention reads the KV pages directly). Not
+  // owned. Used for the full-attention layers it has slots for, when its chunk size is the
+  // sparse runtime's: the selected chunks other than sinks, window and the chunk being
+  // filled are fetched into hot slots and attention reads them there; the fetch counters
+  // of each step go to the sparse runtime's stats (docs/sparse-attention.md).
+  void set_hot_chunks(HotChunks* h) { hot_ = h; }
+  HotChunks* hot_chunks() const { return hot_; }
   // Called once per layer per forward with the step's keys before and after RoPE
   // (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim].
   using KeyObserver = std::function<void(int layer, const float* k_pre, const float* k_post, int64_t n)>;
@@ -62,17 +71,23 @@ class Decoder {
  private:
   Decoder() = default;
   Status mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const;
-  void attention(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
-                 ThreadPool& pool);
+  void attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, int layer, ThreadPool& pool);
   // Fills sel_index_/selected_ for the (token, kv head) pairs that attend sparsely.
   void select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
                      ThreadPool& pool);
+  // Whether `layer`'s sparse attentions go through the device tier.
+  bool tiered(int layer) const;
+  // Leases for the selecting sequences, then the hot chunks of every selection into slots
+  // (sel_slots_), one thread per kv head (each (layer, head) has its own hot set).
+  void fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, int layer, ThreadPool& pool);
 
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;
   MatmulPrecision precision_ = kDefaultMatmulPrecision;
   SparseRuntime* sparse_ = nullptr;
+  HotChunks* hot_ = nullptr;
+  bool hot_used_ = false;  // a fetch ran this step: end_step() is due
   KeyObserver key_observer_;
 
   // Scratch, grown to the largest batch seen.
@@ -80,6 +95,7 @@ class Decoder {
   std::vector<float> rope_global_, rope_local_;                 // [n][cos | sin of head_dim / 2]
   struct AttnTask {
     int32_t token, kv_head, begin, end;  // keys [begin, end) of one kv head for one batch token
+    int32_t piece_begin = -1, piece_end = -1;  // tiered: its chunks are pieces_[piece_begin, piece_end)
   };
   std::vector<AttnTask> tasks_;                       // [n_tasks]
   std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)
@@ -92,6 +108,10 @@ class Decoder {
   std::vector<std::vector<int32_t>> selected_;        // [n_sel] chosen chunk ids
   std::vector<SelectScratch> sel_scratch_;            // [n_threads]
   std::vector<KeyRange> ranges_;                      // scratch
+  // Device tier (tiered layers only).
+  std::vector<std::vector<int32_t>> sel_slots_;       // [n_sel][selected chunks] hot slot, or -1: read the page
+  std::vector<std::pair<int32_t, int32_t>> sel_hot_;  // [n_sel] [begin, end) of the fetched chunks in selected_
+  std::vector<PieceSpan> pieces_;                     // [n pieces of the layer's tiered tasks]
   std::vector<float> k_pre_;                          // [n][kv_dim] keys before RoPE (observer only)
 };
 

@@ -110,9 +110,13 @@ std::string ServerMetrics::render(const EngineStats* engine) const {
   sample("num_requests_running", "", s.running);
   head("num_requests_waiting", "gauge", "Requests queued, not yet running.");
   sample("num_requests_waiting", "", s.waiting);
-  head("kv_cache_usage_perc", "gauge", "Fraction of KV pages referenced by sequences (1 = full).");
+  head("kv_cache_usage_perc", "gauge",
+       "Fraction in use (1 = full): host = KV pages referenced by sequences, device = hot chunk slots holding a chunk.");
   sample("kv_cache_usage_perc", ",tier=\"host\"",
          s.kv_pages_total > 0 ? static_cast<double>(s.kv_pages_used) / static_cast<double>(s.kv_pages_total) : 0.0);
+  sample("kv_cache_usage_perc", ",tier=\"device\"",
+         s.device_slots_total > 0 ? static_cast<double>(s.device_slots_used) / static_cast<double>(s.device_slots_total)
+                                  : 0.0);
   head("kv_pages_used", "gauge", "KV pages referenced by a sequence.");
   sample("kv_pages_used", "", s.kv_pages_used);
   head("kv_pages_total", "gauge", "KV pages in the pool.");
@@ -136,6 +140,16 @@ std::string ServerMetrics::render(const EngineStats* engine) const {
   sample("prefix_cache_hits_total", "", s.prefix_cache_hits);
   head("num_preemptions_total", "counter", "Times a running request was preempted.");
   sample("num_preemptions_total", "", s.preemptions_total);
+  head("kv_fetch_hits_total", "counter", "Selected chunks (not sinks or window) found in a device-tier hot slot.");
+  sample("kv_fetch_hits_total", "", s.kv_fetch_hits);
+  head("kv_fetch_misses_total", "counter", "Selected chunks (not sinks or window) fetched into a hot slot.");
+  sample("kv_fetch_misses_total", "", s.kv_fetch_misses);
+  head("kv_fetch_bytes_total", "counter", "Bytes the fetches into hot slots moved.");
+  sample("kv_fetch_bytes_total", "", s.kv_fetch_bytes);
+  head("kv_fetch_evictions_total", "counter", "Fetches that evicted another chunk from its hot slot.");
+  sample("kv_fetch_evictions_total", "", s.kv_fetch_evictions);
+  head("kv_leases_live", "gauge", "Sequences holding a lease on copies of their KV (device tier).");
+  sample("kv_leases_live", "", s.kv_leases_live);
   head("engine_steps_total", "counter", "Engine steps run.");
   sample("engine_steps_total", "", s.steps_total);
   return out;

@@ -98,13 +98,30 @@ std::vector<double> SparseRuntime::recall_per_layer() const {
   return out;
 }
 
+void SparseRuntime::count_fetch(const HotChunkStats& s) {
+  fetch_hits_ += s.hits;
+  fetch_misses_ += s.misses;
+  fetch_bytes_ += s.bytes_moved;
+  fetch_evictions_ += s.evictions;
+  fetch_refused_ += s.refused;
+  fetch_steps_ += 1;
+}
+
 SparseStats SparseRuntime::stats() const {
-  return SparseStats{sparse_heads_.load(), dense_heads_.load(), keys_total_.load(),
-                     keys_selected_.load(), score_bytes_.load(), kv_bytes_.load()};
+  SparseStats s{sparse_heads_.load(), dense_heads_.load(), keys_total_.load(),
+                keys_selected_.load(), score_bytes_.load(), kv_bytes_.load()};
+  s.fetch_hits = fetch_hits_.load();
+  s.fetch_misses = fetch_misses_.load();
+  s.fetch_bytes = fetch_bytes_.load();
+  s.fetch_evictions = fetch_evictions_.load();
+  s.fetch_refused = fetch_refused_.load();
+  s.fetch_steps = fetch_steps_.load();
+  return s;
 }
 
 void SparseRuntime::reset_stats() {
   sparse_heads_ = dense_heads_ = keys_total_ = keys_selected_ = score_bytes_ = kv_bytes_ = 0;
+  fetch_hits_ = fetch_misses_ = fetch_bytes_ = fetch_evictions_ = fetch_refused_ = fetch_steps_ = 0;
   std::lock_guard lk(recall_mu_);
   std::fill(recall_sum_.begin(), recall_sum_.end(), 0.0);
   std::fill(recall_n_.begin(), recall_n_.end(), 0);

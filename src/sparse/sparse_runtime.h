@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "sparse/hot_chunks.h"
 #include "sparse/quest.h"
 #include "sparse/selector.h"
 #include "sparse/sketch_basis.h"
@@ -38,6 +39,14 @@ struct SparseStats {
   int64_t keys_selected = 0;   // keys they read
   int64_t score_bytes = 0;     // sketch / Quest metadata bytes read for scoring
   int64_t kv_bytes = 0;        // K|V bytes read by sparse attentions (selected keys)
+  // Device tier (sparse/hot_chunks.h), when the decoder has one: the selected chunks that
+  // are not sinks, window or the chunk being filled, looked up in the hot slots.
+  int64_t fetch_hits = 0;       // found in a slot
+  int64_t fetch_misses = 0;     // copied into a slot from the KV page
+  int64_t fetch_bytes = 0;      // bytes those copies moved (misses × piece bytes)
+  int64_t fetch_evictions = 0;  // misses that evicted another chunk
+  int64_t fetch_refused = 0;    // chunks read from the pages because every slot was pinned
+  int64_t fetch_steps = 0;      // decoder steps that used the device tier
 };
 
 class SparseRuntime {
@@ -67,6 +76,8 @@ class SparseRuntime {
   void select(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q, int32_t n_keys,
               std::vector<int32_t>& chunks, SelectScratch& scratch, ThreadPool* pool = nullptr);
   void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
+  // One decoder step's device-tier counters (HotChunks::end_step).
+  void count_fetch(const HotChunkStats& s);
 
   // Attention-mass recall per layer (eval): when on, the decoder reports each selection's
   // recall here.
@@ -91,6 +102,8 @@ class SparseRuntime {
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
       kv_bytes_{0};
+  std::atomic<int64_t> fetch_hits_{0}, fetch_misses_{0}, fetch_bytes_{0}, fetch_evictions_{0}, fetch_refused_{0},
+      fetch_steps_{0};
   bool measure_recall_ = false;
   mutable std::mutex recall_mu_;
   std::vector<double> recall_sum_;   // [n_layer]

@@ -1,13 +1,22 @@
 // tests/unit/model/test_sparse_decoder.cpp — sparse attention inside the real decoder
 // (SmolLM2): with a budget covering the context every decode logit equals dense bit for bit;
 // with a small budget only the selected keys are read and the sketch/Quest metadata of every
-// stored key is kept. (Real model: excluded under ASan with the other model tests.)
+// stored key is kept. The same through the device tier (sparse/hot_chunks.h): bitwise dense
+// when the budget covers the context, equal to the no-tier sparse path with a small budget
+// and few hot slots, fetch counters that add up, and every slot and lease back after the
+// sequences end, in the engine too. (Real model: excluded under ASan with the other model
+// tests.)
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <random>
+#include <thread>
 
+#include "engine/engine.h"
 #include "model/decoder.h"
+#include "sparse/hot_chunks.h"
 #include "sparse/sparse_runtime.h"
 
 namespace hs {
@@ -20,11 +29,12 @@ std::unique_ptr<Decoder> load() {
   return d.is_ok() ? std::move(*d) : nullptr;
 }
 
-std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& kv, SparseMode mode, int budget) {
+std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& kv, SparseMode mode, int budget,
+                                            int min_context = 0) {
   const ModelConfig& c = dec.config();
   SparseConfig cfg;
   cfg.budget_tokens = budget;
-  cfg.min_context = 0;
+  cfg.min_context = min_context;
   cfg.sink_tokens = 16;
   cfg.window_tokens = 32;
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
@@ -108,6 +118,149 @@ TEST(SparseDecoder, SmallBudgetReadsOnlyTheSelectedKeys) {
     for (const auto& r : rows)
       for (float x : r) ASSERT_TRUE(std::isfinite(x));
   }
+}
+
+// A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16).
+std::unique_ptr<HotChunks> make_tier(const Decoder& dec, KvCache& kv, int64_t slots) {
+  const ModelConfig& c = dec.config();
+  HotChunks::Config cfg;
+  cfg.chunk_tokens = 16;
+  cfg.budget_bytes = slots * c.n_layer * c.n_head_kv * 16 * 2 * c.head_dim * kv_elem_bytes(kv.geometry().dtype);
+  auto h = HotChunks::create(kv, cfg);
+  EXPECT_TRUE(h.is_ok()) << h.status().to_string();
+  return h.is_ok() ? std::move(*h) : nullptr;
+}
+
+TEST(SparseDecoder, DeviceTierBudgetCoveringContextEqualsDenseBitwise) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 128);
+  ThreadPool pool;
+  const auto prompt = random_prompt(700, c.n_vocab);
+  const auto dense = run(*dec, kv, pool, prompt, 6);
+  auto hot = make_tier(*dec, kv, 64);  // every chunk of the ~700-token context fits
+  dec->set_hot_chunks(hot.get());
+  for (SparseMode mode : {SparseMode::kSketch, SparseMode::kQuest}) {
+    auto rt = make_runtime(*dec, kv, mode, 4096);
+    dec->set_sparse(rt.get());
+    const auto sparse = run(*dec, kv, pool, prompt, 6);
+    dec->set_sparse(nullptr);
+    ASSERT_EQ(sparse.size(), dense.size());
+    for (size_t s = 0; s < dense.size(); ++s) EXPECT_EQ(sparse[s], dense[s]) << sparse_mode_name(mode) << " step " << s;
+    const SparseStats st = rt->stats();
+    EXPECT_EQ(st.keys_selected, st.keys_total);
+    // Keys 701..706, sink chunk 0, window from chunk (n - 32) / 16: chunks 1..40 go through
+    // the tier (misses at the first step, hits after), and chunk 41 too from n = 704 on
+    // (one miss, then two hits).
+    const int64_t sets = static_cast<int64_t>(c.n_layer) * c.n_head_kv;
+    EXPECT_EQ(st.fetch_misses, sets * 41);
+    EXPECT_EQ(st.fetch_hits, sets * (3 * 40 + 2 * 41));
+    EXPECT_EQ(st.fetch_bytes, st.fetch_misses * hot->piece_bytes());
+    EXPECT_EQ(st.fetch_refused, 0);
+    EXPECT_EQ(st.fetch_steps, 6);
+    EXPECT_EQ(hot->slots_used(), 0);  // run() released the sequence: lease ended, slots freed
+    EXPECT_EQ(kv.leases().n_live(), 0);
+  }
+  dec->set_hot_chunks(nullptr);
+}
+
+TEST(SparseDecoder, DeviceTierSmallBudgetEqualsNoTierSparseAndCountsEveryFetchedChunk) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 128);
+  ThreadPool pool;
+  const auto prompt = random_prompt(800, c.n_vocab);
+  constexpr int kSteps = 5, kBudget = 128;
+  for (SparseMode mode : {SparseMode::kSketch, SparseMode::kQuest}) {
+    auto rt = make_runtime(*dec, kv, mode, kBudget);
+    dec->set_sparse(rt.get());
+    const auto plain = run(*dec, kv, pool, prompt, kSteps);
+    // 10 slots per (layer, head) for 8 top chunks per step: selections that move evict.
+    auto hot = make_tier(*dec, kv, 10);
+    dec->set_hot_chunks(hot.get());
+    rt->reset_stats();
+    const auto tiered = run(*dec, kv, pool, prompt, kSteps);
+    dec->set_hot_chunks(nullptr);
+    dec->set_sparse(nullptr);
+    ASSERT_EQ(tiered.size(), plain.size());
+    float worst = 0;  // relative to the row's largest logit
+    for (size_t s = 0; s < plain.size(); ++s) {
+      float scale = 0, diff = 0;
+      for (size_t i = 0; i < plain[s].size(); ++i) {
+        scale = std::max(scale, std::abs(plain[s][i]));
+        diff = std::max(diff, std::abs(tiered[s][i] - plain[s][i]));
+      }
+      EXPECT_LE(diff, 1e-5f * scale) << sparse_mode_name(mode) << " step " << s;
+      worst = std::max(worst, diff / scale);
+    }
+    // With C = P the pieces kernel does the paged kernel's float math: expect 0 here.
+    std::printf("[   tier   ] %s: max relative logit difference vs no tier %g\n", sparse_mode_name(mode), worst);
+    const SparseStats st = rt->stats();
+    // ~800 keys, 16 sinks, 32 window: the budget's 8 chunks are the fetched ones.
+    const int64_t fetched = static_cast<int64_t>(kSteps) * c.n_layer * c.n_head_kv * (kBudget / 16);
+    EXPECT_EQ(st.fetch_hits + st.fetch_misses, fetched);
+    EXPECT_EQ(st.fetch_refused, 0);
+    EXPECT_EQ(st.fetch_bytes, st.fetch_misses * hot->piece_bytes());
+    EXPECT_GE(st.fetch_misses, c.n_layer * c.n_head_kv * (kBudget / 16));  // the first step is cold
+    EXPECT_LE(st.fetch_evictions, st.fetch_misses);
+    EXPECT_EQ(hot->total().misses, st.fetch_misses);
+    EXPECT_EQ(hot->slots_used(), 0);
+    EXPECT_EQ(kv.leases().n_live(), 0);
+  }
+}
+
+TEST(SparseDecoder, EngineWithDeviceTierReleasesEveryLeaseAndSlot) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  auto tok = make_tokenizer(dec->file());
+  ASSERT_TRUE(tok.is_ok());
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 96);
+  ThreadPool pool;
+  auto rt = make_runtime(*dec, kv, SparseMode::kQuest, 32, /*min_context=*/64);
+  auto hot = make_tier(*dec, kv, 12);
+  dec->set_sparse(rt.get());
+  dec->set_hot_chunks(hot.get());
+  {
+    Engine engine(*dec, **tok, kv, pool, EngineConfig{.max_num_seqs = 4});
+    engine.start();
+    std::vector<Engine::Submitted> reqs;
+    for (int i = 0; i < 4; ++i) {
+      RequestParams p;
+      p.prompt = random_prompt(100 + 30 * i, c.n_vocab);
+      p.max_tokens = 6;
+      p.ignore_eos = true;
+      p.sampling.temperature = 0;
+      auto r = engine.submit(std::move(p));
+      ASSERT_TRUE(std::holds_alternative<Engine::Submitted>(r));
+      reqs.push_back(std::get<Engine::Submitted>(r));
+    }
+    engine.cancel(reqs[1].id);
+    for (auto& r : reqs) {
+      RequestEvent ev;
+      while (r.channel->pop(ev, std::chrono::milliseconds(60000)) && ev.finish == EventFinish::kNone) {
+      }
+      EXPECT_NE(ev.finish, EventFinish::kNone);
+    }
+    EngineStats s = engine.stats();
+    for (int i = 0; i < 200 && (s.running || s.waiting); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      s = engine.stats();
+    }
+    EXPECT_EQ(s.running, 0);
+    EXPECT_EQ(s.kv_pages_used, 0);
+    EXPECT_EQ(s.kv_leases_live, 0);
+    EXPECT_EQ(s.device_slots_used, 0);
+    EXPECT_EQ(s.device_slots_total, static_cast<int64_t>(c.n_layer) * c.n_head_kv * 12);
+    EXPECT_GT(s.kv_fetch_hits + s.kv_fetch_misses, 0);
+    EXPECT_EQ(s.kv_fetch_bytes, s.kv_fetch_misses * hot->piece_bytes());
+    engine.stop();
+  }
+  dec->set_hot_chunks(nullptr);
+  dec->set_sparse(nullptr);
+  EXPECT_EQ(hot->slots_pinned(), 0);
 }
 
 }  // namespace

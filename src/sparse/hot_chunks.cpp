@@ -1,0 +1,169 @@
+// sparse/hot_chunks.cpp — see hot_chunks.h.
+#include "sparse/hot_chunks.h"
+
+#include <algorithm>
+#include <cassert>
+#include <climits>
+#include <cstring>
+
+namespace hs {
+
+HotChunkStats& HotChunkStats::operator+=(const HotChunkStats& o) {
+  hits += o.hits;
+  misses += o.misses;
+  bytes_moved += o.bytes_moved;
+  evictions += o.evictions;
+  refused += o.refused;
+  return *this;
+}
+
+Result<std::unique_ptr<HotChunks>> HotChunks::create(KvCache& kv, const Config& cfg) {
+  const KvGeometry& g = kv.geometry();
+  const int C = cfg.chunk_tokens;
+  if (C <= 0 || C > 64 || g.page_tokens % C != 0)
+    return make_error(StatusCode::kInvalidArgument, "hot chunks: chunk size {} must divide the page size {} (<= 64)",
+                      C, g.page_tokens);
+  std::vector<bool> full = cfg.full_layer.empty() ? std::vector<bool>(g.n_layer, true) : cfg.full_layer;
+  if (static_cast<int>(full.size()) != g.n_layer)
+    return make_error(StatusCode::kInvalidArgument, "hot chunks: full_layer has {} entries for {} layers", full.size(),
+                      g.n_layer);
+  int64_t n_sets = 0;
+  for (bool f : full) n_sets += f ? g.n_kv_heads : 0;
+  const int64_t piece = static_cast<int64_t>(C) * 2 * g.head_dim * kv_elem_bytes(g.dtype);
+  const int64_t slots = n_sets > 0 ? cfg.budget_bytes / (n_sets * piece) : 0;
+  if (slots < 1)
+    return make_error(StatusCode::kInvalidArgument,
+                      "--device-kv-budget {} B is too small: one hot slot per full-attention (layer, kv head) takes "
+                      "{} x {} B (use 0 for no device tier)",
+                      cfg.budget_bytes, n_sets, piece);
+  const int32_t n_slots = static_cast<int32_t>(std::min<int64_t>(slots, INT32_MAX / 2));
+  std::unique_ptr<HotChunks> h(new HotChunks(kv, C, n_slots, full));
+  if (!h->slot_bytes_)
+    return make_error(StatusCode::kInvalidArgument, "hot chunks: cannot allocate {} bytes", h->bytes());
+  kv.set_lease_listener(h.get());
+  return h;
+}
+
+HotChunks::HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer)
+    : kv_(kv), C_(C), n_kv_heads_(kv.geometry().n_kv_heads), n_slots_(n_slots) {
+  const KvGeometry& g = kv.geometry();
+  piece_ = PieceLayout::make(g.dtype == KvDtype::kF16 ? KvStoreDtype::kF16 : KvStoreDtype::kF32, g.head_dim, C);
+  set_index_.assign(static_cast<size_t>(g.n_layer) * n_kv_heads_, -1);
+  set_base_.assign(set_index_.size(), 0);
+  int64_t n_sets = 0;
+  for (int l = 0; l < g.n_layer; ++l)
+    if (full_layer[l]) n_sets += n_kv_heads_;
+  sets_.reserve(n_sets);
+  for (int l = 0; l < g.n_layer; ++l) {
+    if (!full_layer[l]) continue;
+    for (int h = 0; h < n_kv_heads_; ++h) {
+      const size_t i = static_cast<size_t>(l) * n_kv_heads_ + h;
+      set_index_[i] = static_cast<int32_t>(sets_.size());
+      set_base_[i] = static_cast<int64_t>(sets_.size()) * n_slots;
+      sets_.emplace_back(n_slots, kv.leases().capacity());
+    }
+  }
+  slot_bytes_.reset(static_cast<uint8_t*>(std::calloc(static_cast<size_t>(bytes()), 1)));
+}
+
+HotChunks::~HotChunks() {
+  if (kv_.lease_listener() == this) kv_.set_lease_listener(nullptr);
+}
+
+const uint8_t* HotChunks::host_piece(const SeqKv& seq, int layer, int head, int32_t chunk) const {
+  const KvGeometry& g = kv_.geometry();
+  const int32_t pos = chunk * C_;
+  const int64_t elem = kv_elem_bytes(g.dtype);
+  return static_cast<const uint8_t*>(kv_.layer_base(layer)) +
+         static_cast<int64_t>(seq.blocks[pos / g.page_tokens]) * g.page_bytes() +
+         (static_cast<int64_t>(head) * g.page_tokens + pos % g.page_tokens) * 2 * g.head_dim * elem;
+}
+
+bool HotChunks::fetch(const SeqKv& seq, int layer, int head, std::span<const int32_t> chunks,
+                      std::span<int32_t> slots) {
+  assert(slots.size() >= chunks.size());
+  assert(kv_.leases().is_live(seq.lease));
+  const int32_t si = set_index_[layer * n_kv_heads_ + head];
+  assert(si >= 0);
+  Set& set = sets_[si];
+  HotSet& hs = set.hot;
+  const uint32_t id = seq.lease.id, gen = seq.lease.generation;
+  // Pass 1: hits, pinned at once so pass 2's evictions cannot take them.
+  const size_t pins_before = set.pins.size();
+  int32_t need = 0;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    assert((chunks[i] + 1) * C_ <= static_cast<int32_t>(seq.blocks.size()) * kv_.geometry().page_tokens);
+    const int32_t s = hs.find({id, gen, chunks[i]});
+    slots[i] = s;
+    if (s >= 0) {
+      hs.pin(s);
+      set.pins.push_back({s, hs.epoch(s)});
+    } else {
+      ++need;
+    }
+  }
+  if (need > hs.n_free() + hs.n_evictable()) {
+    for (size_t p = pins_before; p < set.pins.size(); ++p) hs.unpin(set.pins[p].slot);
+    set.pins.resize(pins_before);
+    set.step.refused += static_cast<int64_t>(chunks.size());
+    std::fill(slots.begin(), slots.begin() + chunks.size(), -1);
+    return false;
+  }
+  // Pass 2: misses take a slot (free, else LRU eviction) and get their piece copied in.
+  HotChunkStats& st = set.step;
+  st.hits += static_cast<int64_t>(chunks.size()) - need;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (slots[i] >= 0) continue;
+    const HotSet::Acquired a = hs.acquire({id, gen, chunks[i]});
+    assert(a.slot >= 0 && !a.hit);
+    hs.pin(a.slot);
+    set.pins.push_back({a.slot, hs.epoch(a.slot)});
+    std::memcpy(slot_bytes_.get() + (set_base_[layer * n_kv_heads_ + head] + a.slot) * piece_.bytes,
+                host_piece(seq, layer, head, chunks[i]), static_cast<size_t>(piece_.bytes));
+    slots[i] = a.slot;
+    ++st.misses;
+    st.bytes_moved += piece_.bytes;
+    st.evictions += a.evicted;
+  }
+  return true;
+}
+
+HotChunkStats HotChunks::end_step() {
+  HotChunkStats s;
+  for (Set& set : sets_) {
+    for (const PinRecord& p : set.pins)
+      // A slot freed (lease ended) or handed to another key since it was pinned has a new epoch.
+      if (set.hot.resident(p.slot) && set.hot.epoch(p.slot) == p.epoch) set.hot.unpin(p.slot);
+    set.pins.clear();
+    s += set.step;
+    set.step = HotChunkStats{};
+  }
+  total_ += s;
+  return s;
+}
+
+void HotChunks::on_lease_end(const SeqLease& lease) {
+  if (!lease.valid()) return;
+  for (Set& set : sets_) set.hot.release_owner(lease.id);
+}
+
+int32_t HotChunks::slots_total() const { return static_cast<int32_t>(sets_.size()) * n_slots_; }
+
+int32_t HotChunks::slots_used() const {
+  int32_t n = 0;
+  for (const Set& s : sets_) n += s.hot.n_resident();
+  return n;
+}
+
+int32_t HotChunks::slots_pinned() const {
+  int32_t n = 0;
+  for (const Set& s : sets_) n += s.hot.n_pinned();
+  return n;
+}
+
+const HotSet* HotChunks::hot_set(int layer, int head) const {
+  const int32_t si = set_index_[layer * n_kv_heads_ + head];
+  return si < 0 ? nullptr : &sets_[si].hot;
+}
+
+}  // namespace hs
