@@ -16,7 +16,7 @@ GEMMA3 := models/gemma-3-270m-q4_k_m.gguf
 # The binary the e2e tests and bench/serve.sh start (override to test another build).
 export HS_BIN ?= $(CURDIR)/$(BIN)
 
-.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean
+.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean sketches
 
 setup:
 	scripts/setup
@@ -38,8 +38,15 @@ e2e:
 test: setup
 	$(MAKE) unit pytest
 
+# Sketch bases for sparse attention (hindsight fit-sketch), one beside each default model,
+# fitted once from source code the setup installed (not the needle-eval haystack).
+SKETCH_CORPUS := /usr/include/httplib.h /usr/include/nlohmann/json.hpp
+sketches: build
+	@for m in $(SMOLLM2) $(GEMMA3); do s=$${m%.gguf}.sketch.safetensors; \
+	  test -f $$s || $(BIN) fit-sketch -m $$m --corpus $(SKETCH_CORPUS) --max-tokens 32768 -o $$s || exit 1; done
+
 PORT ?= 8080
-run: setup build
+run: setup build sketches
 	@echo "Serving SmolLM2 on http://127.0.0.1:$(PORT)/v1 — try, from another shell:"
 	@echo "  curl http://127.0.0.1:$(PORT)/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'"
 	$(BIN) serve -m $(SMOLLM2) --port $(PORT)
