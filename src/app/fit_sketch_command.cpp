@@ -14,12 +14,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <random>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "app/commands.h"
 #include "app/loaded_model.h"
+#include "backend/cpu/ops.h"
 #include "sparse/sketch_fitter.h"
 
 namespace hs::app {
@@ -35,6 +37,7 @@ struct FitOptions {
   bool pre_rope = false;
   bool compare_rope = false;
   bool no_center = false;
+  int max_position = 0;  // 0: the model's trained context
 };
 
 // Held-out keys of each (layer, kv head), post-RoPE: [n][head_dim] appended.
@@ -86,8 +89,30 @@ int run_fit(FitOptions& o) {
   SketchFitter post(c.n_layer, c.n_head_kv, hd), pre(c.n_layer, c.n_head_kv, hd);
   HeldOut held{std::vector<std::vector<float>>(static_cast<size_t>(c.n_layer) * c.n_head_kv)};
   bool holding = false;
+  // Position spread: windows are prefilled at positions 0..window-1, but the sketch must
+  // serve keys at any position up to the context length, and post-RoPE keys of the slow
+  // rotary frequencies only turn at large positions. RoPE composes (R(p + d) = R(d) R(p)),
+  // so each window's post-RoPE keys are rotated by a random shift d, as if the window sat at
+  // positions d..d+window-1 (attention is relative, so the keys themselves are unchanged).
+  const int max_pos = o.max_position > 0 ? o.max_position : c.n_ctx_train;
+  std::mt19937_64 shift_rng(42);
+  const int half = hd / 2;
+  std::vector<float> rot_global(hd), rot_local(hd), shifted;  // [cos | sin], [n][kv_dim]
+  auto draw_shift = [&] {
+    const int span = std::max(0, max_pos - o.window);
+    const int32_t d = span > 0 ? static_cast<int32_t>(shift_rng() % static_cast<uint64_t>(span)) : 0;
+    cpu::rope_table(d, c.rope_theta, hd, rot_global.data(), rot_global.data() + half);
+    cpu::rope_table(d, c.rope_theta_local, hd, rot_local.data(), rot_local.data() + half);
+  };
   const bool want_pre = o.pre_rope || o.compare_rope, want_post = !o.pre_rope || o.compare_rope;
-  m->decoder->set_key_observer([&](int layer, const float* k_pre, const float* k_post, int64_t n) {
+  m->decoder->set_key_observer([&](int layer, const float* k_pre, const float* k_post_raw, int64_t n) {
+    const bool swa = c.layer_is_swa[layer] && c.sliding_window > 0;
+    const std::vector<float>& rot = swa && c.rope_theta_local != c.rope_theta ? rot_local : rot_global;
+    shifted.assign(k_post_raw, k_post_raw + n * kvd);
+    for (int64_t t = 0; t < n; ++t)
+      cpu::rope_apply(shifted.data() + t * kvd, c.n_head_kv, hd, rot.data(), rot.data() + half,
+                      c.rope_style == RopeStyle::kNeox);
+    const float* k_post = shifted.data();
     for (int h = 0; h < c.n_head_kv; ++h) {
       if (holding) {
         auto& dst = held.keys[static_cast<size_t>(layer) * c.n_head_kv + h];
@@ -102,6 +127,7 @@ int run_fit(FitOptions& o) {
   int n_windows = 0;
   for (size_t start = 0; start < toks.size(); start += o.window, ++n_windows) {
     holding = n_windows % 10 == 9;
+    draw_shift();
     SeqKv seq;
     SeqKv* seqs[] = {&seq};
     const size_t end = std::min(toks.size(), start + o.window);
@@ -164,6 +190,9 @@ void register_fit_sketch(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--pre-rope", o->pre_rope, "Fit keys before RoPE (default: after)");
   cmd->add_flag("--compare-rope", o->compare_rope, "Fit both and report both held-out energies");
   cmd->add_flag("--no-center", o->no_center, "Plain second-moment PCA (no key mean)");
+  cmd->add_option("--max-position", o->max_position,
+                  "Spread the keys over positions up to this (RoPE shift per window; 0: the model's context)")
+      ->capture_default_str();
   cmd->callback([o, &run] { run = [o] { return run_fit(*o); }; });
 }
 
