@@ -2,6 +2,7 @@
 //
 // Subcommands register themselves through the functions declared in app/commands.h; this
 // file only builds the app, parses argv and runs the chosen command.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -9,6 +10,8 @@
 #include "app/commands.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr: stdout carries command output (generated text, tables, JSON).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("hindsight"));
   CLI::App app{"hindsight — long-context LLM inference server"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "hindsight 0.1.0");
