@@ -7,10 +7,7 @@
 // the end. Counts are checked against the bytes left before anything is allocated.
 #include "formats/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "formats/mapped_file.h"
 
 #include <cerrno>
 #include <cstring>
@@ -239,29 +236,12 @@ std::string TensorInfo::shape_string() const {
 }
 
 Result<std::unique_ptr<File>> File::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return make_error(errno == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError,
-                      "gguf: cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return make_error(StatusCode::kIoError, "gguf: '{}' is not a regular file", path);
-  }
+  HS_ASSIGN_OR_RETURN(MappedRegion region, map_file(path, "gguf"));
   std::unique_ptr<File> f(new File());
   f->path_ = path;
-  f->size_ = static_cast<uint64_t>(st.st_size);
-  if (f->size_ > 0) {
-    void* p = mmap(nullptr, f->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      int e = errno;
-      ::close(fd);
-      return make_error(StatusCode::kIoError, "gguf: cannot mmap '{}': {}", path, std::strerror(e));
-    }
-    f->base_ = static_cast<const uint8_t*>(p);
-    f->mapped_ = true;
-  }
-  ::close(fd);
+  f->base_ = region.base;
+  f->size_ = region.size;
+  f->mapped_ = region.base != nullptr;
   Status s = f->parse();
   if (!s.is_ok()) return Status(s.code(), s.message() + " (file '" + path + "')");
   return f;
@@ -278,7 +258,7 @@ Result<std::unique_ptr<File>> File::from_bytes(std::span<const uint8_t> bytes) {
 }
 
 File::~File() {
-  if (mapped_ && base_) munmap(const_cast<uint8_t*>(base_), size_);
+  if (mapped_) unmap_file(MappedRegion{base_, size_});
 }
 
 Status File::parse() {
