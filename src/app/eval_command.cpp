@@ -231,14 +231,9 @@ int run_needle(EvalOptions& o) {
         mo.sparse = sel;
         mo.sparse_cfg.budget_tokens = budget;
         mo.sparse_min_context = 0;  // every question and answer token attends sparsely
-        // Build a runtime against the shared model without reloading it.
-        LoadedModel& ref = *m;
-        std::unique_ptr<SparseRuntime> keep;
-        std::swap(keep, ref.sparse);
-        Status st = attach_sparse(mo, ref);
-        if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
-        runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(ref.sparse));
-        std::swap(keep, ref.sparse);
+        auto rt = make_sparse_runtime(mo, *m);  // over the shared model, no reload
+        if (!rt.is_ok()) { fmt::print(stderr, "error: {}\n", rt.status().message()); return 1; }
+        runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(*rt));
       }
     // A fan-out observer: every runtime records the haystack's keys.
     m->decoder->set_sparse(nullptr);

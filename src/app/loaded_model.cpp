@@ -50,12 +50,12 @@ std::string default_sketch_path(const std::string& model_path) {
   return p.string();
 }
 
-Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m) {
   const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
   std::string mode_name = opt.sparse;
   if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
-  if (mode == SparseMode::kOff) return Status::ok();
+  if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
   const ModelConfig& c = m.decoder->config();
   SparseConfig cfg = opt.sparse_cfg;
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
@@ -74,11 +74,16 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
       basis = std::make_unique<SketchBasis>(std::move(*b));
     }
   }
-  HS_ASSIGN_OR_RETURN(m.sparse, SparseRuntime::create(mode, cfg, g, std::move(basis)));
-  m.decoder->set_sparse(m.sparse.get());
+  HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis)));
   spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
                cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string());
+  return rt;
+}
+
+Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
+  HS_ASSIGN_OR_RETURN(m.sparse, make_sparse_runtime(opt, m));
+  if (m.sparse) m.decoder->set_sparse(m.sparse.get());
   return Status::ok();
 }
 

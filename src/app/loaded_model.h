@@ -50,7 +50,9 @@ struct LoadedModel {
 
 // Default sketch file beside a model: foo.gguf → foo.sketch.safetensors.
 std::string default_sketch_path(const std::string& model_path);
-// Builds the sparse runtime `opt` asks for and attaches it to m.decoder (no-op for off).
+// Builds the sparse runtime `opt` asks for over m's decoder and KV cache (null for off).
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m);
+// make_sparse_runtime, kept in m.sparse and attached to m.decoder.
 Status attach_sparse(const ModelOptions& opt, LoadedModel& m);
 // Builds the device tier (opt.device_kv_budget bytes of hot chunk slots of C = chunk_tokens
 // tokens) and attaches it to m.decoder; no-op for a zero budget.
