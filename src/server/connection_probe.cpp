@@ -80,6 +80,45 @@ int find_socket_fd(int local_port, const std::string& peer_addr, int peer_port) 
 #endif
 }
 
+int find_listening_fd(int port) {
+#ifdef __linux__
+  if (port <= 0) return -1;
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  const int dir_fd = dirfd(dir);
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+    char link[64];
+    const ssize_t n = readlinkat(dir_fd, e->d_name, link, sizeof(link) - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    if (std::strncmp(link, "socket:", 7) != 0) continue;
+    int accepting = 0;
+    socklen_t opt_len = sizeof(accepting);
+    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &accepting, &opt_len) != 0 || !accepting) continue;
+    sockaddr_storage local{};
+    socklen_t local_len = sizeof(local);
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
+    if (port_of(local) != port) continue;
+    found = static_cast<int>(fd);
+    break;
+  }
+  closedir(dir);
+  return found;
+#else
+  (void)port;
+  return -1;
+#endif
+}
+
+bool deepen_listen_backlog(int port) {
+  const int fd = find_listening_fd(port);
+  return fd >= 0 && ::listen(fd, SOMAXCONN) == 0;
+}
+
 bool peer_closed(int fd) {
   if (fd < 0) return false;
   pollfd p{fd, POLLIN, 0};

@@ -20,6 +20,15 @@ int find_socket_fd(const httplib::Request& req);
 // The same by address: the socket with local port `local_port` and peer `peer_addr:peer_port`.
 int find_socket_fd(int local_port, const std::string& peer_addr, int peer_port);
 
+// The listening socket bound to local port `port`; -1 if none (or not on Linux).
+int find_listening_fd(int port);
+
+// cpp-httplib 0.11 (Debian's shared library) listens with a backlog of 5, so a burst of more
+// than ~6 simultaneous connects overflows the accept queue and some clients see their
+// connection reset. Calling listen() again on a listening socket only raises its backlog
+// (Linux); this does that for the socket on `port` with SOMAXCONN. False if none was found.
+bool deepen_listen_backlog(int port);
+
 // True when the peer closed or reset the connection: recv(MSG_PEEK | MSG_DONTWAIT) returns 0
 // (orderly close) or ECONNRESET, or poll reports POLLHUP/POLLERR/POLLNVAL. Pending unread
 // bytes (a pipelined request) read as "still open". False for fd < 0. Never blocks.

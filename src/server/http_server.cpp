@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "server/connection_probe.h"
 #include "server/openai_response.h"
 #include "server/routes.h"
 #include "tokenizer/chat_template.h"
@@ -251,6 +252,8 @@ Status HttpServer::start() {
       return make_error(StatusCode::kIoError, "cannot bind {}:{} (address in use or not local?)", c.host, c.port);
     m.bound_port = c.port;
   }
+  if (!deepen_listen_backlog(m.bound_port))
+    spdlog::warn("could not raise the listen backlog on port {}: bursts of connections may be refused", m.bound_port);
   m.listener = std::thread([&m] {
     if (!m.svr.listen_after_bind()) spdlog::error("HTTP server stopped listening");
   });

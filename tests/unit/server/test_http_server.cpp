@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "server/connection_probe.h"
 #include "server/http_server.h"
@@ -62,6 +63,49 @@ TEST(ConnectionProbe, FindsTheSocketAndSeesTheClose) {
   EXPECT_TRUE(closed);
   EXPECT_FALSE(peer_closed(-1));
   close(accepted);
+  close(listener);
+}
+
+// Connects `n` clients to 127.0.0.1:port without the server accepting, then counts how many
+// completed handshakes wait in the accept queue (nonblocking accepts).
+int queued_connections(int listener, int port, int n) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  std::vector<int> clients;
+  for (int i = 0; i < n; ++i) {
+    const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // EINPROGRESS or done
+    clients.push_back(c);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  int accepted = 0;
+  for (int i = 0; i < n; ++i) {
+    const int a = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK);
+    if (a < 0) break;
+    ++accepted;
+    close(a);
+  }
+  for (int c : clients) close(c);
+  return accepted;
+}
+
+TEST(ConnectionProbe, DeepensTheListenBacklog) {
+  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(listener, 2), 0);  // as shallow as cpp-httplib's 5, shallower still
+  const int port = local_port_of(listener);
+  EXPECT_EQ(find_listening_fd(port), listener);
+  EXPECT_EQ(find_listening_fd(-1), -1);
+  EXPECT_LE(queued_connections(listener, port, 24), 3);  // backlog 2 holds at most 3
+
+  ASSERT_TRUE(deepen_listen_backlog(port));
+  EXPECT_EQ(queued_connections(listener, port, 24), 24);
   close(listener);
 }
 
