@@ -130,7 +130,7 @@ double dense_kv_bytes(const ModelConfig& c, const KvGeometry& g, int32_t n_keys,
     if (skip(l)) continue;
     const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
     const int32_t keys = swa ? std::min(n_keys, c.sliding_window) : n_keys;
-    bytes += static_cast<double>(keys) * g.n_kv_heads * 2 * g.head_dim * kv_elem_bytes(g.dtype);
+    bytes += static_cast<double>(keys) * g.n_kv_heads * kv_token_bytes(g.dtype, g.head_dim);
   }
   return bytes;
 }

@@ -11,7 +11,10 @@
 // attends sparsely in the sparse configurations — the first answer token too.
 // Configurations: dense, then each selector (sketch, quest) at each budget. For the sparse
 // ones the attention-mass recall per layer (share of the dense softmax mass on the selected
-// tokens) is averaged over all steps. Prints a markdown table and JSON (--json).
+// tokens) is averaged over all steps, next to two oracle ceilings of the same steps and budget
+// (oracle_mass_recall: chunks ranked by the exact max logit from the real KV — the selector's
+// rule with a perfect sketch — and by their exact softmax mass — the best selection of that
+// size). Prints a markdown table and JSON (--json).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -142,6 +145,7 @@ struct ConfigResult {
   std::string name;
   int correct = 0, total = 0;
   std::vector<double> recall;  // [n_layer]
+  std::vector<OracleRecall> oracle;  // [n_layer]
   double seconds = 0;
   SparseStats stats;           // sparse configurations: selection and device-tier counters
 };
@@ -211,8 +215,9 @@ int run_needle(EvalOptions& o) {
   j["model"] = o.model.model;
   j["needles"] = o.n_needles;
   j["contexts"] = nlohmann::ordered_json::array();
-  fmt::print("\n| context | attention | selector | budget | correct | accuracy | mean mass recall | min layer recall | s |\n"
-             "|---|---|---|---|---|---|---|---|---|\n");
+  fmt::print("\n| context | attention | selector | budget | correct | accuracy | mean mass recall | min layer recall "
+             "| mass recall per layer | oracle (exact max) per layer | oracle (mass) per layer | s |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::mt19937_64 rng(o.seed);
   for (int context : o.contexts) {
     auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, rng);
@@ -237,7 +242,7 @@ int run_needle(EvalOptions& o) {
       }
     // A fan-out observer: every runtime records the haystack's keys.
     m->decoder->set_sparse(nullptr);
-    m->decoder->set_key_observer([&](int layer, const float*, const float* k_post, int64_t n) {
+    m->decoder->set_key_observer([&](int layer, const float*, const float* k_post, const float*, int64_t n) {
       const ModelConfig& c = m->decoder->config();
       for (auto& [name, rt] : runtimes)
         if (rt->layer_sparse(layer))
@@ -275,7 +280,12 @@ int run_needle(EvalOptions& o) {
         ++r.total;
       }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-      if (rt) { r.recall = rt->recall_per_layer(); rt->set_measure_recall(false); r.stats = rt->stats(); }
+      if (rt) {
+        r.recall = rt->recall_per_layer();
+        r.oracle = rt->oracle_recall_per_layer();
+        rt->set_measure_recall(false);
+        r.stats = rt->stats();
+      }
       m->decoder->set_sparse(nullptr);
       return r;
     };
@@ -297,14 +307,31 @@ int run_needle(EvalOptions& o) {
         if (!std::isnan(x)) { mean += x; mn = std::min(mn, x); ++nl; }
       const bool sparse = !r.recall.empty() && nl > 0;
       const auto at = r.name.find('@');
-      fmt::print("| {} | {} | {} | {} | {}/{} | {:.3f} | {} | {} | {:.1f} |\n", context, sparse ? "sparse" : "dense",
-                 sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-", r.correct, r.total,
-                 static_cast<double>(r.correct) / r.total, sparse ? fmt::format("{:.4f}", mean / nl) : "1",
-                 sparse ? fmt::format("{:.4f}", mn) : "1", r.seconds);
+      // The measured layers' values, "a / b / c".
+      auto per_layer = [&](auto value) {
+        std::string out;
+        for (size_t l = 0; l < r.recall.size(); ++l)
+          if (!std::isnan(r.recall[l])) out += fmt::format("{}{:.3f}", out.empty() ? "" : " / ", value(l));
+        return sparse ? out : std::string("1");
+      };
+      fmt::print("| {} | {} | {} | {} | {}/{} | {:.3f} | {} | {} | {} | {} | {} | {:.1f} |\n", context,
+                 sparse ? "sparse" : "dense", sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-",
+                 r.correct, r.total, static_cast<double>(r.correct) / r.total,
+                 sparse ? fmt::format("{:.4f}", mean / nl) : "1", sparse ? fmt::format("{:.4f}", mn) : "1",
+                 per_layer([&](size_t l) { return r.recall[l]; }),
+                 per_layer([&](size_t l) { return r.oracle[l].exact_max; }),
+                 per_layer([&](size_t l) { return r.oracle[l].mass; }), r.seconds);
       nlohmann::ordered_json jr{{"config", r.name}, {"correct", r.correct}, {"total", r.total}, {"seconds", r.seconds}};
-      nlohmann::ordered_json rec = nlohmann::ordered_json::array();
-      for (double x : r.recall) rec.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
-      jr["mass_recall_per_layer"] = rec;
+      auto json_layers = [](const std::vector<double>& v) {
+        nlohmann::ordered_json a = nlohmann::ordered_json::array();
+        for (double x : v) a.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
+        return a;
+      };
+      std::vector<double> o_max, o_mass;
+      for (const OracleRecall& o : r.oracle) { o_max.push_back(o.exact_max); o_mass.push_back(o.mass); }
+      jr["mass_recall_per_layer"] = json_layers(r.recall);
+      jr["oracle_max_recall_per_layer"] = json_layers(o_max);
+      jr["oracle_mass_recall_per_layer"] = json_layers(o_mass);
       if (r.stats.fetch_hits + r.stats.fetch_misses > 0)
         jr["device_tier"] = {{"hits", r.stats.fetch_hits}, {"misses", r.stats.fetch_misses},
                              {"bytes", r.stats.fetch_bytes}, {"evictions", r.stats.fetch_evictions},

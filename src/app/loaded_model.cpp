@@ -12,8 +12,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "KV cache capacity in tokens")->check(CLI::Range(16, 1 << 22));
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
-  cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype, "KV cache element type: f16 or f32")
-      ->check(CLI::IsMember({"f16", "f32"}))
+  cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype,
+                  "KV cache (host tier) storage: auto (= f16), f32, f16, bf16, int8 or int4 (per-token-per-head scales)")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "int4"}))
       ->capture_default_str();
   cmd->add_option("--sparse", opt.sparse,
                   "Sparse attention for long contexts: auto (sketch if the sketch file exists), off, sketch, quest")
@@ -29,6 +30,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
   cmd->add_option("--sparse-sinks", opt.sparse_cfg.sink_tokens, "First tokens always attended")->capture_default_str();
   cmd->add_option("--sparse-window", opt.sparse_cfg.window_tokens, "Last tokens always attended")->capture_default_str();
+  cmd->add_option("--sketch-dtype", opt.sketch_dtype,
+                  "Sketch storage: int8 (per-token scale, half the bytes scored per step) or f16")
+      ->check(CLI::IsMember({"f16", "int8"}))
+      ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
                   "pages directly)")
@@ -59,8 +64,9 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   const ModelConfig& c = m.decoder->config();
   SparseConfig cfg = opt.sparse_cfg;
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
+  cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, m.kv->geometry().page_tokens, m.kv->pool().n_blocks(),
-                            kv_elem_bytes(m.kv->geometry().dtype), full_attention_layers(c)};
+                            kv_token_bytes(m.kv->geometry().dtype, c.head_dim), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch) {
     if (path == "random") {

@@ -69,7 +69,8 @@ struct Engine::Impl {
     SchedulerConfig sc{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_cost_ratio};
     sched = std::make_unique<Scheduler>(
         kv, prefix.get(), sc,
-        StepCostModel::from_config(m.config(), weight_bytes(m), kv_elem_bytes(kv.geometry().dtype)));
+        StepCostModel::from_config(m.config(), weight_bytes(m),
+                                  static_cast<double>(kv_token_bytes(kv.geometry().dtype, m.config().head_dim))));
     publish();
   }
 

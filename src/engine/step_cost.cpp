@@ -5,7 +5,7 @@
 
 namespace hs {
 
-StepCostModel StepCostModel::from_config(const ModelConfig& c, int64_t weight_bytes, int kv_elem_bytes,
+StepCostModel StepCostModel::from_config(const ModelConfig& c, int64_t weight_bytes, double kv_token_bytes,
                                          double mem_bw, double matmul_flops) {
   StepCostModel m;
   const double embd_params = static_cast<double>(c.n_vocab) * c.n_embd;
@@ -16,7 +16,7 @@ StepCostModel StepCostModel::from_config(const ModelConfig& c, int64_t weight_by
   m.per_row_s = 2.0 * embd_params / matmul_flops;
   int n_local = 0;
   for (bool swa : c.layer_is_swa) n_local += swa;
-  const double key_bytes = 2.0 * c.n_head_kv * c.head_dim * kv_elem_bytes;  // K and V
+  const double key_bytes = c.n_head_kv * kv_token_bytes;  // K and V of every kv head
   m.per_key_full_s = key_bytes * (c.n_layer - n_local) / mem_bw;
   m.per_key_local_s = key_bytes * n_local / mem_bw;
   m.window = c.sliding_window;

@@ -30,7 +30,8 @@ struct StepCostModel {
   double chunk_attn(int64_t pos0, int64_t n) const;
 
   // mem_bw: bytes/s; matmul_flops: FLOP/s.
-  static StepCostModel from_config(const ModelConfig& c, int64_t weight_bytes, int kv_elem_bytes,
+  // kv_token_bytes: K + V of one token of one kv head in the cache (kv_token_bytes()).
+  static StepCostModel from_config(const ModelConfig& c, int64_t weight_bytes, double kv_token_bytes,
                                    double mem_bw = 20e9, double matmul_flops = 150e9);
 
   // Attention reads of one token at position `pos` (it sees keys 0..pos).

@@ -1,11 +1,17 @@
 // kv/kv_cache.h — paged KV storage for every attention layer, and per-sequence block tables.
 //
-// Page layout (ARCHITECTURE.md): P tokens of one layer of one sequence,
-//   [n_kv_heads][P][K | V][head_dim] elements of the cache dtype (f32 or f16),
-// so one head's run of tokens is contiguous. Block ids come from one BlockPool and index
-// every layer's storage alike (vLLM style): a sequence has one block table for all layers.
-// Cost: memory n_layer * n_blocks * page_elems * elem_bytes, allocated up front; f16 halves
-// the bytes every decode step reads at long context.
+// Page layout (ARCHITECTURE.md): P tokens of one layer of one sequence, one block per kv head,
+// each block a kv/kv_quant.h piece of P tokens:
+//   [n_kv_heads] × ( [P][K | V][row_bytes]  then  [P][K | V][scale_bytes] ), padded to 16 B,
+// so one head's run of tokens is contiguous. For f32/f16 (no scales) that is the plain
+// [n_kv_heads][P][K | V][head_dim] elements backend/cpu's PagedKvView reads; bf16, int8 and
+// int4 (per-token-per-head scales, kv_quant.h) are read through pieces (kv_attend_pieces).
+// This cache is the host tier: every sequence's full KV history lives here.
+// Block ids come from one BlockPool and index every layer's storage alike (vLLM style): a
+// sequence has one block table for all layers.
+// Cost: memory n_layer * n_blocks * page_bytes, allocated up front; per token and kv head
+// 2 · head_dim · {4, 2, 2, 1, ½} bytes (+ 4 / 8 B of scales for int8 / int4): f16 halves what a
+// decode step reads at long context, int8 and int4 halve and quarter it again.
 //
 // Leases (kv/tier/lease.h): a sequence that keeps copies of its KV elsewhere (the sparse
 // path's hot chunk slots, sparse/hot_chunks.h) takes a SeqLease {id, generation} from the
@@ -22,14 +28,20 @@
 
 #include "core/status.h"
 #include "kv/block_pool.h"
+#include "kv/kv_quant.h"
 #include "kv/tier/lease.h"
 
 namespace hs {
 
-enum class KvDtype : uint8_t { kF32, kF16 };
+// The cache's element type is a kv/kv_quant.h store dtype: f32 | f16 | bf16 | int8 | int4.
+using KvDtype = KvStoreDtype;
 const char* kv_dtype_name(KvDtype t);
-Result<KvDtype> parse_kv_dtype(std::string_view name);  // "f32" | "f16"
-inline int kv_elem_bytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }
+Result<KvDtype> parse_kv_dtype(std::string_view name);  // "auto" (= f16) | f32 | f16 | bf16 | int8 | int4
+// f32 / f16: K and V rows are plain elements (backend/cpu PagedKvView can read them).
+inline bool kv_dtype_plain(KvDtype t) { return t == KvDtype::kF32 || t == KvDtype::kF16; }
+inline int kv_elem_bytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }  // plain dtypes
+// Bytes of one token's K and V of one kv head, scales included.
+inline int64_t kv_token_bytes(KvDtype t, int head_dim) { return 2 * (kv_row_bytes(t, head_dim) + kv_scale_bytes(t)); }
 // What the CLI uses unless told otherwise (llama.cpp's default too): half the bytes of f32
 // per decode step; the golden tests run with it.
 inline constexpr KvDtype kDefaultKvDtype = KvDtype::kF16;
@@ -40,8 +52,12 @@ struct KvGeometry {
   int head_dim = 0;
   int page_tokens = 16;  // P
   KvDtype dtype = KvDtype::kF32;
-  int64_t page_elems() const { return static_cast<int64_t>(n_kv_heads) * page_tokens * 2 * head_dim; }
-  int64_t page_bytes() const { return page_elems() * kv_elem_bytes(dtype); }
+  // One kv head's block of a page: a piece of P tokens.
+  PieceLayout head_layout() const { return PieceLayout::make(dtype, head_dim, page_tokens); }
+  int64_t head_bytes() const { return head_layout().stride; }
+  int64_t page_bytes() const { return n_kv_heads * head_bytes(); }
+  // Plain dtypes: the page in elements (what PagedKvView steps by).
+  int64_t page_elems() const { return page_bytes() / kv_elem_bytes(dtype); }
 };
 
 // A sequence's view of the cache: its block table and how many tokens it holds.
@@ -86,8 +102,13 @@ class KvCache {
   void write(const SeqKv& seq, int layer, int head, int32_t pos, const float* k, const float* v);
   // Read back K and V as floats (tests, debugging).
   void read(const SeqKv& seq, int layer, int head, int32_t pos, float* k, float* v) const;
-  // Address of K of (layer, head, pos); V follows head_dim elements later.
+  // Address of K of (layer, head, pos); for plain dtypes V follows head_dim elements later.
   const void* row(const SeqKv& seq, int layer, int head, int32_t pos) const;
+  // The block (a piece of P tokens, geometry().head_layout()) of kv head `head` in page `block`.
+  const uint8_t* head_block(int layer, int32_t block, int head) const {
+    return layer_data_[layer].data() + static_cast<int64_t>(block) * page_bytes_ + head * head_bytes_;
+  }
+  const PieceLayout& head_layout() const { return layout_; }
 
   // Start of layer `layer`'s storage: page b starts b * page_bytes() later.
   const void* layer_base(int layer) const { return layer_data_[layer].data(); }
@@ -98,6 +119,8 @@ class KvCache {
   uint8_t* row_ptr(const SeqKv& seq, int layer, int head, int32_t pos) const;
 
   KvGeometry g_;
+  PieceLayout layout_;  // one kv head's block
+  int64_t head_bytes_ = 0, page_bytes_ = 0;
   BlockPool pool_;
   std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
   LeaseTable leases_;

@@ -110,10 +110,12 @@ struct PieceView {
   const uint8_t* v_scale(int t) const { return base + layout->scale_offset(t, 1); }
 };
 
-// One piece of a sparse step's selection: tokens [0, n_valid) take part.
+// One piece of an attention's keys: tokens [first, n_valid) take part (first > 0 only where
+// a range starts inside a page, e.g. a sliding window).
 struct PieceSpan {
   PieceView view;
   int32_t n_valid = 0;
+  int32_t first = 0;
 };
 inline constexpr int kPieceAttnMaxGroup = 32;  // query heads per kv_attend_pieces call
 

@@ -198,6 +198,7 @@ namespace {
 // ---- attention over pieces ------------------------------------------------------------
 using cpu::detail::exp_nonpositive;
 using cpu::detail::hsum_v16;
+using cpu::detail::load_i8x16;
 using cpu::detail::load_v16;
 using cpu::detail::store_v16;
 using cpu::detail::v16f;
@@ -205,22 +206,6 @@ using cpu::detail::v16f;
 constexpr int kMaxGroup = 16;  // query heads per pass of the fixed kernel
 
 // 16 signed bytes -> 16 floats (GCC 12 scalarizes __builtin_convertvector from bytes).
-[[maybe_unused]] v16f load_i8x16(const uint8_t* p) {
-  v16f out;
-#if defined(__AVX512F__)
-  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-  std::memcpy(&out, &f, sizeof(out));
-#elif defined(__AVX2__)
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
-  std::memcpy(&out, &lo, 32);
-  std::memcpy(reinterpret_cast<char*>(&out) + 32, &hi, 32);
-#else
-  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
-#endif
-  return out;
-}
 
 // 16 bytes -> their low nibbles and high nibbles as floats.
 [[maybe_unused]] void load_u4x32(const uint8_t* p, v16f* lo_out, v16f* hi_out) {
@@ -319,10 +304,14 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
   for (int sp = 0; sp < n_spans; ++sp) {
     const PieceView& pv = spans[sp].view;
     const KvStoreDtype t = pv.layout->dtype;
-    const int n = spans[sp].n_valid;
-    if (sp + 1 < n_spans)  // next piece: start fetching its first lines
-      for (int line = 0; line < 8; ++line) __builtin_prefetch(spans[sp + 1].view.base + 64 * line);
-    for (int j = 0; j < n; ++j) {
+    const int f = spans[sp].first, n = spans[sp].n_valid;  // tokens [f, n) of the piece
+    if (f >= n) continue;
+    if (sp + 1 < n_spans) {  // pieces are scattered (hot slots, host pages): fetch all of the next one now
+      const PieceView& nv = spans[sp + 1].view;
+      const int64_t lines = (nv.layout->bytes + 63) / 64;
+      for (int64_t line = 0; line < lines && line < 256; ++line) __builtin_prefetch(nv.base + 64 * line);
+    }
+    for (int j = f; j < n; ++j) {
       v16f kr[NV];
       load_row<NV>(t, pv.k_row(j), pv.k_scale(j), kr);
       for (int g = 0; g < n_q; ++g) {
@@ -333,21 +322,21 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
     }
     for (int g = 0; g < n_q; ++g) {
       float run_max = mx[g];
-      for (int j = 0; j < n; ++j) run_max = s[g][j] > run_max ? s[g][j] : run_max;
+      for (int j = f; j < n; ++j) run_max = s[g][j] > run_max ? s[g][j] : run_max;
       const float correction = mx[g] == -INFINITY ? 0.0f : exp_nonpositive(mx[g] - run_max);
       if (correction != 1.0f)
         for (int i = 0; i < NV; ++i) acc[g][i] *= correction;
       float sum = sm[g] * correction;
       float* sg = s[g];
 #pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < n; ++j) {
+      for (int j = f; j < n; ++j) {
         sg[j] = exp_nonpositive(sg[j] - run_max);
         sum += sg[j];
       }
       mx[g] = run_max;
       sm[g] = sum;
     }
-    for (int j = 0; j < n; ++j) {
+    for (int j = f; j < n; ++j) {
       v16f vr[NV];
       load_row<NV>(t, pv.v_row(j), pv.v_scale(j), vr);
       for (int g = 0; g < n_q; ++g) {
@@ -374,9 +363,9 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
   }
   float s[kPieceAttnMaxGroup * 64];  // [n_q][n] scores, then probabilities, of one piece
   for (int i = 0; i < n_spans; ++i) {
-    const int n = spans[i].n_valid;
+    const int f = spans[i].first, n = spans[i].n_valid - f;  // tokens [f, f + n) of the piece
     if (n <= 0) continue;
-    piece_scores_k(spans[i].view, 0, n, q, n_q, scale, s);
+    piece_scores_k(spans[i].view, f, n, q, n_q, scale, s);
     for (int g = 0; g < n_q; ++g) {
       float* sg = s + g * n;
       float m = max[g];
@@ -392,7 +381,7 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
       max[g] = m;
       sum[g] = total;
     }
-    piece_accumulate_k(spans[i].view, 0, n, s, n_q, acc);
+    piece_accumulate_k(spans[i].view, f, n, s, n_q, acc);
   }
 }
 

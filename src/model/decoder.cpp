@@ -2,6 +2,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 
 #include "backend/cpu/attention.h"
@@ -150,7 +151,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
         if (sparse_) sparse_->on_key(seq.blocks, il, hh, batch.positions[t], kt + hh * hd);
       }
     }
-    if (key_observer_) key_observer_(il, k_pre_.data(), k_.data(), n);
+    if (key_observer_) key_observer_(il, k_pre_.data(), k_.data(), q_.data(), n);
     attention(batch, seqs, kv, il, pool);
     HS_RETURN_IF_ERROR(mm(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
     if (c.post_norms) rms_norm_rows(o_.data(), L.post_attn_norm, n, d, c.rms_eps, o_.data());
@@ -196,12 +197,14 @@ void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvC
   const int C = cfg.chunk_tokens;
   const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
   if (static_cast<int64_t>(sel_slots_.size()) < n_sel) sel_slots_.resize(n_sel);
+  if (static_cast<int64_t>(sel_copies_.size()) < n_sel) sel_copies_.resize(n_sel);
   sel_hot_.assign(n_sel, {0, 0});
   for (int64_t i = 0; i < n_sel; ++i) {
     const int64_t t = sel_items_[i] / c.n_head_kv;
     SeqKv& seq = *seqs[batch.seq_index[t]];
     const std::vector<int32_t>& chunks = selected_[i];  // ascending
     sel_slots_[i].assign(chunks.size(), -1);
+    sel_copies_[i].clear();
     if (!kv.lease(seq).is_ok()) continue;  // every lease in use: this one reads the pages
     // Fetched: the chunks between the sinks and the window that are full (not being filled).
     const int32_t n_keys = batch.positions[t] + 1;
@@ -218,8 +221,9 @@ void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvC
       const auto [b, e] = sel_hot_[i];
       if (kvh < head_begin || kvh >= head_end || b == e) continue;
       const SeqKv& seq = *seqs[batch.seq_index[sel_items_[i] / c.n_head_kv]];
+      // The misses' copies run in the attention task that reads them (see attention()).
       hot_->fetch(seq, layer, kvh, std::span<const int32_t>(selected_[i].data() + b, e - b),
-                  std::span<int32_t>(sel_slots_[i].data() + b, e - b));
+                  std::span<int32_t>(sel_slots_[i].data() + b, e - b), &sel_copies_[i]);
     }
   });
 }
@@ -241,6 +245,27 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   tasks_.clear();
   spans_.clear();
   pieces_.clear();
+  piece_src_.clear();
+  // Keys [b, e) of (token t, kv head): a plain-dtype task reads the pages through
+  // PagedKvView; a scaled dtype (bf16/int8/int4) reads them as pieces, one per page.
+  const bool plain = kv_dtype_plain(g.dtype);
+  auto push_range = [&](int64_t t, int kvh, int32_t b, int32_t e) {
+    AttnTask task{static_cast<int32_t>(t), kvh, b, e};
+    if (!plain) {
+      const SeqKv& seq = *seqs[batch.seq_index[t]];
+      const int P = g.page_tokens;
+      task.piece_begin = static_cast<int32_t>(pieces_.size());
+      for (int32_t x = b; x < e;) {
+        const int32_t page = x / P, page_end = std::min(e, (page + 1) * P);
+        pieces_.push_back({PieceView{kv.head_block(layer, seq.blocks[page], kvh), &kv.head_layout()},
+                           page_end - page * P, x - page * P});
+        piece_src_.push_back(nullptr);
+        x = page_end;
+      }
+      task.piece_end = static_cast<int32_t>(pieces_.size());
+    }
+    tasks_.push_back(task);
+  };
   for (int64_t t = 0; t < n; ++t) {
     const int32_t pos = batch.positions[t];
     // Sliding window: key j is visible iff pos - j < window (HF: kv_idx > q_idx - window).
@@ -254,6 +279,9 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
         const std::vector<int32_t>& slots = sel_slots_[sel];  // [chunks.size()]
         const SeqKv& seq = *seqs[batch.seq_index[t]];
         chunk_ranges(chunks, C, pos + 1, kSplitKeys, ranges_);
+        pending_.assign(chunks.size(), nullptr);  // [chunks] host piece of a miss not yet copied
+        const int32_t hot_begin = sel_hot_[sel].first;
+        for (const HotChunks::PendingCopy& pc : sel_copies_[sel]) pending_[hot_begin + pc.index] = pc.src;
         size_t k = 0;
         for (const KeyRange& r : ranges_) {
           AttnTask task{static_cast<int32_t>(t), kvh, r.begin, r.end, static_cast<int32_t>(pieces_.size()), 0};
@@ -262,16 +290,16 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
             const uint8_t* p =
                 slots[k] >= 0 ? hot_->slot_ptr(layer, kvh, slots[k]) : hot_->host_piece(seq, layer, kvh, ch);
             pieces_.push_back({PieceView{p, &hot_->piece_layout()}, std::min(C, r.end - ch * C)});
+            piece_src_.push_back(slots[k] >= 0 ? pending_[k] : nullptr);
           }
           task.piece_end = static_cast<int32_t>(pieces_.size());
           tasks_.push_back(task);
         }
       } else if (sel >= 0) {  // sparse: only the selected chunks
         chunk_ranges(selected_[sel], sparse_->config().chunk_tokens, pos + 1, kSplitKeys, ranges_);
-        for (const KeyRange& r : ranges_) tasks_.push_back({static_cast<int32_t>(t), kvh, r.begin, r.end});
+        for (const KeyRange& r : ranges_) push_range(t, kvh, r.begin, r.end);
       } else {
-        for (int32_t b = first; b <= pos; b += kSplitKeys)
-          tasks_.push_back({static_cast<int32_t>(t), kvh, b, std::min(pos + 1, b + kSplitKeys)});
+        for (int32_t b = first; b <= pos; b += kSplitKeys) push_range(t, kvh, b, std::min(pos + 1, b + kSplitKeys));
       }
       spans_.back().second = static_cast<int32_t>(tasks_.size());
     }
@@ -290,11 +318,16 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
                             g.dtype == KvDtype::kF16};
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
-      if (task.piece_begin >= 0)  // same float math as attention_partial over the same keys
+      if (task.piece_begin >= 0) {  // same float math as attention_partial over the same keys
+        for (int32_t p = task.piece_begin; p < task.piece_end; ++p)  // this step's misses land in their slots
+          if (piece_src_[p])
+            std::memcpy(const_cast<uint8_t*>(pieces_[p].view.base), piece_src_[p],
+                        static_cast<size_t>(hot_->piece_bytes()));
         kv_attend_pieces(q, group, pieces_.data() + task.piece_begin, task.piece_end - task.piece_begin,
                          c.attn_scale, parts_[i].max, parts_[i].sum, parts_[i].acc);
-      else
+      } else {
         cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, parts_[i]);
+      }
     }
   });
   pool.parallel_for(static_cast<int64_t>(spans_.size()), [&](int64_t begin, int64_t end, int) {
@@ -329,31 +362,35 @@ void Decoder::select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, co
   }
   sparse_->count_dense(n_dense);
   if (sel_items_.empty()) return;
-  if (selected_.size() < sel_items_.size()) selected_.resize(sel_items_.size());
-  if (static_cast<int>(sel_scratch_.size()) < pool.n_threads()) sel_scratch_.resize(pool.n_threads());
-  const KvGeometry& g = kv.geometry();
-  auto run_one = [&](int64_t i, int thread, ThreadPool* inner) {
+  const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
+  if (static_cast<int64_t>(selected_.size()) < n_sel) selected_.resize(n_sel);
+  sel_inputs_.resize(n_sel);
+  for (int64_t i = 0; i < n_sel; ++i) {
     const int64_t t = sel_items_[i] / c.n_head_kv;
-    const int kvh = static_cast<int>(sel_items_[i] % c.n_head_kv);
-    const SeqKv& seq = *seqs[batch.seq_index[t]];
-    const float* q = q_.data() + t * c.q_dim() + kvh * group * hd;  // [group][hd]
-    const int32_t n_keys = batch.positions[t] + 1;
-    sparse_->select(seq.blocks, layer, kvh, q, group, n_keys, selected_[i], sel_scratch_[thread], inner);
-    if (sparse_->measure_recall()) {
-      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
+    SelectInput& in = sel_inputs_[i];
+    in.layer = layer;
+    in.kv_head = static_cast<int>(sel_items_[i] % c.n_head_kv);
+    in.q = q_.data() + t * c.q_dim() + in.kv_head * group * hd;  // [group][hd]
+    in.n_q = group;
+    in.blocks = seqs[batch.seq_index[t]]->blocks;
+    in.n_tokens = batch.positions[t] + 1;
+  }
+  sparse_->select_batch(sel_inputs_, std::span<std::vector<int32_t>>(selected_.data(), n_sel), sel_scratch_, &pool);
+  if (!sparse_->measure_recall() || !kv_dtype_plain(kv.geometry().dtype)) return;  // recall reads plain rows
+  const KvGeometry& g = kv.geometry();
+  pool.parallel_for(n_sel, 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const SelectInput& in = sel_inputs_[i];
+      const float* q = in.q;
+      const int kvh = in.kv_head;
+      const int32_t n_keys = in.n_tokens;
+      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), in.blocks.data(), g.page_tokens, hd,
                             g.dtype == KvDtype::kF16};
       sparse_->add_recall(layer, attention_mass_recall(q, group, view, kvh, n_keys, c.attn_scale, selected_[i],
                                                        sparse_->config().chunk_tokens));
+      sparse_->add_oracle_recall(layer, oracle_mass_recall(q, group, view, kvh, n_keys, c.attn_scale, sparse_->config()));
     }
-  };
-  const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
-  if (n_sel >= 2 * pool.n_threads()) {
-    pool.parallel_for(n_sel, [&](int64_t begin, int64_t end, int thread) {
-      for (int64_t i = begin; i < end; ++i) run_one(i, thread, nullptr);
-    });
-  } else {  // few selections: split each one's scoring over the threads instead
-    for (int64_t i = 0; i < n_sel; ++i) run_one(i, 0, &pool);
-  }
+  });
 }
 
 }  // namespace hs

@@ -58,9 +58,10 @@ class Decoder {
   // of each step go to the sparse runtime's stats (docs/sparse-attention.md).
   void set_hot_chunks(HotChunks* h) { hot_ = h; }
   HotChunks* hot_chunks() const { return hot_; }
-  // Called once per layer per forward with the step's keys before and after RoPE
-  // (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim].
-  using KeyObserver = std::function<void(int layer, const float* k_pre, const float* k_post, int64_t n)>;
+  // Called once per layer per forward with the step's keys before and after RoPE and its
+  // queries after RoPE (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim], q_post [n][q_dim].
+  using KeyObserver =
+      std::function<void(int layer, const float* k_pre, const float* k_post, const float* q_post, int64_t n)>;
   void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
 
   // Appends K/V of every batch token to its sequence (reserving pages) and writes
@@ -106,12 +107,16 @@ class Decoder {
   std::vector<int32_t> sel_items_;                    // [n_sel] t * n_kv_heads + kv_head
   std::vector<int32_t> sel_index_;                    // [n * n_kv_heads] index into sel_items_ or -1
   std::vector<std::vector<int32_t>> selected_;        // [n_sel] chosen chunk ids
-  std::vector<SelectScratch> sel_scratch_;            // [n_threads]
+  std::vector<SelectInput> sel_inputs_;               // [n_sel]
+  BatchSelectScratch sel_scratch_;
   std::vector<KeyRange> ranges_;                      // scratch
   // Device tier (tiered layers only).
   std::vector<std::vector<int32_t>> sel_slots_;       // [n_sel][selected chunks] hot slot, or -1: read the page
   std::vector<std::pair<int32_t, int32_t>> sel_hot_;  // [n_sel] [begin, end) of the fetched chunks in selected_
+  std::vector<std::vector<HotChunks::PendingCopy>> sel_copies_;  // [n_sel] misses to copy into their slots
   std::vector<PieceSpan> pieces_;                     // [n pieces of the layer's tiered tasks]
+  std::vector<const uint8_t*> piece_src_;             // [n pieces] host piece to copy in first, or null
+  std::vector<const uint8_t*> pending_;               // scratch [selected chunks]
   std::vector<float> k_pre_;                          // [n][kv_dim] keys before RoPE (observer only)
 };
 

@@ -29,7 +29,11 @@ Result<std::unique_ptr<HotChunks>> HotChunks::create(KvCache& kv, const Config& 
                       g.n_layer);
   int64_t n_sets = 0;
   for (bool f : full) n_sets += f ? g.n_kv_heads : 0;
-  const int64_t piece = static_cast<int64_t>(C) * 2 * g.head_dim * kv_elem_bytes(g.dtype);
+  if (!kv_dtype_plain(g.dtype) && C != g.page_tokens)
+    return make_error(StatusCode::kInvalidArgument,
+                      "hot chunks: a {} KV cache keeps per-token scales after each page's rows, so the sparse chunk "
+                      "({}) must equal the page size ({})", kv_dtype_name(g.dtype), C, g.page_tokens);
+  const int64_t piece = PieceLayout::make(g.dtype, g.head_dim, C).bytes;
   const int64_t slots = n_sets > 0 ? cfg.budget_bytes / (n_sets * piece) : 0;
   if (slots < 1)
     return make_error(StatusCode::kInvalidArgument,
@@ -47,7 +51,7 @@ Result<std::unique_ptr<HotChunks>> HotChunks::create(KvCache& kv, const Config& 
 HotChunks::HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer)
     : kv_(kv), C_(C), n_kv_heads_(kv.geometry().n_kv_heads), n_slots_(n_slots) {
   const KvGeometry& g = kv.geometry();
-  piece_ = PieceLayout::make(g.dtype == KvDtype::kF16 ? KvStoreDtype::kF16 : KvStoreDtype::kF32, g.head_dim, C);
+  piece_ = PieceLayout::make(g.dtype, g.head_dim, C);
   set_index_.assign(static_cast<size_t>(g.n_layer) * n_kv_heads_, -1);
   set_base_.assign(set_index_.size(), 0);
   int64_t n_sets = 0;
@@ -73,14 +77,13 @@ HotChunks::~HotChunks() {
 const uint8_t* HotChunks::host_piece(const SeqKv& seq, int layer, int head, int32_t chunk) const {
   const KvGeometry& g = kv_.geometry();
   const int32_t pos = chunk * C_;
-  const int64_t elem = kv_elem_bytes(g.dtype);
-  return static_cast<const uint8_t*>(kv_.layer_base(layer)) +
-         static_cast<int64_t>(seq.blocks[pos / g.page_tokens]) * g.page_bytes() +
-         (static_cast<int64_t>(head) * g.page_tokens + pos % g.page_tokens) * 2 * g.head_dim * elem;
+  // Plain dtypes: C consecutive rows of the page's block; scaled dtypes: C == P, the block.
+  return kv_.head_block(layer, seq.blocks[pos / g.page_tokens], head) +
+         kv_.head_layout().row_offset(pos % g.page_tokens, 0);
 }
 
 bool HotChunks::fetch(const SeqKv& seq, int layer, int head, std::span<const int32_t> chunks,
-                      std::span<int32_t> slots) {
+                      std::span<int32_t> slots, std::vector<PendingCopy>* copies) {
   assert(slots.size() >= chunks.size());
   assert(kv_.leases().is_live(seq.lease));
   const int32_t si = set_index_[layer * n_kv_heads_ + head];
@@ -118,8 +121,12 @@ bool HotChunks::fetch(const SeqKv& seq, int layer, int head, std::span<const int
     assert(a.slot >= 0 && !a.hit);
     hs.pin(a.slot);
     set.pins.push_back({a.slot, hs.epoch(a.slot)});
-    std::memcpy(slot_bytes_.get() + (set_base_[layer * n_kv_heads_ + head] + a.slot) * piece_.bytes,
-                host_piece(seq, layer, head, chunks[i]), static_cast<size_t>(piece_.bytes));
+    uint8_t* dst = slot_bytes_.get() + (set_base_[layer * n_kv_heads_ + head] + a.slot) * piece_.bytes;
+    const uint8_t* src = host_piece(seq, layer, head, chunks[i]);
+    if (copies)
+      copies->push_back({dst, src, static_cast<int32_t>(i)});
+    else
+      std::memcpy(dst, src, static_cast<size_t>(piece_.bytes));
     slots[i] = a.slot;
     ++st.misses;
     st.bytes_moved += piece_.bytes;

@@ -78,7 +78,17 @@ class HotChunks final : public LeaseListener {
   // slots to `slots` [chunks.size()]; seq.lease must be live. Hits first (pinned), then
   // misses (slot + copy, pinned). Returns false and changes nothing but the `refused`
   // counter when the misses need more slots than are free or unpinned.
-  bool fetch(const SeqKv& seq, int layer, int head, std::span<const int32_t> chunks, std::span<int32_t> slots);
+  // With `copies`, the misses' piece copies are not done here but appended as {slot bytes,
+  // host piece} pairs (piece_bytes() each) for the caller to run before the slots are read,
+  // e.g. by the attention task that reads the slot next (the copy then leaves the piece in
+  // that thread's cache) — the bookkeeping and counters are the same.
+  struct PendingCopy {
+    uint8_t* dst;
+    const uint8_t* src;
+    int32_t index;  // into chunks / slots
+  };
+  bool fetch(const SeqKv& seq, int layer, int head, std::span<const int32_t> chunks, std::span<int32_t> slots,
+             std::vector<PendingCopy>* copies = nullptr);
   // Unpins every slot pinned since the last call; returns this step's counters and adds
   // them to total().
   HotChunkStats end_step();

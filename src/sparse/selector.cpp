@@ -79,6 +79,51 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
   select_top_chunks(scratch.scores, in.n_tokens, cfg_, chunks_out, &scratch.ids);
 }
 
+void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
+                                 BatchSelectScratch& s, ThreadPool* pool) const {
+  const int64_t n = static_cast<int64_t>(ins.size());
+  s.tasks.clear();
+  s.offset.assign(n, -1);
+  int64_t total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
+    if (last - first <= cfg_.budget_chunks() || candidates_fit(ins[i].n_tokens, cfg_)) continue;  // all fit
+    s.offset[i] = total;
+    total += last - first;
+    for (int32_t c = first; c < last; c += kChunksPerTask)
+      s.tasks.push_back({static_cast<int32_t>(i), c, std::min(last, c + kChunksPerTask)});
+  }
+  if (static_cast<int64_t>(s.scores.size()) < total) s.scores.resize(total);
+  auto score_tasks = [&](int64_t b, int64_t e, int) {
+    for (int64_t k = b; k < e; ++k) {
+      const BatchSelectScratch::Task& t = s.tasks[k];
+      const SelectInput& in = ins[t.item];
+      const int32_t first = candidate_range(in.n_tokens, cfg_).first;
+      chunk_scores(in, t.chunk_begin, t.chunk_end, s.scores.data() + s.offset[t.item] + (t.chunk_begin - first));
+    }
+  };
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (static_cast<int>(s.ids.size()) < n_threads) s.ids.resize(n_threads);
+  auto pick = [&](int64_t b, int64_t e, int thread) {
+    for (int64_t i = b; i < e; ++i) {
+      if (s.offset[i] < 0) {
+        select_top_chunks({}, ins[i].n_tokens, cfg_, outs[i]);
+        continue;
+      }
+      const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
+      select_top_chunks(std::span<const float>(s.scores.data() + s.offset[i], last - first), ins[i].n_tokens, cfg_,
+                        outs[i], &s.ids[thread]);
+    }
+  };
+  if (pool) {
+    pool->parallel_for(static_cast<int64_t>(s.tasks.size()), 1, score_tasks);
+    pool->parallel_for(n, 1, pick);
+  } else {
+    score_tasks(0, static_cast<int64_t>(s.tasks.size()), 0);
+    pick(0, n, 0);
+  }
+}
+
 Result<std::unique_ptr<SketchTopKSelector>> SketchTopKSelector::create(const SketchStore& store,
                                                                        const SparseConfig& cfg) {
   HS_RETURN_IF_ERROR(cfg.validate(store.geometry().page_tokens));

@@ -20,6 +20,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cpu/sketch_score.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -33,6 +34,7 @@ struct SparseConfig {
   int32_t sink_tokens = 16;      // S: chunks covering tokens [0, S) are always selected
   int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
   int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
+  cpu::SketchElem sketch_elem = cpu::SketchElem::kF16;  // how the sketch store keeps each sketch
 
   Status validate(int page_tokens) const;
   bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }
@@ -75,6 +77,17 @@ std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig
 // when a partial last chunk makes them one more than budget_chunks()).
 bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg);
 
+// Scratch for ChunkSelector::select_batch (reused across steps).
+struct BatchSelectScratch {
+  struct Task {
+    int32_t item, chunk_begin, chunk_end;  // score chunks [chunk_begin, chunk_end) of ins[item]
+  };
+  std::vector<Task> tasks;
+  std::vector<int64_t> offset;                 // [n items] start of the item's scores in `scores`
+  std::vector<float> scores;                   // [Σ candidate chunks]
+  std::vector<std::vector<int32_t>> ids;       // [n_threads][n candidate chunks]
+};
+
 class ChunkSelector {
  public:
   explicit ChunkSelector(const SparseConfig& cfg) : cfg_(cfg) {}
@@ -84,6 +97,15 @@ class ChunkSelector {
 
   // Ascending unique chunk ids for this (layer, kv head, query). Const and thread-safe.
   void select(const SelectInput& in, std::vector<int32_t>& chunks_out) const;
+
+  // Many selections at once (one decoder step: every (token, kv head) that selects). The
+  // scoring of all of them is cut into tasks of at most kChunksPerTask chunks and spread over
+  // the pool in one pass, then the top-k of every selection runs in a second pass, so a
+  // step with fewer selections than threads (one sequence, few kv heads) still uses every
+  // thread. outs[i] gets what select(ins[i]) would give; ins[i].pool/scratch are ignored.
+  static constexpr int32_t kChunksPerTask = 256;
+  void select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
+                    BatchSelectScratch& scratch, ThreadPool* pool) const;
 
   // out [chunk_end - chunk_begin]: the ranking score of each chunk (higher: more relevant).
   virtual void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const = 0;

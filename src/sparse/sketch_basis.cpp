@@ -75,10 +75,17 @@ Status SketchBasis::validate(float tol) const {
                       mean.size(), n_layer);
   if (!energy.empty() && energy.size() != static_cast<size_t>(n_layer))
     return make_error(StatusCode::kInvalidArgument, "sketch: {} energy rows for {} layers", energy.size(), n_layer);
+  if (query_aware && query_basis.size() != static_cast<size_t>(n_layer))
+    return make_error(StatusCode::kInvalidArgument, "sketch: query-aware with {} query bases for {} layers",
+                      query_basis.size(), n_layer);
+  if (!query_aware && !query_basis.empty())
+    return make_error(StatusCode::kInvalidArgument, "sketch: query bases given but query_aware is false");
   int present = 0;
   for (int l = 0; l < n_layer; ++l) {
     if (basis[l].empty()) {
       if (!mean[l].empty()) return make_error(StatusCode::kInvalidArgument, "sketch: layer {} has a mean, no basis", l);
+      if (query_aware && !query_basis[l].empty())
+        return make_error(StatusCode::kInvalidArgument, "sketch: layer {} has a query basis, no basis", l);
       continue;
     }
     ++present;
@@ -90,6 +97,15 @@ Status SketchBasis::validate(float tol) const {
       if (!std::isfinite(x)) return make_error(StatusCode::kCorrupt, "sketch: layer {} basis has a non-finite value", l);
     for (float x : mean[l])
       if (!std::isfinite(x)) return make_error(StatusCode::kCorrupt, "sketch: layer {} mean has a non-finite value", l);
+    if (query_aware) {  // B is not orthonormal (sketch_fitter.h): only A's size and values
+      if (query_basis[l].size() != basis[l].size())
+        return make_error(StatusCode::kInvalidArgument, "sketch: layer {} has {} query basis values, expected {}", l,
+                          query_basis[l].size(), basis[l].size());
+      for (float x : query_basis[l])
+        if (!std::isfinite(x))
+          return make_error(StatusCode::kCorrupt, "sketch: layer {} query basis has a non-finite value", l);
+      continue;
+    }
     for (int h = 0; h < n_kv_heads; ++h) {
       const float* b = B(l, h);  // [head_dim][rank]
       for (int i = 0; i < rank; ++i)
@@ -133,8 +149,11 @@ Status SketchBasis::save(const std::string& path) const {
     ts.push_back({layer_name(l, "mean"), safetensors::Dtype::kF32, {n_kv_heads, head_dim}, bytes(mean[l])});
     if (!energy.empty() && energy[l].size() == static_cast<size_t>(n_kv_heads))
       ts.push_back({layer_name(l, "energy"), safetensors::Dtype::kF32, {n_kv_heads}, bytes(energy[l])});
+    if (query_aware)
+      ts.push_back(
+          {layer_name(l, "query_basis"), safetensors::Dtype::kF32, {n_kv_heads, head_dim, rank}, bytes(query_basis[l])});
   }
-  const std::map<std::string, std::string> meta = {
+  std::map<std::string, std::string> meta = {
       {"format", "hindsight.sketch"},
       {"version", "1"},
       {"n_layer", std::to_string(n_layer)},
@@ -146,6 +165,7 @@ Status SketchBasis::save(const std::string& path) const {
       {"model_name", model_name},
       {"model_sha256", model_sha256},
   };
+  if (query_aware) meta["query_aware"] = "true";
   return safetensors::write(path, ts, meta);
 }
 
@@ -165,6 +185,9 @@ Result<SketchBasis> SketchBasis::load(const std::string& path) {
   HS_ASSIGN_OR_RETURN(b.rank, meta_int(f, "rank"));
   HS_ASSIGN_OR_RETURN(b.post_rope, meta_bool(f, "post_rope"));
   HS_ASSIGN_OR_RETURN(b.centered, meta_bool(f, "centered"));
+  if (f.get_metadata("query_aware").is_ok()) {
+    HS_ASSIGN_OR_RETURN(b.query_aware, meta_bool(f, "query_aware"));
+  }
   b.model_name = f.get_metadata("model_name").is_ok() ? *f.get_metadata("model_name") : "";
   b.model_sha256 = f.get_metadata("model_sha256").is_ok() ? *f.get_metadata("model_sha256") : "";
   if (b.n_layer <= 0 || b.n_layer > 4096 || b.n_kv_heads <= 0 || b.n_kv_heads > 1024 || b.head_dim <= 0 ||
@@ -174,12 +197,17 @@ Result<SketchBasis> SketchBasis::load(const std::string& path) {
   b.basis.resize(b.n_layer);
   b.mean.resize(b.n_layer);
   b.energy.resize(b.n_layer);
+  if (b.query_aware) b.query_basis.resize(b.n_layer);
   for (int l = 0; l < b.n_layer; ++l) {
     if (!f.find(layer_name(l, "basis"))) continue;
     HS_ASSIGN_OR_RETURN(b.basis[l], load_tensor(f, layer_name(l, "basis"), {b.n_kv_heads, b.head_dim, b.rank}));
     HS_ASSIGN_OR_RETURN(b.mean[l], load_tensor(f, layer_name(l, "mean"), {b.n_kv_heads, b.head_dim}));
     if (f.find(layer_name(l, "energy"))) {
       HS_ASSIGN_OR_RETURN(b.energy[l], load_tensor(f, layer_name(l, "energy"), {b.n_kv_heads}));
+    }
+    if (b.query_aware) {
+      HS_ASSIGN_OR_RETURN(b.query_basis[l],
+                          load_tensor(f, layer_name(l, "query_basis"), {b.n_kv_heads, b.head_dim, b.rank}));
     }
   }
   // Tensors for layers beyond n_layer mean the metadata and the tensors disagree.
@@ -189,6 +217,9 @@ Result<SketchBasis> SketchBasis::load(const std::string& path) {
     const int l = std::atoi(t.name.c_str() + 14);
     if (l < 0 || l >= b.n_layer)
       return make_error(StatusCode::kCorrupt, "sketch: '{}': tensor '{}' beyond n_layer = {}", path, t.name, b.n_layer);
+    if (!b.query_aware && t.name.ends_with(".query_basis"))
+      return make_error(StatusCode::kCorrupt, "sketch: '{}': tensor '{}' but metadata query_aware is not true", path,
+                        t.name);
   }
   const Status s = b.validate(2e-2f);  // loose: a basis stored as BF16 is orthonormal to ~1e-2
   if (!s.is_ok()) return Status(s.code(), s.message() + " (file '" + path + "')");

@@ -14,12 +14,13 @@ constexpr int32_t kChunksPerTask = 512;  // chunk-score split when a pool is giv
 
 }  // namespace
 
-SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, KvDtype dtype) : basis_(basis) {
+SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem)
+    : basis_(basis) {
   g_.n_layer = basis.n_layer;
   g_.n_kv_heads = basis.n_kv_heads;
   g_.rank = basis.rank;
   g_.page_tokens = page_tokens;
-  g_.dtype = dtype;
+  g_.elem = elem;
   layer_data_.resize(g_.n_layer);
   for (int l = 0; l < g_.n_layer; ++l)
     if (basis.has_layer(l)) layer_data_[l].assign(static_cast<size_t>(n_blocks) * g_.page_bytes(), 0);
@@ -38,37 +39,26 @@ void SketchStore::write(std::span<const int32_t> blocks, int layer, int head, in
 #pragma omp simd
     for (int j = 0; j < r; ++j) s[j] += x * row[j];
   }
-  const int64_t elem = (static_cast<int64_t>(blocks[pos / P]) * g_.page_elems()) +
-                       (static_cast<int64_t>(head) * P + pos % P) * r;
-  uint8_t* base = layer_data_[layer].data();
-  if (g_.dtype == KvDtype::kF32) {
-    std::memcpy(base + elem * 4, s, sizeof(float) * r);
-  } else {
-    uint16_t* h = reinterpret_cast<uint16_t*>(base) + elem;
-    for (int j = 0; j < r; ++j) h[j] = fp32_to_fp16(s[j]);
-  }
+  cpu::sketch_encode(g_.elem, s, r, P, pos % P, head_block(blocks, layer, head, pos));
 }
 
 void SketchStore::read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const {
-  const int r = g_.rank, P = g_.page_tokens;
-  const int64_t elem = (static_cast<int64_t>(blocks[pos / P]) * g_.page_elems()) +
-                       (static_cast<int64_t>(head) * P + pos % P) * r;
-  const uint8_t* base = layer_data_[layer].data();
-  if (g_.dtype == KvDtype::kF32) {
-    std::memcpy(s, base + elem * 4, sizeof(float) * r);
-  } else {
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(base) + elem;
-    for (int j = 0; j < r; ++j) s[j] = fp16_to_fp32(h[j]);
-  }
+  cpu::sketch_decode(g_.elem, head_block(blocks, layer, head, pos), g_.rank, g_.page_tokens, pos % g_.page_tokens, s);
+}
+
+uint8_t* SketchStore::head_block(std::span<const int32_t> blocks, int layer, int head, int32_t pos) const {
+  return const_cast<uint8_t*>(layer_data_[layer].data()) +
+         static_cast<int64_t>(blocks[pos / g_.page_tokens]) * g_.page_bytes() + head * g_.head_bytes();
 }
 
 cpu::PagedSketchView SketchStore::view(int layer, std::span<const int32_t> blocks) const {
-  return cpu::PagedSketchView{layer_data_[layer].data(), g_.page_elems(), blocks.data(), g_.page_tokens, g_.rank,
-                              g_.dtype == KvDtype::kF16};
+  return cpu::PagedSketchView{layer_data_[layer].data(), g_.page_bytes(), blocks.data(), g_.page_tokens, g_.rank,
+                              g_.elem};
 }
 
 void SketchStore::project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const {
-  cpu::sketch_project_queries(q, n_q, basis_.B(layer, head), basis_.mu(layer, head), basis_.head_dim, g_.rank, q_hat,
+  // Query side: A (query-aware basis) or B itself (sketch_basis.h).
+  cpu::sketch_project_queries(q, n_q, basis_.A(layer, head), basis_.mu(layer, head), basis_.head_dim, g_.rank, q_hat,
                               bias);
 }
 

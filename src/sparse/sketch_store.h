@@ -1,12 +1,13 @@
 // sparse/sketch_store.h — per-token key sketches in pages parallel to the KV pages.
 //
-// For each layer, page b (the same block id the KV cache gives the sequence) holds
-//   [n_kv_heads][P][rank] elements (f16 or f32): s_t = Bᵀ(k_t − mu) of each token t,
+// For each layer, page b (the same block id the KV cache gives the sequence) holds one block
+// per kv head with the sketches s_t = Bᵀ(k_t − mu) of the page's P tokens, dimension-major
+// (f32, f16 or int8 with a per-token scale; layout in backend/cpu/sketch_score.h),
 // so a sequence's block table addresses its sketches exactly as its KV. The store owns only
 // bytes; ids and ref counts stay with the KV cache's BlockPool (a page shared through the
 // prefix cache shares its sketches too). This is the device-tier structure: every past token
 // of every sequence keeps its sketch there while the KV itself may live only in the host tier.
-// Cost: rank · elem bytes per token per kv head per layer (f16, rank 64: 128 B); write() is
+// Cost: rank · elem bytes per token per kv head per layer (f16, rank 64: 128 B; int8: 66 B); write() is
 // head_dim · rank FMAs; scoring reads rank · elem bytes and does G · rank FMAs per token.
 // Not thread-safe for writes to the same page; reads and scoring are const and may run
 // concurrently.
@@ -28,15 +29,16 @@ struct SketchGeometry {
   int n_kv_heads = 0;
   int rank = 0;
   int page_tokens = 16;  // P, as the KV cache
-  KvDtype dtype = KvDtype::kF16;
-  int64_t page_elems() const { return static_cast<int64_t>(n_kv_heads) * page_tokens * rank; }
-  int64_t page_bytes() const { return page_elems() * kv_elem_bytes(dtype); }
+  cpu::SketchElem elem = cpu::SketchElem::kF16;
+  int64_t head_bytes() const { return cpu::sketch_head_bytes(elem, rank, page_tokens); }
+  int64_t page_bytes() const { return n_kv_heads * head_bytes(); }
+  double bytes_per_token() const { return static_cast<double>(head_bytes()) / page_tokens; }  // per kv head
 };
 
 class SketchStore {
  public:
   // `basis` must outlive the store. n_blocks: the KV cache's pool size (same ids).
-  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, KvDtype dtype = KvDtype::kF16);
+  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem = cpu::SketchElem::kF16);
 
   const SketchGeometry& geometry() const { return g_; }
   const SketchBasis& basis() const { return basis_; }
@@ -63,6 +65,9 @@ class SketchStore {
                         ThreadPool* pool = nullptr) const;
 
  private:
+  // The head block of (layer, head) in the page holding `pos`.
+  uint8_t* head_block(std::span<const int32_t> blocks, int layer, int head, int32_t pos) const;
+
   const SketchBasis& basis_;
   SketchGeometry g_;
   std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]

@@ -56,10 +56,36 @@ void sparse_attention_chunks(const float* q, int n_q, const cpu::PagedKvView& kv
   sparse_attention(q, n_q, kv, kv_head, scratch.ranges, scale, out, scratch);
 }
 
+namespace {
+
+// logits [n_tokens] = scale · q_g·k_t of one query head, in double; returns their max.
+double head_logits(const float* qg, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens, float scale,
+                   double* logits) {
+  const int hd = kv.head_dim, P = kv.page_tokens;
+  double mx = -INFINITY;
+  for (int32_t t = 0; t < n_tokens; ++t) {
+    const int64_t off = static_cast<int64_t>(kv.blocks[t / P]) * kv.page_elems +
+                        (static_cast<int64_t>(kv_head) * P + t % P) * 2 * hd;
+    double dot = 0.0;
+    if (kv.f16) {
+      const uint16_t* k = static_cast<const uint16_t*>(kv.layer_base) + off;
+      for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * fp16_to_fp32(k[d]);
+    } else {
+      const float* k = static_cast<const float*>(kv.layer_base) + off;
+      for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * k[d];
+    }
+    logits[t] = dot * scale;
+    mx = std::max(mx, logits[t]);
+  }
+  return mx;
+}
+
+}  // namespace
+
 double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
                              float scale, std::span<const int32_t> chunks, int chunk_tokens) {
   if (n_tokens <= 0 || n_q <= 0) return 1.0;
-  const int hd = kv.head_dim, P = kv.page_tokens;
+  const int hd = kv.head_dim;
   std::vector<uint8_t> selected(n_tokens, 0);  // [n_tokens]
   for (int32_t c : chunks)
     for (int32_t t = c * chunk_tokens; t < std::min(n_tokens, (c + 1) * chunk_tokens); ++t)
@@ -67,22 +93,7 @@ double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv
   std::vector<double> logits(n_tokens);  // [n_tokens] of one query head
   double recall = 0.0;
   for (int g = 0; g < n_q; ++g) {
-    const float* qg = q + static_cast<int64_t>(g) * hd;
-    double mx = -INFINITY;
-    for (int32_t t = 0; t < n_tokens; ++t) {
-      const int64_t off = static_cast<int64_t>(kv.blocks[t / P]) * kv.page_elems +
-                          (static_cast<int64_t>(kv_head) * P + t % P) * 2 * hd;
-      double dot = 0.0;
-      if (kv.f16) {
-        const uint16_t* k = static_cast<const uint16_t*>(kv.layer_base) + off;
-        for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * fp16_to_fp32(k[d]);
-      } else {
-        const float* k = static_cast<const float*>(kv.layer_base) + off;
-        for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * k[d];
-      }
-      logits[t] = dot * scale;
-      mx = std::max(mx, logits[t]);
-    }
+    const double mx = head_logits(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits.data());
     double total = 0.0, kept = 0.0;
     for (int32_t t = 0; t < n_tokens; ++t) {
       const double p = std::exp(logits[t] - mx);
@@ -92,6 +103,52 @@ double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv
     recall += kept / total;
   }
   return recall / n_q;
+}
+
+OracleRecall oracle_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
+                                float scale, const SparseConfig& cfg, std::vector<int32_t>* exact_max_chunks,
+                                std::vector<int32_t>* mass_chunks) {
+  OracleRecall out;
+  std::vector<int32_t> local_max, local_mass;
+  std::vector<int32_t>& max_sel = exact_max_chunks ? *exact_max_chunks : local_max;
+  std::vector<int32_t>& mass_sel = mass_chunks ? *mass_chunks : local_mass;
+  if (n_tokens <= 0 || n_q <= 0) {
+    max_sel.clear();
+    mass_sel.clear();
+    return out;
+  }
+  const int hd = kv.head_dim, C = cfg.chunk_tokens;
+  const auto [first, last] = candidate_range(n_tokens, cfg);
+  std::vector<double> logits(n_tokens);      // [n_tokens] of one query head
+  std::vector<double> prob(n_tokens, 0.0);   // [n_tokens] softmax probability, mean over the heads
+  std::vector<float> max_score(last - first, -INFINITY);  // [candidates] exact max_t max_g logit
+  for (int g = 0; g < n_q; ++g) {
+    const double mx = head_logits(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits.data());
+    double total = 0.0;
+    for (int32_t t = 0; t < n_tokens; ++t) total += std::exp(logits[t] - mx);
+    for (int32_t t = 0; t < n_tokens; ++t) prob[t] += std::exp(logits[t] - mx) / total / n_q;
+    for (int32_t c = first; c < last; ++c)
+      for (int32_t t = c * C; t < std::min(n_tokens, (c + 1) * C); ++t)
+        max_score[c - first] = std::max(max_score[c - first], static_cast<float>(logits[t]));
+  }
+  std::vector<float> mass_score(last - first, 0.0f);  // [candidates] the chunk's share of the mass
+  for (int32_t c = first; c < last; ++c) {
+    double m = 0.0;
+    for (int32_t t = c * C; t < std::min(n_tokens, (c + 1) * C); ++t) m += prob[t];
+    mass_score[c - first] = static_cast<float>(m);
+  }
+  auto recall_of = [&](const std::vector<int32_t>& chunks) {
+    if (static_cast<int32_t>(chunks.size()) == n_chunks_of(n_tokens, C)) return 1.0;  // every chunk
+    double kept = 0.0;
+    for (int32_t c : chunks)
+      for (int32_t t = c * C; t < std::min(n_tokens, (c + 1) * C); ++t) kept += prob[t];
+    return kept;
+  };
+  select_top_chunks(max_score, n_tokens, cfg, max_sel);
+  select_top_chunks(mass_score, n_tokens, cfg, mass_sel);
+  out.exact_max = recall_of(max_sel);
+  out.mass = recall_of(mass_sel);
+  return out;
 }
 
 }  // namespace hs

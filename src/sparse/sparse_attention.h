@@ -8,7 +8,8 @@
 // so selecting every chunk with the same split reproduces dense attention bit for bit.
 // Cost: reads only the selected rows (selected tokens · 2 · head_dim elements per kv head).
 // attention_mass_recall is the quality metric of the eval, not a hot path: it computes the
-// dense softmax in double, O(n_tokens · head_dim · G).
+// dense softmax in double, O(n_tokens · head_dim · G). oracle_mass_recall (same cost) is its
+// ceiling: the recall of selections made with the exact scores from the real KV.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
+#include "sparse/selector.h"
 
 namespace hs {
 
@@ -51,5 +53,21 @@ void sparse_attention_chunks(const float* q, int n_q, const cpu::PagedKvView& kv
 // per query head, averaged over the G heads. 1 when every chunk is selected.
 double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
                              float scale, std::span<const int32_t> chunks, int chunk_tokens);
+
+// Mass recall of two oracle selections, both with the selectors' rule (select_top_chunks: sinks,
+// window, the top cfg.budget_chunks() candidate chunks), from the exact logits of the real KV:
+//   exact_max: chunks ranked by the exact max over their tokens of max_g q_g·k_t — the
+//              sketch's rule with a perfect sketch (what any rank r can at best reach);
+//   mass:      chunks ranked by their share of the dense softmax mass (mean over the G heads).
+//              Recall is additive over chunks, so this is the best selection of that size:
+//              >= the recall of every other selection with the same number of chunks.
+// Both are 1 when the candidates fit in the budget. The chosen chunks go to the optional outputs.
+struct OracleRecall {
+  double exact_max = 1.0;
+  double mass = 1.0;
+};
+OracleRecall oracle_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
+                                float scale, const SparseConfig& cfg, std::vector<int32_t>* exact_max_chunks = nullptr,
+                                std::vector<int32_t>* mass_chunks = nullptr);
 
 }  // namespace hs

@@ -35,11 +35,13 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   rt->g_ = g;
   rt->recall_sum_.assign(g.n_layer, 0.0);
   rt->recall_n_.assign(g.n_layer, 0);
+  rt->oracle_sum_.assign(g.n_layer, OracleRecall{0.0, 0.0});
+  rt->oracle_n_.assign(g.n_layer, 0);
   if (mode == SparseMode::kSketch) {
     if (!basis) return make_error(StatusCode::kInvalidArgument, "sparse mode 'sketch' needs a sketch basis (--sketch FILE)");
     HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
     rt->basis_ = std::move(basis);
-    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, KvDtype::kF16);
+    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem);
     HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, cfg));
     rt->selector_ = std::move(sel);
   } else {
@@ -70,18 +72,28 @@ void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head,
   in.scratch = &scratch;
   in.pool = pool;
   selector_->select(in, chunks);
+  count_selection(n_keys, chunks);
+}
+
+void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
+                                 BatchSelectScratch& scratch, ThreadPool* pool) {
+  selector_->select_batch(ins, outs, scratch, pool);
+  for (size_t i = 0; i < ins.size(); ++i) count_selection(ins[i].n_tokens, outs[i]);
+}
+
+void SparseRuntime::count_selection(int32_t n_keys, std::span<const int32_t> chunks) {
   const int C = cfg_.chunk_tokens;
   int64_t selected = 0;
   for (int32_t c : chunks) selected += std::min<int64_t>(C, n_keys - static_cast<int64_t>(c) * C);
   const auto [first, last] = candidate_range(n_keys, cfg_);
   const int64_t scored_chunks = candidates_fit(n_keys, cfg_) ? 0 : last - first;
-  const int64_t per_chunk_bytes = sketches_ ? static_cast<int64_t>(C) * basis_->rank * 2
+  const int64_t per_chunk_bytes = sketches_ ? static_cast<int64_t>(C * sketches_->geometry().bytes_per_token())
                                             : static_cast<int64_t>(2) * g_.head_dim * 4;
   sparse_heads_ += 1;
   keys_total_ += n_keys;
   keys_selected_ += selected;
   score_bytes_ += scored_chunks * per_chunk_bytes;
-  kv_bytes_ += selected * 2 * g_.head_dim * g_.kv_elem_bytes;
+  kv_bytes_ += selected * g_.kv_token_bytes;
 }
 
 void SparseRuntime::add_recall(int layer, double recall) {
@@ -95,6 +107,24 @@ std::vector<double> SparseRuntime::recall_per_layer() const {
   std::vector<double> out(recall_sum_.size(), std::nan(""));
   for (size_t l = 0; l < out.size(); ++l)
     if (recall_n_[l]) out[l] = recall_sum_[l] / static_cast<double>(recall_n_[l]);
+  return out;
+}
+
+void SparseRuntime::add_oracle_recall(int layer, const OracleRecall& recall) {
+  std::lock_guard lk(recall_mu_);
+  oracle_sum_[layer].exact_max += recall.exact_max;
+  oracle_sum_[layer].mass += recall.mass;
+  oracle_n_[layer] += 1;
+}
+
+std::vector<OracleRecall> SparseRuntime::oracle_recall_per_layer() const {
+  std::lock_guard lk(recall_mu_);
+  std::vector<OracleRecall> out(oracle_sum_.size(), OracleRecall{std::nan(""), std::nan("")});
+  for (size_t l = 0; l < out.size(); ++l)
+    if (oracle_n_[l]) {
+      out[l].exact_max = oracle_sum_[l].exact_max / static_cast<double>(oracle_n_[l]);
+      out[l].mass = oracle_sum_[l].mass / static_cast<double>(oracle_n_[l]);
+    }
   return out;
 }
 
@@ -125,6 +155,8 @@ void SparseRuntime::reset_stats() {
   std::lock_guard lk(recall_mu_);
   std::fill(recall_sum_.begin(), recall_sum_.end(), 0.0);
   std::fill(recall_n_.begin(), recall_n_.end(), 0);
+  std::fill(oracle_sum_.begin(), oracle_sum_.end(), OracleRecall{0.0, 0.0});
+  std::fill(oracle_n_.begin(), oracle_n_.end(), 0);
 }
 
 SketchBasis random_sketch_basis(int n_layer, int n_kv_heads, int head_dim, int rank, uint64_t seed) {

@@ -24,6 +24,7 @@
 #include "sparse/selector.h"
 #include "sparse/sketch_basis.h"
 #include "sparse/sketch_store.h"
+#include "sparse/sparse_attention.h"
 
 namespace hs {
 
@@ -54,7 +55,7 @@ class SparseRuntime {
   struct Geometry {
     int n_layer, n_kv_heads, head_dim, page_tokens;
     int32_t n_blocks;            // the KV cache's pool size (same block ids)
-    int kv_elem_bytes;           // for the byte counters
+    int64_t kv_token_bytes;      // K + V of one token of one kv head (byte counters)
     std::vector<bool> full_layer;  // [n_layer] true: full attention (sparse applies)
   };
   // kSketch needs `basis` (checked against the geometry); kQuest ignores it.
@@ -75,6 +76,10 @@ class SparseRuntime {
   // `pool` (optional) splits the scoring of one long context over threads.
   void select(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q, int32_t n_keys,
               std::vector<int32_t>& chunks, SelectScratch& scratch, ThreadPool* pool = nullptr);
+  // Many selections in one step (ChunkSelector::select_batch): ins[i] names (layer, kv head,
+  // query, blocks, n_tokens); outs[i] gets its chunks. Counted as select() counts.
+  void select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
+                    BatchSelectScratch& scratch, ThreadPool* pool);
   void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
   // One decoder step's device-tier counters (HotChunks::end_step).
   void count_fetch(const HotChunkStats& s);
@@ -85,12 +90,17 @@ class SparseRuntime {
   bool measure_recall() const { return measure_recall_; }
   void add_recall(int layer, double recall);
   std::vector<double> recall_per_layer() const;  // [n_layer] mean recall (NaN: none measured)
+  // The oracle selections' recall of the same steps (oracle_mass_recall, sparse_attention.h).
+  void add_oracle_recall(int layer, const OracleRecall& recall);
+  std::vector<OracleRecall> oracle_recall_per_layer() const;  // [n_layer] means (NaN: none measured)
 
   SparseStats stats() const;
   void reset_stats();
 
  private:
   SparseRuntime() = default;
+  // The counters of one selection of `chunks` over n_keys keys.
+  void count_selection(int32_t n_keys, std::span<const int32_t> chunks);
 
   SparseMode mode_ = SparseMode::kOff;
   SparseConfig cfg_;
@@ -108,6 +118,8 @@ class SparseRuntime {
   mutable std::mutex recall_mu_;
   std::vector<double> recall_sum_;   // [n_layer]
   std::vector<int64_t> recall_n_;    // [n_layer]
+  std::vector<OracleRecall> oracle_sum_;  // [n_layer]
+  std::vector<int64_t> oracle_n_;         // [n_layer]
 };
 
 // A random orthonormal basis per (layer, kv head) (speed benchmarks on dummy weights).

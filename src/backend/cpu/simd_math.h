@@ -60,6 +60,23 @@ typedef float v4f __attribute__((vector_size(16)));
 #endif
   return out;
 }
+// 16 signed bytes → 16 floats.
+[[maybe_unused]] v16f load_i8x16(const uint8_t* p) {
+  v16f out;
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+  std::memcpy(&out, &f, sizeof(out));
+#elif defined(__AVX2__)
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+  std::memcpy(&out, &lo, 32);
+  std::memcpy(reinterpret_cast<char*>(&out) + 32, &hi, 32);
+#else
+  for (int i = 0; i < 16; ++i) out[i] = static_cast<float>(static_cast<int8_t>(p[i]));
+#endif
+  return out;
+}
 [[maybe_unused]] void store_v16(float* p, v16f v) { std::memcpy(p, &v, sizeof(v)); }
 [[maybe_unused]] float hsum_v16(v16f v) {
   const v8f a = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +

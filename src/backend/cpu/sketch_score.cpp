@@ -2,6 +2,8 @@
 // scoring kernels (sketch_score_kernel.h).
 #include "backend/cpu/sketch_score.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -48,6 +50,74 @@ const Dispatch& dispatch() {
 }
 
 }  // namespace
+
+const char* sketch_elem_name(SketchElem e) {
+  switch (e) {
+    case SketchElem::kF32: return "f32";
+    case SketchElem::kF16: return "f16";
+    case SketchElem::kInt8: return "int8";
+  }
+  return "?";
+}
+
+int64_t sketch_head_bytes(SketchElem e, int rank, int page_tokens) {
+  const int64_t n = static_cast<int64_t>(rank) * page_tokens;
+  switch (e) {
+    case SketchElem::kF32: return 4 * n;
+    case SketchElem::kF16: return 2 * n;
+    case SketchElem::kInt8: return n + 2 * page_tokens;  // values, then one f16 scale per token
+  }
+  return 0;
+}
+
+void sketch_encode(SketchElem e, const float* s, int rank, int P, int lane, uint8_t* blk) {
+  switch (e) {
+    case SketchElem::kF32:
+      for (int d = 0; d < rank; ++d) std::memcpy(blk + 4 * (static_cast<int64_t>(d) * P + lane), &s[d], 4);
+      return;
+    case SketchElem::kF16:
+      for (int d = 0; d < rank; ++d) {
+        const _Float16 h = static_cast<_Float16>(s[d]);
+        std::memcpy(blk + 2 * (static_cast<int64_t>(d) * P + lane), &h, 2);
+      }
+      return;
+    case SketchElem::kInt8: {
+      float amax = 0.0f;
+      for (int d = 0; d < rank; ++d) amax = std::max(amax, std::fabs(s[d]));
+      const _Float16 h = static_cast<_Float16>(amax / 127.0f);  // quantize with the stored (rounded) scale
+      const float scale = static_cast<float>(h);
+      const float inv = scale > 0.0f ? 1.0f / scale : 0.0f;
+      for (int d = 0; d < rank; ++d) {
+        const float q = std::clamp(std::nearbyint(s[d] * inv), -127.0f, 127.0f);
+        blk[static_cast<int64_t>(d) * P + lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+      }
+      std::memcpy(blk + static_cast<int64_t>(rank) * P + 2 * lane, &h, 2);
+      return;
+    }
+  }
+}
+
+void sketch_decode(SketchElem e, const uint8_t* blk, int rank, int P, int lane, float* s) {
+  float scale = 1.0f;
+  if (e == SketchElem::kInt8) {
+    _Float16 h;
+    std::memcpy(&h, blk + static_cast<int64_t>(rank) * P + 2 * lane, 2);
+    scale = static_cast<float>(h);
+  }
+  for (int d = 0; d < rank; ++d) {
+    const int64_t i = static_cast<int64_t>(d) * P + lane;
+    switch (e) {
+      case SketchElem::kF32: std::memcpy(&s[d], blk + 4 * i, 4); break;
+      case SketchElem::kF16: {
+        _Float16 h;
+        std::memcpy(&h, blk + 2 * i, 2);
+        s[d] = static_cast<float>(h);
+        break;
+      }
+      case SketchElem::kInt8: s[d] = scale * static_cast<float>(static_cast<int8_t>(blk[i])); break;
+    }
+  }
+}
 
 void sketch_project_queries(const float* q, int n_q, const float* basis, const float* mean, int head_dim, int rank,
                             float* q_hat, float* bias) {

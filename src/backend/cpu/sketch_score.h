@@ -1,32 +1,51 @@
 // backend/cpu/sketch_score.h — score past tokens through their key sketches (sparse attention).
 //
-// Sketch pages parallel the KV pages (same block ids, P tokens): per layer, page b holds
-// [n_kv_heads][P][rank] sketch values (f32 or f16), s_t = Bᵀ(k_t − mu) (sparse/sketch_basis.h).
-// For the G query heads of one kv head, projected as q̂_g = Bᵀ q_g with bias_g = q_g · mu, the
+// Sketch pages parallel the KV pages (same block ids, P tokens). Per layer, page b holds one
+// block per kv head; a head block stores the sketches s_t = Bᵀ(k_t − mu) (sparse/sketch_basis.h)
+// of the page's P tokens *dimension-major*:
+//   f32 / f16:  [rank][P] values                   (value (d, t) at d·P + t)
+//   int8:       [rank][P] int8, then [P] f16 scales  (s_t[d] = scale_t · q8[d][t], per-token absmax)
+// For the G query heads of one kv head, projected as q̂_g = Aᵀ q_g with bias_g = q_g · mu, the
 // score of token t is the GQA max
 //   score(t) = max_g (bias_g + q̂_g · s_t),
 // an estimate of the largest attention logit (before scaling) any head of the group gives t.
-// Kernels are compiled per ISA (sketch_score_avx2.cpp, _avx512.cpp) and chosen at run time.
-// The fixed-rank path (rank 16/32/64/128) converts a page's rows once, computes each head's
-// 16 dot products as 16 vectors and reduces them with one transpose-add tree.
-// Cost per token: rank · 2 (f16) bytes read, G · rank FMAs. The functions are pure over a key
-// range, so callers split long ranges across threads.
+// The token-minor layout lets the kernel score 16 tokens per vector: per rank dimension one
+// 16-token load (converted to float once) and G broadcast FMAs, with no horizontal sums; the
+// chunk max is then a max over lanes. Kernels are compiled per ISA (sketch_score_avx2.cpp,
+// _avx512.cpp) and chosen at run time; pages whose P is not a multiple of 16 take a scalar path.
+// Cost per token: rank · elem bytes read (int8: + 2 B of scale), G · rank FMAs. The functions
+// are pure over a key range, so callers split long ranges across threads.
 #pragma once
 
 #include <cstdint>
 
 namespace hs::cpu {
 
+enum class SketchElem : uint8_t { kF32, kF16, kInt8 };
+const char* sketch_elem_name(SketchElem e);
+
+// Bytes of one kv head's block in a page of `page_tokens` tokens.
+int64_t sketch_head_bytes(SketchElem e, int rank, int page_tokens);
+
 struct PagedSketchView {
-  const void* layer_base = nullptr;  // page b starts at layer_base + b * page_elems elements
-  int64_t page_elems = 0;            // n_kv_heads * P * rank
-  const int32_t* blocks = nullptr;   // block table of the sequence (the KV cache's)
-  int page_tokens = 16;              // P
+  const uint8_t* layer_base = nullptr;  // page b starts at layer_base + b * page_bytes
+  int64_t page_bytes = 0;               // n_kv_heads * sketch_head_bytes(elem, rank, P)
+  const int32_t* blocks = nullptr;      // block table of the sequence (the KV cache's)
+  int page_tokens = 16;                 // P
   int rank = 0;
-  bool f16 = false;                  // elements are IEEE half (else float32)
+  SketchElem elem = SketchElem::kF16;
+  // The block of kv head h in the page that holds token `pos`.
+  const uint8_t* head_block(int32_t pos, int kv_head) const {
+    return layer_base + static_cast<int64_t>(blocks[pos / page_tokens]) * page_bytes +
+           static_cast<int64_t>(kv_head) * sketch_head_bytes(elem, rank, page_tokens);
+  }
 };
 
-// q̂ [G][rank] = Bᵀ q_g and bias [G] = q_g · mu for q [G][head_dim], B [head_dim][rank], mu [head_dim].
+// Store sketch s [rank] as token `lane` (< P) of a head block; read it back as floats.
+void sketch_encode(SketchElem e, const float* s, int rank, int page_tokens, int lane, uint8_t* head_block);
+void sketch_decode(SketchElem e, const uint8_t* head_block, int rank, int page_tokens, int lane, float* s);
+
+// q̂ [G][rank] = Aᵀ q_g and bias [G] = q_g · mu for q [G][head_dim], A [head_dim][rank], mu [head_dim].
 void sketch_project_queries(const float* q, int n_q, const float* basis, const float* mean, int head_dim, int rank,
                             float* q_hat, float* bias);
 

@@ -1,6 +1,7 @@
 // backend/cpu/sketch_score_kernel.h — the sketch scoring loops, written once and compiled per
 // ISA (sketch_score.cpp baseline, sketch_score_avx2.cpp, sketch_score_avx512.cpp). Included
 // only by those files; everything has internal linkage (see simd_math.h for why).
+// Layout and math: sketch_score.h.
 #pragma once
 
 #include <cmath>
@@ -13,127 +14,179 @@ namespace hs::cpu::detail {
 namespace {
 
 constexpr int kSketchMaxPage = 256;  // page_tokens upper bound (scores scratch per page)
+constexpr int kMaxRank = 1024;
+constexpr int kPrefetchPages = 4;  // how far ahead the next head blocks are fetched
 
-// out[j] = sum of the 16 lanes of a[j], for j < 16: a 16x16 transpose-add tree
-// (15 adds and 30 shuffles for 16 horizontal sums instead of 16 separate reductions).
-v16f hsum16x16(const v16f* a) {
-  v16f t[8], u[4], w[2];
-  for (int k = 0; k < 8; ++k) {
-    const v16f x = a[2 * k], y = a[2 * k + 1];
-    t[k] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
-           __builtin_shufflevector(x, y, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
-  }
-  for (int k = 0; k < 4; ++k) {
-    const v16f x = t[2 * k], y = t[2 * k + 1];
-    u[k] = __builtin_shufflevector(x, y, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
-           __builtin_shufflevector(x, y, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
-  }
-  for (int k = 0; k < 2; ++k) {
-    const v16f x = u[2 * k], y = u[2 * k + 1];
-    w[k] = __builtin_shufflevector(x, y, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
-           __builtin_shufflevector(x, y, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
-  }
-  return __builtin_shufflevector(w[0], w[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
-         __builtin_shufflevector(w[0], w[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+// The scale of token `lane` of an int8 head block ([rank][P] int8, then [P] f16).
+float int8_scale(const uint8_t* blk, int rank, int P, int lane) {
+  _Float16 h;
+  std::memcpy(&h, blk + static_cast<int64_t>(rank) * P + 2 * lane, 2);
+  return static_cast<float>(h);
 }
 
-// rows [n][16·NV] (contiguous sketches of n tokens) -> out [n]: max_g (bias_g + q̂_g · s_j).
-template <typename T, int NV>
-void score_rows_fixed(const float* q_hat, const float* bias, int n_q, const T* rows, int n, float* out) {
-  constexpr int R = 16 * NV;
-  for (int j0 = 0; j0 < n; j0 += 16) {
-    const int m = n - j0 < 16 ? n - j0 : 16;
-    v16f s[16][NV];  // the block's rows as floats, zero past m
-    for (int j = 0; j < 16; ++j)
-      for (int i = 0; i < NV; ++i) s[j][i] = j < m ? load_v16(rows + static_cast<int64_t>(j0 + j) * R + 16 * i) : v16f{};
-    v16f best = v16f{} - INFINITY;
-    for (int g = 0; g < n_q; ++g) {
-      v16f qv[NV];
-      for (int i = 0; i < NV; ++i) qv[i] = load_v16(q_hat + g * R + 16 * i);
-      v16f a[16];
-      for (int j = 0; j < 16; ++j) {
-        v16f acc = qv[0] * s[j][0];
-        for (int i = 1; i < NV; ++i) acc += qv[i] * s[j][i];
-        a[j] = acc;
-      }
-      const v16f sc = hsum16x16(a) + bias[g];
-      best = sc > best ? sc : best;
-    }
-    float tmp[16];
-    store_v16(tmp, best);
-    for (int j = 0; j < m; ++j) out[j0 + j] = tmp[j];
-  }
-}
-
-// Any rank: one dot per (token, head).
-template <typename T>
-void score_rows_generic(const float* q_hat, const float* bias, int n_q, const T* rows, int n, int rank, float* out) {
+// Any P: one token at a time, decoded to floats.
+void score_run_scalar(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, const uint8_t* blk,
+                      int lane_begin, int n, float* out) {
+  const int r = v.rank, P = v.page_tokens;
+  float s[kMaxRank];
   for (int j = 0; j < n; ++j) {
-    const T* s = rows + static_cast<int64_t>(j) * rank;
+    const int lane = lane_begin + j;
+    for (int d = 0; d < r; ++d) {
+      const int64_t i = static_cast<int64_t>(d) * P + lane;
+      switch (v.elem) {
+        case SketchElem::kF32: std::memcpy(&s[d], blk + 4 * i, 4); break;
+        case SketchElem::kF16: {
+          _Float16 h;
+          std::memcpy(&h, blk + 2 * i, 2);
+          s[d] = static_cast<float>(h);
+          break;
+        }
+        case SketchElem::kInt8: s[d] = static_cast<float>(static_cast<int8_t>(blk[i])); break;
+      }
+    }
+    const float sc = v.elem == SketchElem::kInt8 ? int8_scale(blk, r, P, lane) : 1.0f;
     float best = -INFINITY;
     for (int g = 0; g < n_q; ++g) {
-      const float* qg = q_hat + g * rank;
       float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-      for (int i = 0; i < rank; ++i) dot += qg[i] * static_cast<float>(s[i]);
-      dot += bias[g];
+      for (int d = 0; d < r; ++d) dot += q_hat[g * r + d] * s[d];
+      dot = dot * sc + bias[g];
       best = dot > best ? dot : best;
     }
     out[j] = best;
   }
 }
 
-template <typename T>
-void score_rows(const float* q_hat, const float* bias, int n_q, const T* rows, int n, int rank, float* out) {
-  switch (rank) {
-    case 16: return score_rows_fixed<T, 1>(q_hat, bias, n_q, rows, n, out);
-    case 32: return score_rows_fixed<T, 2>(q_hat, bias, n_q, rows, n, out);
-    case 64: return score_rows_fixed<T, 4>(q_hat, bias, n_q, rows, n, out);
-    case 128: return score_rows_fixed<T, 8>(q_hat, bias, n_q, rows, n, out);
-    default: return score_rows_generic<T>(q_hat, bias, n_q, rows, n, rank, out);
+template <SketchElem E>
+[[gnu::always_inline]] inline v16f load_lanes(const uint8_t* p) {
+  if constexpr (E == SketchElem::kF32) return load_v16(reinterpret_cast<const float*>(p));
+  else if constexpr (E == SketchElem::kF16) return load_v16(reinterpret_cast<const _Float16*>(p));
+  else return load_i8x16(p);
+}
+template <SketchElem E>
+constexpr int elem_bytes() {
+  return E == SketchElem::kF32 ? 4 : E == SketchElem::kF16 ? 2 : 1;
+}
+
+// The scores of 16 consecutive tokens (lanes l0 .. l0+15 of head block `blk`) for G query
+// heads (G = 0: any n_q, one head at a time): max_g (bias_g + scale · Σ_d q̂_g[d] · x_d).
+template <SketchElem E, int G>
+[[gnu::always_inline]] inline v16f score_lanes(const float* q_hat, const float* bias, int n_q, int R, const uint8_t* blk, int P, int l0) {
+  constexpr int eb = elem_bytes<E>();
+  const uint8_t* col = blk + static_cast<int64_t>(l0) * eb;  // dimension d at col + d·P·eb
+  const int64_t stride = static_cast<int64_t>(P) * eb;
+  v16f scale;
+  if constexpr (E == SketchElem::kInt8)
+    scale = load_v16(reinterpret_cast<const _Float16*>(blk + static_cast<int64_t>(R) * P + 2 * l0));
+  v16f best = v16f{} - INFINITY;
+  if constexpr (G > 0) {
+    // KS partial sums per head break the FMA dependency chain over d (latency 4, not 1/2).
+    constexpr int KS = G <= 3 ? 4 : G == 4 ? 3 : G <= 6 ? 2 : 1;
+    v16f acc[G][KS];
+    for (int g = 0; g < G; ++g)
+      for (int k = 0; k < KS; ++k) acc[g][k] = v16f{};
+    int d = 0;
+    for (; d + KS <= R; d += KS)
+      for (int k = 0; k < KS; ++k) {
+        const v16f x = load_lanes<E>(col + (d + k) * stride);
+        for (int g = 0; g < G; ++g) acc[g][k] += q_hat[g * R + d + k] * x;
+      }
+    for (; d < R; ++d) {
+      const v16f x = load_lanes<E>(col + d * stride);
+      for (int g = 0; g < G; ++g) acc[g][0] += q_hat[g * R + d] * x;
+    }
+    for (int g = 0; g < G; ++g) {
+      v16f a = acc[g][0];
+      for (int k = 1; k < KS; ++k) a += acc[g][k];
+      v16f sc;
+      if constexpr (E == SketchElem::kInt8) sc = a * scale + bias[g];
+      else sc = a + bias[g];
+      best = sc > best ? sc : best;
+    }
+  } else {
+    for (int g = 0; g < n_q; ++g) {
+      v16f acc = v16f{};
+      for (int d = 0; d < R; ++d) acc += q_hat[g * R + d] * load_lanes<E>(col + d * stride);
+      v16f sc;
+      if constexpr (E == SketchElem::kInt8) sc = acc * scale + bias[g];
+      else sc = acc + bias[g];
+      best = sc > best ? sc : best;
+    }
   }
+  return best;
 }
 
 // Calls fn(pos, n, scores) for each page run of [begin, end) with the run's scores.
-template <typename T, typename F>
-void for_each_run(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                  int32_t begin, int32_t end, F&& fn) {
-  const int P = v.page_tokens, r = v.rank;
+template <SketchElem E, int G, typename F>
+void for_each_run_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                    int32_t begin, int32_t end, F&& fn) {
+  const int P = v.page_tokens, R = v.rank;
+  const int64_t head_bytes = sketch_head_bytes(v.elem, R, P);
+  const int lines = static_cast<int>((head_bytes + 63) / 64);
   float buf[kSketchMaxPage];
   for (int32_t pos = begin; pos < end;) {
     const int32_t page_end = (pos / P + 1) * P;
     const int32_t run_end = end < page_end ? end : page_end;
-    const T* rows = static_cast<const T*>(v.layer_base) + static_cast<int64_t>(v.blocks[pos / P]) * v.page_elems +
-                    (static_cast<int64_t>(kv_head) * P + pos % P) * r;
-    if (run_end < end) {  // the next page's rows for this head: start fetching them now
-      const char* next = reinterpret_cast<const char*>(static_cast<const T*>(v.layer_base) +
-                                                       static_cast<int64_t>(v.blocks[run_end / P]) * v.page_elems +
-                                                       static_cast<int64_t>(kv_head) * P * r);
-      const int lines = static_cast<int>((static_cast<int64_t>(P) * r * sizeof(T) + 63) / 64);
-      for (int line = 0; line < lines && line < 32; ++line) __builtin_prefetch(next + 64 * line);
+    const uint8_t* blk = v.head_block(pos, kv_head);
+    // Pages are scattered: fetch the block of this head kPrefetchPages pages ahead.
+    const int32_t ahead = pos + kPrefetchPages * P;
+    if (ahead < end) {
+      const uint8_t* next = v.head_block(ahead, kv_head);
+      for (int line = 0; line < lines && line < 64; ++line) __builtin_prefetch(next + 64 * line);
     }
-    score_rows<T>(q_hat, bias, n_q, rows, run_end - pos, r, buf);
-    fn(pos, run_end - pos, buf);
+    const int lane_begin = pos % P, n = run_end - pos;
+    if (P % 16 == 0) {
+      for (int l0 = lane_begin & ~15; l0 < lane_begin + n; l0 += 16)
+        store_v16(buf + l0, score_lanes<E, G>(q_hat, bias, n_q, R, blk, P, l0));
+      fn(pos, n, buf + lane_begin);
+    } else {
+      score_run_scalar(q_hat, bias, n_q, v, blk, lane_begin, n, buf);
+      fn(pos, n, buf);
+    }
     pos = run_end;
   }
 }
 
-template <typename T>
-void sketch_score_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                    int32_t begin, int32_t end, float* scores) {
-  for_each_run<T>(q_hat, bias, n_q, v, kv_head, begin, end, [&](int32_t pos, int n, const float* s) {
+// Dispatch on the group size (1..8 unrolled; more: one head at a time), then the element type.
+template <SketchElem E, typename F>
+void for_each_run_e(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                    int32_t begin, int32_t end, F&& fn) {
+  switch (n_q) {
+    case 1: return for_each_run_t<E, 1>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 2: return for_each_run_t<E, 2>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 3: return for_each_run_t<E, 3>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 4: return for_each_run_t<E, 4>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 5: return for_each_run_t<E, 5>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 6: return for_each_run_t<E, 6>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 7: return for_each_run_t<E, 7>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case 8: return for_each_run_t<E, 8>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    default: return for_each_run_t<E, 0>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+  }
+}
+
+template <typename F>
+void for_each_run(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                  int32_t begin, int32_t end, F&& fn) {
+  switch (v.elem) {
+    case SketchElem::kF32: return for_each_run_e<SketchElem::kF32>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case SketchElem::kF16: return for_each_run_e<SketchElem::kF16>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+    case SketchElem::kInt8: return for_each_run_e<SketchElem::kInt8>(q_hat, bias, n_q, v, kv_head, begin, end, fn);
+  }
+}
+
+void sketch_score_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                       int32_t begin, int32_t end, float* scores) {
+  for_each_run(q_hat, bias, n_q, v, kv_head, begin, end, [&](int32_t pos, int n, const float* s) {
     std::memcpy(scores + (pos - begin), s, sizeof(float) * n);
   });
 }
 
-template <typename T>
-void sketch_chunk_max_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                        int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
+void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                           int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
   for (int32_t c = chunk_begin; c < chunk_end; ++c) chunk_max[c - chunk_begin] = -INFINITY;
   const int32_t begin = chunk_begin * C;
   const int32_t end = static_cast<int32_t>(static_cast<int64_t>(chunk_end) * C < n_tokens ? chunk_end * C : n_tokens);
   if (begin >= end) return;
-  for_each_run<T>(q_hat, bias, n_q, v, kv_head, begin, end, [&](int32_t pos, int n, const float* s) {
+  for_each_run(q_hat, bias, n_q, v, kv_head, begin, end, [&](int32_t pos, int n, const float* s) {
     // A run starts on a chunk boundary (C divides P); chunks of the run are whole but the last.
     for (int j0 = 0; j0 < n; j0 += C) {
       const int m = n - j0 < C ? n - j0 : C;
@@ -142,22 +195,6 @@ void sketch_chunk_max_t(const float* q_hat, const float* bias, int n_q, const Pa
       chunk_max[(pos + j0) / C - chunk_begin] = mx;
     }
   });
-}
-
-void sketch_score_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                       int32_t begin, int32_t end, float* scores) {
-  if (v.f16)
-    sketch_score_t<_Float16>(q_hat, bias, n_q, v, kv_head, begin, end, scores);
-  else
-    sketch_score_t<float>(q_hat, bias, n_q, v, kv_head, begin, end, scores);
-}
-
-void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                           int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
-  if (v.f16)
-    sketch_chunk_max_t<_Float16>(q_hat, bias, n_q, v, kv_head, n_tokens, C, chunk_begin, chunk_end, chunk_max);
-  else
-    sketch_chunk_max_t<float>(q_hat, bias, n_q, v, kv_head, n_tokens, C, chunk_begin, chunk_end, chunk_max);
 }
 
 }  // namespace

@@ -55,8 +55,8 @@ TEST(KvCache, ReserveAddressesDistinctRowsAndReleases) {
 
 // Values written come back (exactly for f32, to f16 rounding for f16), and writes to one
 // (layer, head, pos) do not disturb another.
-TEST(KvCache, WriteReadRoundTripBothDtypes) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+TEST(KvCache, WriteReadRoundTripEveryDtype) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
     KvGeometry g{2, 2, 8, 4, dt};
     KvCache kv(g, 4);
     SeqKv s;
@@ -74,15 +74,31 @@ TEST(KvCache, WriteReadRoundTripBothDtypes) {
         for (int p = 0; p < 12; ++p) {
           float k[8], v[8];
           kv.read(s, l, h, p, k, v);
-          for (int d = 0; d < 8; ++d) {
-            const float tol = dt == KvDtype::kF32 ? 0.0f : 1e-3f * (1 + std::fabs(at(l, h, p)[d]));
-            ASSERT_NEAR(k[d], at(l, h, p)[d], tol);
-            ASSERT_NEAR(v[d], at(l, h, p)[8 + d], tol);
+          // Per-row bounds: f16 / bf16 relative rounding; int8 half a step of max|x| / 127;
+          // int4 half a step of (max − min) / 15 (plus the f16 rounding of the scales).
+          for (int kvi = 0; kvi < 2; ++kvi) {
+            const float* x = at(l, h, p) + 8 * kvi;
+            const float* y = kvi == 0 ? k : v;
+            float mx = -1e30f, mn = 1e30f, amax = 0;
+            for (int d = 0; d < 8; ++d) mx = std::max(mx, x[d]), mn = std::min(mn, x[d]), amax = std::max(amax, std::fabs(x[d]));
+            for (int d = 0; d < 8; ++d) {
+              float tol = 0.0f;
+              switch (dt) {
+                case KvDtype::kF32: tol = 0.0f; break;
+                case KvDtype::kF16: tol = 1e-3f * (1 + std::fabs(x[d])); break;
+                case KvDtype::kBF16: tol = 8e-3f * (1 + std::fabs(x[d])); break;
+                case KvDtype::kInt8: tol = 0.51f * amax / 127 + 2e-3f * amax; break;
+                case KvDtype::kInt4: tol = 0.51f * (mx - mn) / 15 + 2e-3f * (mx - mn) + 1e-3f * std::fabs(mn); break;
+              }
+              ASSERT_NEAR(y[d], x[d], tol) << kv_dtype_name(dt) << " d " << d;
+            }
           }
         }
     kv.release(s);
   }
   EXPECT_EQ(parse_kv_dtype("f16").value(), KvDtype::kF16);
+  EXPECT_EQ(parse_kv_dtype("auto").value(), KvDtype::kF16);
+  EXPECT_EQ(parse_kv_dtype("int4").value(), KvDtype::kInt4);
   EXPECT_FALSE(parse_kv_dtype("int3").is_ok());
 }
 

@@ -223,7 +223,7 @@ TEST(KvQuant, PieceKernelsMatchReference) {
 }
 
 // Attention over pieces (fixed head_dim kernel and the generic one) against float softmax
-// attention over the decoded rows.
+// attention over the decoded rows [first, n_valid) of each piece.
 TEST(KvQuant, AttendPiecesMatchesReference) {
   std::mt19937 rng(fresh_seed());
   std::normal_distribution<float> nd(0.0f, 1.0f);
@@ -238,15 +238,17 @@ TEST(KvQuant, AttendPiecesMatchesReference) {
         for (int p = 0; p < n_pieces; ++p) {
           uint8_t* base = buf.data() + static_cast<int64_t>(p) * L.stride;
           const int n_valid = p == 3 ? 0 : 1 + static_cast<int>(rng() % C);
+          // Odd pieces start inside (a range that begins mid-page, e.g. a sliding window).
+          const int first = p % 2 == 1 && n_valid > 0 ? static_cast<int>(rng() % n_valid) : 0;
           for (int tok = 0; tok < C; ++tok)
             for (int kv = 0; kv < 2; ++kv) {
               std::vector<float> x = random_row(rng, hd, static_cast<int>(rng() % 4));
               kv_encode_row(t, x.data(), hd, base + L.row_offset(tok, kv), base + L.scale_offset(tok, kv));
-              if (tok >= n_valid) continue;
+              if (tok < first || tok >= n_valid) continue;
               kv_decode_row(t, base + L.row_offset(tok, kv), base + L.scale_offset(tok, kv), hd, x.data());
               (kv == 0 ? ks : vs).push_back(x);
             }
-          spans.push_back({PieceView{base, &L}, n_valid});
+          spans.push_back({PieceView{base, &L}, n_valid, first});
         }
         std::vector<float> q(static_cast<size_t>(n_q) * hd), mx(n_q), sm(n_q), acc(static_cast<size_t>(n_q) * hd);
         for (float& x : q) x = 0.3f * nd(rng);

@@ -38,7 +38,7 @@ std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& k
   cfg.sink_tokens = 16;
   cfg.window_tokens = 32;
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
-                            kv_elem_bytes(kv.geometry().dtype), std::vector<bool>(c.n_layer, true)};
+                            kv_token_bytes(kv.geometry().dtype, c.head_dim), std::vector<bool>(c.n_layer, true)};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch)
     basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 16, 99));
@@ -125,7 +125,7 @@ std::unique_ptr<HotChunks> make_tier(const Decoder& dec, KvCache& kv, int64_t sl
   const ModelConfig& c = dec.config();
   HotChunks::Config cfg;
   cfg.chunk_tokens = 16;
-  cfg.budget_bytes = slots * c.n_layer * c.n_head_kv * 16 * 2 * c.head_dim * kv_elem_bytes(kv.geometry().dtype);
+  cfg.budget_bytes = slots * c.n_layer * c.n_head_kv * PieceLayout::make(kv.geometry().dtype, c.head_dim, 16).bytes;
   auto h = HotChunks::create(kv, cfg);
   EXPECT_TRUE(h.is_ok()) << h.status().to_string();
   return h.is_ok() ? std::move(*h) : nullptr;
@@ -208,6 +208,60 @@ TEST(SparseDecoder, DeviceTierSmallBudgetEqualsNoTierSparseAndCountsEveryFetched
     EXPECT_EQ(hot->total().misses, st.fetch_misses);
     EXPECT_EQ(hot->slots_used(), 0);
     EXPECT_EQ(kv.leases().n_live(), 0);
+  }
+}
+
+// The host tier stored as bf16 / int8 / int4 (--kv-cache-dtype): dense attention reads the
+// pages as pieces and stays close to f16; sparse with a budget covering the context equals it
+// bit for bit, and so does the device tier with a small budget against no tier.
+TEST(SparseDecoder, QuantizedKvCacheDenseSparseAndTier) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  ThreadPool pool;
+  const auto prompt = random_prompt(600, c.n_vocab);
+  constexpr int kSteps = 4;
+  KvCache ref_kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, KvDtype::kF16}, 128);
+  const auto ref = run(*dec, ref_kv, pool, prompt, kSteps);
+  // Bounds on the largest logit change relative to the row's largest |logit| over 4 steps
+  // (measured: see the printed values; int4 keeps 4 bits per element).
+  const std::pair<KvDtype, float> cases[] = {{KvDtype::kBF16, 0.02f}, {KvDtype::kInt8, 0.05f}, {KvDtype::kInt4, 1.0f}};
+  for (const auto& [dt, bound] : cases) {
+    SCOPED_TRACE(kv_dtype_name(dt));
+    KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, dt}, 128);
+    const auto dense = run(*dec, kv, pool, prompt, kSteps);
+    ASSERT_EQ(dense.size(), ref.size());
+    float worst = 0;
+    for (size_t s = 0; s < ref.size(); ++s) {
+      float scale = 0, diff = 0;
+      for (size_t i = 0; i < ref[s].size(); ++i) {
+        scale = std::max(scale, std::abs(ref[s][i]));
+        diff = std::max(diff, std::abs(dense[s][i] - ref[s][i]));
+      }
+      worst = std::max(worst, diff / scale);
+    }
+    std::printf("[  kv dtype ] %s: max relative logit difference vs f16 %g\n", kv_dtype_name(dt), worst);
+    EXPECT_GT(worst, 0.0f);  // the rows really were quantized
+    EXPECT_LT(worst, bound);
+
+    auto rt = make_runtime(*dec, kv, SparseMode::kSketch, 4096);
+    dec->set_sparse(rt.get());
+    const auto full = run(*dec, kv, pool, prompt, kSteps);
+    for (size_t s = 0; s < dense.size(); ++s) EXPECT_EQ(full[s], dense[s]) << "full budget, step " << s;
+
+    auto small = make_runtime(*dec, kv, SparseMode::kSketch, 128);
+    dec->set_sparse(small.get());
+    const auto plain = run(*dec, kv, pool, prompt, kSteps);
+    auto hot = make_tier(*dec, kv, 10);
+    dec->set_hot_chunks(hot.get());
+    const auto tiered = run(*dec, kv, pool, prompt, kSteps);
+    dec->set_hot_chunks(nullptr);
+    dec->set_sparse(nullptr);
+    for (size_t s = 0; s < plain.size(); ++s) EXPECT_EQ(tiered[s], plain[s]) << "tier, step " << s;
+    EXPECT_GT(small->stats().fetch_misses, 0);
+    EXPECT_EQ(small->stats().fetch_bytes, small->stats().fetch_misses * hot->piece_bytes());
+    EXPECT_EQ(hot->slots_used(), 0);
+    EXPECT_EQ(kv.pool().n_used(), 0);
   }
 }
 

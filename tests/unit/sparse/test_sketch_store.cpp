@@ -14,6 +14,8 @@ namespace {
 using test::random_orthonormal;
 using test::randn;
 using test::sparse_seed;
+using cpu::SketchElem;
+using cpu::sketch_elem_name;
 
 SketchBasis random_basis(std::mt19937& rng, int n_layer, int n_heads, int hd, int r, bool with_mean) {
   SketchBasis b = SketchBasis::zeros(n_layer, n_heads, hd, r);
@@ -41,10 +43,11 @@ TEST(SparseSketchStore, WriteStoresTheProjection) {
   std::mt19937 rng(seed);
   const int hd = 64, r = 16, P = 16, n = 100;
   const SketchBasis basis = random_basis(rng, 2, 2, hd, r, true);
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16}) {
+  for (SketchElem dt : {SketchElem::kF32, SketchElem::kF16, SketchElem::kInt8}) {
     const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
     SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), dt);
-    EXPECT_EQ(store.geometry().page_bytes(), 2 * P * r * (dt == KvDtype::kF16 ? 2 : 4));
+    EXPECT_EQ(store.geometry().page_bytes(),
+              dt == SketchElem::kInt8 ? 2 * (P * r + 2 * P) : 2 * P * r * (dt == SketchElem::kF16 ? 2 : 4));
     std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);  // [n][head_dim] for (layer 1, head 1)
     for (int t = 0; t < n; ++t) store.write(blocks, 1, 1, t, keys.data() + t * hd);
     for (int t = 0; t < n; ++t) {
@@ -54,7 +57,19 @@ TEST(SparseSketchStore, WriteStoresTheProjection) {
         double want = 0;
         for (int d = 0; d < hd; ++d)
           want += (keys[t * hd + d] - basis.mu(1, 1)[d]) * static_cast<double>(basis.B(1, 1)[d * r + j]);
-        EXPECT_NEAR(s[j], want, (dt == KvDtype::kF16 ? 1e-3 : 1e-5) * (1 + std::fabs(want)));
+        // int8: per-token absmax scale, so the error is at most half a step of max|s| / 127.
+        double tol = (dt == SketchElem::kF16 ? 1e-3 : 1e-5) * (1 + std::fabs(want));
+        if (dt == SketchElem::kInt8) {
+          double amax = 0;
+          for (int jj = 0; jj < r; ++jj) {
+            double w = 0;
+            for (int d = 0; d < hd; ++d)
+              w += (keys[t * hd + d] - basis.mu(1, 1)[d]) * static_cast<double>(basis.B(1, 1)[d * r + jj]);
+            amax = std::max(amax, std::fabs(w));
+          }
+          tol = 0.502 * amax / 127 * 1.001 + 1e-5;
+        }
+        EXPECT_NEAR(s[j], want, tol) << sketch_elem_name(dt);
       }
     }
   }
@@ -69,7 +84,7 @@ TEST(SparseSketchStore, FullRankScoresEqualExactDots) {
   for (int variant = 0; variant < 2; ++variant) {
     const SketchBasis basis = variant == 0 ? SketchBasis::identity(1, 2, hd, hd) : random_basis(rng, 1, 2, hd, hd, true);
     const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
-    SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), KvDtype::kF32);
+    SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32);
     const std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);
     for (int t = 0; t < n; ++t) store.write(blocks, 0, 1, t, keys.data() + t * hd);
     const std::vector<float> q = randn(rng, G * hd);  // [G][head_dim]
@@ -95,12 +110,15 @@ TEST(SparseSketchStore, KernelMatchesScalarReference) {
   std::printf("sketch_score SIMD level: %s\n", cpu::sketch_score_simd_level());
   struct Case {
     int hd, r, P, G;
-    KvDtype dt;
+    SketchElem dt;
   };
-  const Case cases[] = {{64, 16, 16, 3, KvDtype::kF16},  {64, 16, 16, 1, KvDtype::kF32},
-                        {128, 32, 32, 8, KvDtype::kF16}, {256, 64, 16, 4, KvDtype::kF16},
-                        {256, 128, 16, 2, KvDtype::kF32}, {80, 20, 16, 5, KvDtype::kF16},
-                        {32, 8, 16, 2, KvDtype::kF32},   {64, 64, 16, 7, KvDtype::kF16}};
+  const Case cases[] = {{64, 16, 16, 3, SketchElem::kF16},   {64, 16, 16, 1, SketchElem::kF32},
+                        {64, 16, 16, 3, SketchElem::kInt8},  {128, 32, 32, 8, SketchElem::kF16},
+                        {256, 64, 16, 4, SketchElem::kF16},  {256, 64, 16, 4, SketchElem::kInt8},
+                        {256, 128, 16, 2, SketchElem::kF32}, {80, 20, 16, 5, SketchElem::kF16},
+                        {32, 8, 16, 2, SketchElem::kF32},    {64, 64, 16, 7, SketchElem::kF16},
+                        {64, 16, 16, 11, SketchElem::kInt8}, {64, 16, 8, 3, SketchElem::kF16},
+                        {48, 12, 24, 2, SketchElem::kInt8}};
   std::uniform_int_distribution<int> len(1, 700);
   for (const Case& cs : cases) {
     const int n = len(rng) + 40;
