@@ -254,9 +254,9 @@ constexpr int kMaxGroup = 16;  // query heads per pass of the fixed kernel
 }
 
 // Row (data + scales) -> NV float vectors, head_dim = 16·NV known at compile time.
-template <int NV>
-void load_row(KvStoreDtype t, const uint8_t* row, const uint8_t* scale, v16f* out) {
-  switch (t) {
+template <int NV, KvStoreDtype t>
+[[gnu::always_inline]] inline void load_row(const uint8_t* row, const uint8_t* scale, v16f* out) {
+  switch (t) {  // a constant: one case survives
     case KvStoreDtype::kF32:
       for (int i = 0; i < NV; ++i) out[i] = load_v16(reinterpret_cast<const float*>(row) + 16 * i);
       return;
@@ -285,13 +285,17 @@ void load_row(KvStoreDtype t, const uint8_t* row, const uint8_t* scale, v16f* ou
 
 // One pass over the pieces with the group's queries and outputs in registers (the scheme
 // of backend/cpu/attention_kernel.h): each K and V row is decoded once for all n_q heads.
-template <int NV>
-void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, float scale, float* max_out,
-                  float* sum_out, float* acc_out) {
+// G > 0: the group size at compile time, so queries and accumulators stay in registers
+// (G = 0: any n_q up to kMaxGroup). T: the pieces' dtype (all spans share one layout).
+template <int NV, int G, KvStoreDtype T>
+void attend_fixed_t(const float* q, int n_q_runtime, const PieceSpan* spans, int n_spans, float scale,
+                    float* max_out, float* sum_out, float* acc_out) {
   constexpr int hd = 16 * NV;
-  v16f qv[kMaxGroup][NV];
-  v16f acc[kMaxGroup][NV];
-  float mx[kMaxGroup], sm[kMaxGroup];
+  const int n_q = G > 0 ? G : n_q_runtime;
+  constexpr int kG = G > 0 ? G : kMaxGroup;
+  v16f qv[kG][NV];
+  v16f acc[kG][NV];
+  float mx[kG], sm[kG];
   for (int g = 0; g < n_q; ++g) {
     for (int i = 0; i < NV; ++i) {
       qv[g][i] = load_v16(q + g * hd + 16 * i) * scale;
@@ -300,10 +304,9 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
     mx[g] = -INFINITY;
     sm[g] = 0.0f;
   }
-  float s[kMaxGroup][64];  // [n_q][C] scores, then probabilities, of one piece
+  float s[kG][64];  // [n_q][C] scores, then probabilities, of one piece
   for (int sp = 0; sp < n_spans; ++sp) {
     const PieceView& pv = spans[sp].view;
-    const KvStoreDtype t = pv.layout->dtype;
     const int f = spans[sp].first, n = spans[sp].n_valid;  // tokens [f, n) of the piece
     if (f >= n) continue;
     if (sp + 1 < n_spans) {  // pieces are scattered (hot slots, host pages): fetch all of the next one now
@@ -313,7 +316,7 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
     }
     for (int j = f; j < n; ++j) {
       v16f kr[NV];
-      load_row<NV>(t, pv.k_row(j), pv.k_scale(j), kr);
+      load_row<NV, T>(pv.k_row(j), pv.k_scale(j), kr);
       for (int g = 0; g < n_q; ++g) {
         v16f a = qv[g][0] * kr[0];
         for (int i = 1; i < NV; ++i) a += qv[g][i] * kr[i];
@@ -338,7 +341,7 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
     }
     for (int j = f; j < n; ++j) {
       v16f vr[NV];
-      load_row<NV>(t, pv.v_row(j), pv.v_scale(j), vr);
+      load_row<NV, T>(pv.v_row(j), pv.v_scale(j), vr);
       for (int g = 0; g < n_q; ++g) {
         const float p = s[g][j];
         for (int i = 0; i < NV; ++i) acc[g][i] += p * vr[i];
@@ -349,6 +352,30 @@ void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, 
     max_out[g] = mx[g];
     sum_out[g] = sm[g];
     for (int i = 0; i < NV; ++i) store_v16(acc_out + g * hd + 16 * i, acc[g][i]);
+  }
+}
+
+template <int NV, int G>
+void attend_fixed_g(const float* q, int n_q, const PieceSpan* spans, int n_spans, float scale, float* max_out,
+                    float* sum_out, float* acc_out) {
+  switch (spans[0].view.layout->dtype) {
+    case KvStoreDtype::kF32: return attend_fixed_t<NV, G, KvStoreDtype::kF32>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case KvStoreDtype::kF16: return attend_fixed_t<NV, G, KvStoreDtype::kF16>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case KvStoreDtype::kBF16: return attend_fixed_t<NV, G, KvStoreDtype::kBF16>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case KvStoreDtype::kInt8: return attend_fixed_t<NV, G, KvStoreDtype::kInt8>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case KvStoreDtype::kInt4: return attend_fixed_t<NV, G, KvStoreDtype::kInt4>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+  }
+}
+
+template <int NV>
+void attend_fixed(const float* q, int n_q, const PieceSpan* spans, int n_spans, float scale, float* max_out,
+                  float* sum_out, float* acc_out) {
+  switch (n_q) {
+    case 1: return attend_fixed_g<NV, 1>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case 2: return attend_fixed_g<NV, 2>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case 3: return attend_fixed_g<NV, 3>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case 4: return attend_fixed_g<NV, 4>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    default: return attend_fixed_g<NV, 0>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
   }
 }
 

@@ -34,6 +34,60 @@ bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg) {
   return tokens <= cfg.budget_tokens;
 }
 
+namespace {
+
+// Appends the ids (first + i) of the k best of `scores` in ascending id order: higher score
+// first, ties to the later chunk, NaN as −inf — the order of a full sort, found in O(n):
+// scores are binned linearly between their min and max (256 bins; the top-k tail spans few
+// bins, most scores sit low); every bin above the one holding the k-th best is taken whole
+// and only that bin is ordered (nth_element).
+void top_k_chunks(std::span<const float> scores, int32_t first, int32_t k, std::vector<int32_t>& out,
+                  std::vector<int32_t>& ids) {
+  constexpr int kBins = 256;
+  const int32_t n = static_cast<int32_t>(scores.size());
+  auto key = [&](int32_t i) {
+    const float s = scores[i];
+    return std::isnan(s) ? -INFINITY : s;
+  };
+  float lo = INFINITY, hi = -INFINITY;
+  for (int32_t i = 0; i < n; ++i) {
+    const float s = key(i);
+    if (s == -INFINITY || s == INFINITY) continue;
+    lo = std::min(lo, s);
+    hi = std::max(hi, s);
+  }
+  // Bin of each score: −inf → 0, +inf → kBins + 1, finite → 1 + linear position in [lo, hi].
+  const float inv = hi > lo ? static_cast<float>(kBins) / (hi - lo) : 0.0f;
+  auto bin = [&](float s) -> int {
+    if (s == -INFINITY) return 0;
+    if (s == INFINITY) return kBins + 1;
+    const int b = static_cast<int>((s - lo) * inv);
+    return 1 + std::clamp(b, 0, kBins - 1);
+  };
+  int32_t hist[kBins + 2] = {};
+  for (int32_t i = 0; i < n; ++i) ++hist[bin(key(i))];
+  int boundary = kBins + 1;
+  int32_t above = 0;  // candidates in bins above `boundary`
+  while (above + hist[boundary] < k) above += hist[boundary--];
+  const size_t out_begin = out.size();
+  ids.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    const int b = bin(key(i));
+    if (b > boundary) out.push_back(first + i);
+    else if (b == boundary) ids.push_back(i);
+  }
+  const int32_t need = k - above;  // 1 .. hist[boundary]
+  auto better = [&](int32_t a, int32_t b) {
+    const float ka = key(a), kb = key(b);
+    return ka != kb ? ka > kb : a > b;
+  };
+  if (need < static_cast<int32_t>(ids.size())) std::nth_element(ids.begin(), ids.begin() + (need - 1), ids.end(), better);
+  for (int32_t j = 0; j < need; ++j) out.push_back(first + ids[j]);
+  std::sort(out.begin() + static_cast<std::ptrdiff_t>(out_begin), out.end());
+}
+
+}  // namespace
+
 void select_top_chunks(std::span<const float> candidate_scores, int32_t n_tokens, const SparseConfig& cfg,
                        std::vector<int32_t>& out, std::vector<int32_t>* id_scratch) {
   out.clear();
@@ -47,21 +101,8 @@ void select_top_chunks(std::span<const float> candidate_scores, int32_t n_tokens
     for (int32_t c = first; c < last; ++c) out.push_back(c);
   } else if (k > 0) {
     std::vector<int32_t> local;
-    std::vector<int32_t>& ids = id_scratch ? *id_scratch : local;  // [n_cand] candidate chunk ids
-    ids.resize(n_cand);
-    for (int32_t i = 0; i < n_cand; ++i) ids[i] = first + i;
-    auto key = [&](int32_t c) {
-      const float s = candidate_scores[c - first];
-      return std::isnan(s) ? -INFINITY : s;
-    };
-    // Strict weak order: higher score first, then the later chunk (recency breaks ties).
-    auto better = [&](int32_t a, int32_t b) {
-      const float ka = key(a), kb = key(b);
-      return ka != kb ? ka > kb : a > b;
-    };
-    std::nth_element(ids.begin(), ids.begin() + (k - 1), ids.end(), better);
-    std::sort(ids.begin(), ids.begin() + k);
-    out.insert(out.end(), ids.begin(), ids.begin() + k);
+    std::vector<int32_t>& ids = id_scratch ? *id_scratch : local;  // boundary-bucket candidates
+    top_k_chunks(candidate_scores, first, k, out, ids);
   }
   for (int32_t c = last; c < n_chunks; ++c) out.push_back(c);
 }

@@ -76,13 +76,28 @@ TEST(SparseSelector, InvariantsOnRandomScores) {
     std::normal_distribution<float> nd;
     for (float& s : scores) {
       const int kind = pick(rng) % 50;
-      s = kind == 0 ? NAN : kind == 1 ? 0.5f : nd(rng);  // some NaN and some ties
+      // some NaN, ties, infinities, and a heavy tail (as real scores: few high, most low)
+      s = kind == 0 ? NAN : kind == 1 ? 0.5f : kind == 2 ? -INFINITY : kind == 3 ? INFINITY
+          : kind < 10 ? 20.0f * nd(rng) : nd(rng);
     }
     std::vector<int32_t> chunks;
     select_top_chunks(scores, n, cfg, chunks);
     SCOPED_TRACE(testing::Message() << "iter " << iter << " n " << n << " C " << cfg.chunk_tokens << " budget "
                                     << cfg.budget_tokens << " S " << cfg.sink_tokens << " W " << cfg.window_tokens);
     check_selection(chunks, scores, n, cfg);
+    // Exactly the set a full sort gives (score descending, NaN last, ties to the later chunk).
+    std::vector<int32_t> want;
+    for (int32_t c = 0; c < first; ++c) want.push_back(c);
+    std::vector<int32_t> order(last - first);
+    for (int32_t i = 0; i < last - first; ++i) order[i] = first + i;
+    auto key = [&](int32_t c) { return std::isnan(scores[c - first]) ? -INFINITY : scores[c - first]; };
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return key(a) != key(b) ? key(a) > key(b) : a > b; });
+    const int32_t k = candidates_fit(n, cfg) ? last - first : std::min(last - first, cfg.budget_chunks());
+    std::vector<int32_t> top(order.begin(), order.begin() + k);
+    std::sort(top.begin(), top.end());
+    want.insert(want.end(), top.begin(), top.end());
+    for (int32_t c = last; c < n_chunks_of(n, cfg.chunk_tokens); ++c) want.push_back(c);
+    ASSERT_EQ(chunks, want);
   }
   SparseConfig bad;
   bad.chunk_tokens = 5;
