@@ -14,11 +14,50 @@ HotSet::HotSet(int32_t n_slots, int32_t max_owners)
       next_(n_slots + 1),
       oprev_(n_slots, -1),
       onext_(n_slots, -1),
-      owner_head_(max_owners, -1) {
+      owner_head_(max_owners, -1),
+      map_(n_slots) {
   prev_[n_slots] = next_[n_slots] = n_slots;  // empty list
   free_.reserve(n_slots);
   for (int32_t s = n_slots - 1; s >= 0; --s) free_.push_back(s);  // slot 0 is handed out first
-  map_.reserve(static_cast<size_t>(n_slots) * 2);
+}
+
+HotSet::SlotTable::SlotTable(int32_t n_slots) {
+  size_t cap = 16;
+  while (cap < static_cast<size_t>(n_slots) * 2) cap <<= 1;
+  e_.resize(cap);
+  mask_ = cap - 1;
+}
+
+int32_t HotSet::SlotTable::find(const HotKey& k) const {
+  for (size_t i = home(k);; i = (i + 1) & mask_) {
+    const Entry& e = e_[i];
+    if (e.slot < 0) return -1;
+    if (e.key == k) return e.slot;
+  }
+}
+
+void HotSet::SlotTable::insert(const HotKey& k, int32_t slot) {
+  size_t i = home(k);
+  while (e_[i].slot >= 0) i = (i + 1) & mask_;
+  e_[i] = {k, slot};
+  ++size_;
+}
+
+void HotSet::SlotTable::erase(const HotKey& k) {
+  size_t i = home(k);
+  while (!(e_[i].slot >= 0 && e_[i].key == k)) i = (i + 1) & mask_;
+  // Backward shift: move later entries of the probe run into the hole when their home
+  // position does not lie (cyclically) in (hole, j].
+  size_t hole = i;
+  for (size_t j = (i + 1) & mask_; e_[j].slot >= 0; j = (j + 1) & mask_) {
+    const size_t h = home(e_[j].key);
+    const bool stays = hole <= j ? (hole < h && h <= j) : (hole < h || h <= j);
+    if (stays) continue;
+    e_[hole] = e_[j];
+    hole = j;
+  }
+  e_[hole].slot = -1;
+  --size_;
 }
 
 void HotSet::lru_push_mru(int32_t s) {
@@ -66,15 +105,14 @@ void HotSet::free_slot(int32_t s) {
 }
 
 int32_t HotSet::find(const HotKey& key) const {
-  auto it = map_.find(key);
-  return it == map_.end() ? -1 : it->second;
+  return map_.find(key);
 }
 
 HotSet::Acquired HotSet::acquire(const HotKey& key) {
   assert(key.lease_id < owner_head_.size());
   Acquired a;
-  if (auto it = map_.find(key); it != map_.end()) {
-    a.slot = it->second;
+  if (const int32_t hit = map_.find(key); hit >= 0) {
+    a.slot = hit;
     a.hit = true;
     if (pins_[a.slot] == 0) {
       lru_remove(a.slot);
@@ -100,7 +138,7 @@ HotSet::Acquired HotSet::acquire(const HotKey& key) {
   pins_[s] = 0;
   ++epoch_[s];
   owner_push(s);
-  map_.emplace(key, s);
+  map_.insert(key, s);
   lru_push_mru(s);
   a.slot = s;
   return a;
@@ -157,10 +195,9 @@ Status HotSet::check() const {
     ++resident;
     pinned += pins_[s] > 0;
     if (pins_[s] == 0 && !in_lru[s]) return make_error(StatusCode::kInternal, "hot set: unpinned {} not on LRU", s);
-    auto it = map_.find(keys_[s]);
-    if (it == map_.end() || it->second != s) return make_error(StatusCode::kInternal, "hot set: map misses {}", s);
+    if (map_.find(keys_[s]) != s) return make_error(StatusCode::kInternal, "hot set: map misses {}", s);
   }
-  if (pinned != n_pinned_ || resident != static_cast<int32_t>(map_.size()))
+  if (pinned != n_pinned_ || resident != map_.size())
     return make_error(StatusCode::kInternal, "hot set: counts (pinned {} vs {}, resident {} vs map {})", pinned,
                       n_pinned_, resident, map_.size());
   int32_t owned = 0;

@@ -2,7 +2,8 @@
 //
 // Pure bookkeeping (the bytes live in the device tier): which (lease id, generation,
 // chunk) occupies which slot, which slots are free, pinned, or evictable in LRU order.
-//   - residency map: unordered_map HotKey → slot, O(1) expected;
+//   - residency map: HotKey → slot, an open-addressing table (linear probing, backward-shift
+//     erase, at most half full, keys inline: one cache line per lookup), O(1) expected;
 //   - LRU: an intrusive doubly-linked list over slot indices holding exactly the resident,
 //     unpinned slots (head = least recently used), O(1) touch / evict;
 //   - pins: a pinned slot (selected for the current step) is off the LRU list and cannot be
@@ -16,7 +17,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -91,7 +91,26 @@ class HotSet {
   std::vector<int32_t> onext_;     // [n_slots]
   std::vector<int32_t> owner_head_;  // [max_owners] first slot of each lease id (-1 none)
   std::vector<int32_t> free_;      // free slots, LIFO
-  std::unordered_map<HotKey, int32_t, HotKeyHash> map_;
+  // Residency map HotKey → slot: open addressing, capacity a power of two ≥ 2 · n_slots.
+  class SlotTable {
+   public:
+    explicit SlotTable(int32_t n_slots);
+    int32_t find(const HotKey& k) const;       // slot or -1
+    void insert(const HotKey& k, int32_t slot);  // k must be absent
+    void erase(const HotKey& k);                 // k must be present
+    int32_t size() const { return size_; }
+
+   private:
+    struct Entry {
+      HotKey key;
+      int32_t slot = -1;  // -1: empty
+    };
+    size_t home(const HotKey& k) const { return HotKeyHash{}(k) & mask_; }
+    std::vector<Entry> e_;
+    size_t mask_ = 0;
+    int32_t size_ = 0;
+  };
+  SlotTable map_;
   int32_t n_pinned_ = 0;
 };
 
