@@ -24,6 +24,7 @@
 namespace hs::kvq_detail {
 
 inline constexpr int kMaxHeadDim = 512;  // decode buffer bound (stack)
+inline constexpr int kPrefetchAhead = 2;  // pieces ahead that attend_fixed prefetches
 
 struct KvQuantKernels {
   float (*dot)(KvStoreDtype, const float*, const void*, const void*, int);
@@ -309,10 +310,13 @@ void attend_fixed_t(const float* q, int n_q_runtime, const PieceSpan* spans, int
     const PieceView& pv = spans[sp].view;
     const int f = spans[sp].first, n = spans[sp].n_valid;  // tokens [f, n) of the piece
     if (f >= n) continue;
-    if (sp + 1 < n_spans) {  // pieces are scattered (hot slots, host pages): fetch all of the next one now
-      const PieceView& nv = spans[sp + 1].view;
+    // Pieces are scattered (hot slots, host pages) and each is a DRAM read: fetch the piece
+    // kPrefetchAhead ahead into L2 whole (the first ones at the start).
+    for (int a = sp == 0 ? 0 : kPrefetchAhead; a <= kPrefetchAhead; ++a) {
+      if (sp + a >= n_spans) break;
+      const PieceView& nv = spans[sp + a].view;
       const int64_t lines = (nv.layout->bytes + 63) / 64;
-      for (int64_t line = 0; line < lines && line < 256; ++line) __builtin_prefetch(nv.base + 64 * line);
+      for (int64_t line = 0; line < lines && line < 256; ++line) __builtin_prefetch(nv.base + 64 * line, 0, 2);
     }
     for (int j = f; j < n; ++j) {
       v16f kr[NV];
