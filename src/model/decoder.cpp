@@ -330,7 +330,7 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       }
     }
   });
-  pool.parallel_for(static_cast<int64_t>(spans_.size()), [&](int64_t begin, int64_t end, int) {
+  auto merge = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [first_task, last_task] = spans_[i];
       const int64_t t = i / c.n_head_kv;
@@ -338,7 +338,12 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       float* out = att_.data() + t * c.q_dim() + kvh * group * hd;  // [group][hd]
       cpu::attention_merge(parts_.data() + first_task, last_task - first_task, group, hd, out);
     }
-  });
+  };
+  // A decode step of one sequence has n_kv_heads merges of a few partials: not worth a dispatch.
+  if (spans_.size() <= 8)
+    merge(0, static_cast<int64_t>(spans_.size()), 0);
+  else
+    pool.parallel_for(static_cast<int64_t>(spans_.size()), merge);
 }
 
 void Decoder::select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,

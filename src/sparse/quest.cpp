@@ -85,7 +85,8 @@ Result<std::unique_ptr<QuestSelector>> QuestSelector::create(const QuestStore& s
   return std::unique_ptr<QuestSelector>(new QuestSelector(store, cfg));
 }
 
-void QuestSelector::chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const {
+void QuestSelector::chunk_scores(const SelectInput& in, const float* /*prep*/, int32_t chunk_begin, int32_t chunk_end,
+                                 float* out) const {
   store_.chunk_bounds(in.blocks, in.layer, in.kv_head, in.q, in.n_q, chunk_begin, chunk_end, out, in.pool);
 }
 

@@ -52,7 +52,8 @@ class QuestSelector final : public ChunkSelector {
   // Checks cfg against the store (same C, C divides P).
   static Result<std::unique_ptr<QuestSelector>> create(const QuestStore& store, const SparseConfig& cfg);
   const char* name() const override { return "quest"; }
-  void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const override;
+  void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
+                    float* out) const override;
 
  private:
   QuestSelector(const QuestStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}

@@ -116,53 +116,60 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
     return;
   }
   scratch.scores.resize(last - first);
-  chunk_scores(in, first, last, scratch.scores.data());
+  scratch.prep.resize(prep_floats(in.n_q));
+  prepare(in, scratch.prep.data());
+  chunk_scores(in, scratch.prep.data(), first, last, scratch.scores.data());
   select_top_chunks(scratch.scores, in.n_tokens, cfg_, chunks_out, &scratch.ids);
 }
 
 void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                                  BatchSelectScratch& s, ThreadPool* pool) const {
   const int64_t n = static_cast<int64_t>(ins.size());
+  const int n_threads = pool ? pool->n_threads() : 1;
+  if (static_cast<int>(s.ids.size()) < n_threads) s.ids.resize(n_threads);
+  if (s.left_size < static_cast<size_t>(n)) {
+    s.left.reset(new std::atomic<int32_t>[n]);
+    s.left_size = static_cast<size_t>(n);
+  }
   s.tasks.clear();
   s.offset.assign(n, -1);
   int64_t total = 0;
+  int prep_n = 0;
+  for (int64_t i = 0; i < n; ++i) prep_n = std::max(prep_n, prep_floats(ins[i].n_q));
+  if (s.prep.size() < static_cast<size_t>(n * prep_n)) s.prep.resize(n * prep_n);
   for (int64_t i = 0; i < n; ++i) {
     const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
-    if (last - first <= cfg_.budget_chunks() || candidates_fit(ins[i].n_tokens, cfg_)) continue;  // all fit
+    if (last - first <= cfg_.budget_chunks() || candidates_fit(ins[i].n_tokens, cfg_)) {  // all fit: no scoring
+      select_top_chunks({}, ins[i].n_tokens, cfg_, outs[i]);
+      continue;
+    }
     s.offset[i] = total;
     total += last - first;
-    for (int32_t c = first; c < last; c += kChunksPerTask)
+    int32_t n_tasks = 0;
+    for (int32_t c = first; c < last; c += kChunksPerTask, ++n_tasks)
       s.tasks.push_back({static_cast<int32_t>(i), c, std::min(last, c + kChunksPerTask)});
+    s.left[i].store(n_tasks, std::memory_order_relaxed);
+    prepare(ins[i], s.prep.data() + i * prep_n);
   }
   if (static_cast<int64_t>(s.scores.size()) < total) s.scores.resize(total);
-  auto score_tasks = [&](int64_t b, int64_t e, int) {
+  // One pass: each task scores its chunks; the task that finishes an item's scoring picks
+  // that item's top chunks right away (the pool's completion makes every write visible).
+  auto run = [&](int64_t b, int64_t e, int thread) {
     for (int64_t k = b; k < e; ++k) {
       const BatchSelectScratch::Task& t = s.tasks[k];
       const SelectInput& in = ins[t.item];
-      const int32_t first = candidate_range(in.n_tokens, cfg_).first;
-      chunk_scores(in, t.chunk_begin, t.chunk_end, s.scores.data() + s.offset[t.item] + (t.chunk_begin - first));
+      const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+      float* scores = s.scores.data() + s.offset[t.item];
+      chunk_scores(in, s.prep.data() + t.item * prep_n, t.chunk_begin, t.chunk_end, scores + (t.chunk_begin - first));
+      if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        select_top_chunks(std::span<const float>(scores, last - first), in.n_tokens, cfg_, outs[t.item],
+                          &s.ids[thread]);
     }
   };
-  const int n_threads = pool ? pool->n_threads() : 1;
-  if (static_cast<int>(s.ids.size()) < n_threads) s.ids.resize(n_threads);
-  auto pick = [&](int64_t b, int64_t e, int thread) {
-    for (int64_t i = b; i < e; ++i) {
-      if (s.offset[i] < 0) {
-        select_top_chunks({}, ins[i].n_tokens, cfg_, outs[i]);
-        continue;
-      }
-      const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
-      select_top_chunks(std::span<const float>(s.scores.data() + s.offset[i], last - first), ins[i].n_tokens, cfg_,
-                        outs[i], &s.ids[thread]);
-    }
-  };
-  if (pool) {
-    pool->parallel_for(static_cast<int64_t>(s.tasks.size()), 1, score_tasks);
-    pool->parallel_for(n, 1, pick);
-  } else {
-    score_tasks(0, static_cast<int64_t>(s.tasks.size()), 0);
-    pick(0, n, 0);
-  }
+  if (pool)
+    pool->parallel_for(static_cast<int64_t>(s.tasks.size()), 1, run);
+  else
+    run(0, static_cast<int64_t>(s.tasks.size()), 0);
 }
 
 Result<std::unique_ptr<SketchTopKSelector>> SketchTopKSelector::create(const SketchStore& store,
@@ -171,10 +178,16 @@ Result<std::unique_ptr<SketchTopKSelector>> SketchTopKSelector::create(const Ske
   return std::unique_ptr<SketchTopKSelector>(new SketchTopKSelector(store, cfg));
 }
 
-void SketchTopKSelector::chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end,
-                                      float* out) const {
-  store_.chunk_max_scores(in.blocks, in.layer, in.kv_head, in.q, in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin,
-                          chunk_end, out, in.pool);
+int SketchTopKSelector::prep_floats(int n_q) const { return n_q * (store_.geometry().rank + 1); }
+
+void SketchTopKSelector::prepare(const SelectInput& in, float* prep) const {
+  store_.project(in.layer, in.kv_head, in.q, in.n_q, prep, prep + in.n_q * store_.geometry().rank);
+}
+
+void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin,
+                                      int32_t chunk_end, float* out) const {
+  store_.chunk_max_scores_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * store_.geometry().rank,
+                                    in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
 }
 
 }  // namespace hs

@@ -15,6 +15,7 @@
 // chunk's tokens of the sketch score, sketch_store.h) and QuestSelector (quest.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -51,6 +52,7 @@ inline int32_t n_chunks_of(int32_t n_tokens, int chunk_tokens) { return (n_token
 
 // Per-thread scratch a caller may pass to avoid allocations per call.
 struct SelectScratch {
+  std::vector<float> prep;     // [prep_floats]
   std::vector<float> scores;   // [n candidate chunks]
   std::vector<int32_t> ids;    // [n candidate chunks]
 };
@@ -86,6 +88,9 @@ struct BatchSelectScratch {
   std::vector<int64_t> offset;                 // [n items] start of the item's scores in `scores`
   std::vector<float> scores;                   // [Σ candidate chunks]
   std::vector<std::vector<int32_t>> ids;       // [n_threads][n candidate chunks]
+  std::vector<float> prep;                     // [n items][prep_floats]
+  std::unique_ptr<std::atomic<int32_t>[]> left;  // [n items] scoring tasks not finished
+  size_t left_size = 0;
 };
 
 class ChunkSelector {
@@ -107,8 +112,14 @@ class ChunkSelector {
   void select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                     BatchSelectScratch& scratch, ThreadPool* pool) const;
 
+  // Per-selection state computed once and shared by every chunk_scores call of that
+  // selection (the sketch selector's projected queries): prep_floats() floats, filled by
+  // prepare().
+  virtual int prep_floats(int /*n_q*/) const { return 0; }
+  virtual void prepare(const SelectInput& /*in*/, float* /*prep*/) const {}
   // out [chunk_end - chunk_begin]: the ranking score of each chunk (higher: more relevant).
-  virtual void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const = 0;
+  virtual void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
+                            float* out) const = 0;
 
  protected:
   SparseConfig cfg_;
@@ -120,7 +131,10 @@ class SketchTopKSelector final : public ChunkSelector {
   // Checks cfg against the store (C divides P).
   static Result<std::unique_ptr<SketchTopKSelector>> create(const SketchStore& store, const SparseConfig& cfg);
   const char* name() const override { return "sketch"; }
-  void chunk_scores(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const override;
+  int prep_floats(int n_q) const override;
+  void prepare(const SelectInput& in, float* prep) const override;  // q̂ [G][rank] | bias [G]
+  void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
+                    float* out) const override;
 
  private:
   SketchTopKSelector(const SketchStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}

@@ -63,6 +63,10 @@ class SketchStore {
   void chunk_max_scores(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
                         int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
                         ThreadPool* pool = nullptr) const;
+  // The same with the queries already projected (project()): q_hat [G][rank], bias [G].
+  void chunk_max_scores_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
+                                  const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
+                                  int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr) const;
 
  private:
   // The head block of (layer, head) in the page holding `pos`.

@@ -157,6 +157,65 @@ TEST(SparseSelector, AllChunksWhenBudgetCoversContext) {
   EXPECT_FALSE(QuestSelector::create(quest, wrong_c).is_ok());
 }
 
+// One step's selections at once (select_batch: all scoring in one pooled pass, each top-k
+// run by the task that finishes its item) give exactly what select() gives one by one:
+// several kv heads and sequences of different lengths, some under the budget, both selectors.
+TEST(SparseSelector, BatchEqualsOneByOne) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, P = 16, G = 3, H = 2, r = 16;
+  SketchBasis basis = SketchBasis::zeros(1, H, hd, r);
+  for (int h = 0; h < H; ++h) {
+    const auto U = test::random_orthonormal(rng, hd, r);
+    std::copy(U.begin(), U.end(), basis.basis[0].begin() + static_cast<size_t>(h) * hd * r);
+  }
+  std::uniform_int_distribution<int> len(1, 9000);
+  std::vector<Context> ctxs;
+  int32_t n_blocks = 0;
+  for (int sq = 0; sq < 4; ++sq) {
+    ctxs.push_back(make_context(rng, hd, P, len(rng)));
+    for (auto& b : ctxs.back().blocks) b += n_blocks;  // disjoint pages per sequence
+    n_blocks += static_cast<int32_t>(ctxs.back().blocks.size());
+  }
+  SketchStore sketches(basis, P, n_blocks, cpu::SketchElem::kInt8);
+  QuestStore quest(1, H, hd, P, 16, n_blocks);
+  for (const Context& c : ctxs)
+    for (int h = 0; h < H; ++h)
+      for (int t = 0; t < c.n; ++t) {
+        const float* k = c.keys.data() + t * hd;  // both heads see the same keys, different bases
+        sketches.write(c.blocks, 0, h, t, k);
+        quest.write(c.blocks, 0, h, t, k);
+      }
+  SparseConfig cfg;
+  cfg.budget_tokens = 512;
+  cfg.window_tokens = 64;
+  auto sk = SketchTopKSelector::create(sketches, cfg);
+  auto qs = QuestSelector::create(quest, cfg);
+  ASSERT_TRUE(sk.is_ok() && qs.is_ok());
+  std::vector<std::vector<float>> qs_data;
+  std::vector<SelectInput> ins;
+  for (const Context& c : ctxs)
+    for (int h = 0; h < H; ++h) {
+      qs_data.push_back(randn(rng, G * hd));
+      ins.push_back(SelectInput{.layer = 0, .kv_head = h, .q = nullptr, .n_q = G, .blocks = c.blocks, .n_tokens = c.n});
+    }
+  for (size_t i = 0; i < ins.size(); ++i) ins[i].q = qs_data[i].data();
+  ThreadPool pool(3);
+  const ChunkSelector* selectors[] = {sk->get(), qs->get()};
+  for (const ChunkSelector* sel : selectors) {
+    BatchSelectScratch scratch;
+    for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<std::vector<int32_t>> batch(ins.size());
+      sel->select_batch(ins, batch, scratch, p);
+      for (size_t i = 0; i < ins.size(); ++i) {
+        std::vector<int32_t> one;
+        sel->select(ins[i], one);
+        ASSERT_EQ(batch[i], one) << sel->name() << " item " << i << " n " << ins[i].n_tokens;
+      }
+    }
+  }
+}
+
 // Quest's per-chunk bound is >= q_g·k for every key of the chunk and every head of the group.
 TEST(SparseSelector, QuestBoundIsAnUpperBound) {
   const unsigned seed = sparse_seed();
