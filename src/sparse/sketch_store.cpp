@@ -21,6 +21,7 @@ SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_bl
   g_.rank = basis.rank;
   g_.page_tokens = page_tokens;
   g_.elem = elem;
+  n_blocks_ = n_blocks;
   layer_data_.resize(g_.n_layer);
   for (int l = 0; l < g_.n_layer; ++l)
     if (basis.has_layer(l)) layer_data_[l].assign(static_cast<size_t>(n_blocks) * g_.page_bytes(), 0);
@@ -47,13 +48,12 @@ void SketchStore::read(std::span<const int32_t> blocks, int layer, int head, int
 }
 
 uint8_t* SketchStore::head_block(std::span<const int32_t> blocks, int layer, int head, int32_t pos) const {
-  return const_cast<uint8_t*>(layer_data_[layer].data()) +
-         static_cast<int64_t>(blocks[pos / g_.page_tokens]) * g_.page_bytes() + head * g_.head_bytes();
+  return const_cast<uint8_t*>(view(layer, blocks).head_block(pos, head));
 }
 
 cpu::PagedSketchView SketchStore::view(int layer, std::span<const int32_t> blocks) const {
-  return cpu::PagedSketchView{layer_data_[layer].data(), g_.page_bytes(), blocks.data(), g_.page_tokens, g_.rank,
-                              g_.elem};
+  return cpu::PagedSketchView{layer_data_[layer].data(), g_.head_bytes(), n_blocks_ * g_.head_bytes(), blocks.data(),
+                              g_.page_tokens, g_.rank, g_.elem};
 }
 
 void SketchStore::project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const {

@@ -1,7 +1,7 @@
 // sparse/sketch_store.h — per-token key sketches in pages parallel to the KV pages.
 //
-// For each layer, page b (the same block id the KV cache gives the sequence) holds one block
-// per kv head with the sketches s_t = Bᵀ(k_t − mu) of the page's P tokens, dimension-major
+// For each layer and kv head, page b (the same block id the KV cache gives the sequence) is
+// one block (a head's blocks are kept together: [n_kv_heads][n_blocks][block]) with the sketches s_t = Bᵀ(k_t − mu) of the page's P tokens, dimension-major
 // (f32, f16 or int8 with a per-token scale; layout in backend/cpu/sketch_score.h),
 // so a sequence's block table addresses its sketches exactly as its KV. The store owns only
 // bytes; ids and ref counts stay with the KV cache's BlockPool (a page shared through the
@@ -74,7 +74,8 @@ class SketchStore {
 
   const SketchBasis& basis_;
   SketchGeometry g_;
-  std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
+  int32_t n_blocks_ = 0;
+  std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_kv_heads][n_blocks][head_bytes]
 };
 
 }  // namespace hs

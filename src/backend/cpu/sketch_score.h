@@ -1,7 +1,9 @@
 // backend/cpu/sketch_score.h — score past tokens through their key sketches (sparse attention).
 //
-// Sketch pages parallel the KV pages (same block ids, P tokens). Per layer, page b holds one
-// block per kv head; a head block stores the sketches s_t = Bᵀ(k_t − mu) (sparse/sketch_basis.h)
+// Sketch pages parallel the KV pages (same block ids, P tokens). Per layer and kv head, page
+// b is one head block at head_base(h) + b · block_bytes (the store keeps each head's blocks
+// together, so a head's scan over a sequence's mostly consecutive pages streams); a head
+// block stores the sketches s_t = Bᵀ(k_t − mu) (sparse/sketch_basis.h)
 // of the page's P tokens *dimension-major*:
 //   f32 / f16:  [rank][P] values                   (value (d, t) at d·P + t)
 //   int8:       [rank][P] int8, then [P] f16 scales  (s_t[d] = scale_t · q8[d][t], per-token absmax)
@@ -28,16 +30,16 @@ const char* sketch_elem_name(SketchElem e);
 int64_t sketch_head_bytes(SketchElem e, int rank, int page_tokens);
 
 struct PagedSketchView {
-  const uint8_t* layer_base = nullptr;  // page b starts at layer_base + b * page_bytes
-  int64_t page_bytes = 0;               // n_kv_heads * sketch_head_bytes(elem, rank, P)
+  const uint8_t* layer_base = nullptr;  // head h, page b at layer_base + h * head_stride + b * block_bytes
+  int64_t block_bytes = 0;              // sketch_head_bytes(elem, rank, P)
+  int64_t head_stride = 0;              // n_blocks * block_bytes
   const int32_t* blocks = nullptr;      // block table of the sequence (the KV cache's)
   int page_tokens = 16;                 // P
   int rank = 0;
   SketchElem elem = SketchElem::kF16;
   // The block of kv head h in the page that holds token `pos`.
   const uint8_t* head_block(int32_t pos, int kv_head) const {
-    return layer_base + static_cast<int64_t>(blocks[pos / page_tokens]) * page_bytes +
-           static_cast<int64_t>(kv_head) * sketch_head_bytes(elem, rank, page_tokens);
+    return layer_base + kv_head * head_stride + static_cast<int64_t>(blocks[pos / page_tokens]) * block_bytes;
   }
 };
 
