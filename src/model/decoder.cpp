@@ -56,6 +56,18 @@ Status Decoder::mm(const WeightView& w, const float* x, int64_t n, float* y, Thr
   return make_error(StatusCode::kInternal, "bad matmul precision");
 }
 
+Status Decoder::mm_multi(std::span<const WeightView> ws, const float* x, int64_t n, std::span<float* const> ys,
+                         ThreadPool& pool) const {
+  switch (precision_) {
+    case MatmulPrecision::kExact:
+      for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(cpu::matmul_exact(ws[i], x, n, ys[i], pool));
+      return Status::ok();
+    case MatmulPrecision::kInt8x2: return cpu::matmul_multi(ws, x, n, ys, pool, cpu::ActPrecision::kInt8x2);
+    case MatmulPrecision::kInt8: return cpu::matmul_multi(ws, x, n, ys, pool, cpu::ActPrecision::kInt8);
+  }
+  return make_error(StatusCode::kInternal, "bad matmul precision");
+}
+
 Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
                         std::vector<float>& logits) {
   const ModelConfig& c = config_;
@@ -126,9 +138,11 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     const LayerWeights& L = weights_.layers[il];
     const bool swa = c.layer_is_swa[il];
     rms_norm_rows(x, L.attn_norm, n, d, c.rms_eps, h);
-    HS_RETURN_IF_ERROR(mm(L.wq, h, n, q_.data(), pool));   // [n][q_dim]
-    HS_RETURN_IF_ERROR(mm(L.wk, h, n, k_.data(), pool));   // [n][kv_dim]
-    HS_RETURN_IF_ERROR(mm(L.wv, h, n, v_.data(), pool));   // [n][kv_dim]
+    {  // q [n][q_dim], k [n][kv_dim], v [n][kv_dim] in one dispatch
+      const WeightView ws[] = {L.wq, L.wk, L.wv};
+      float* const ys[] = {q_.data(), k_.data(), v_.data()};
+      HS_RETURN_IF_ERROR(mm_multi(ws, h, n, ys, pool));
+    }
     const std::vector<float>& rope_tab =
         swa && c.rope_theta_local != c.rope_theta ? rope_local_ : rope_global_;  // [n][cos | sin]
     const bool neox = c.rope_style == RopeStyle::kNeox;
@@ -158,8 +172,11 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     cpu::add_inplace(x, o_.data(), n * d);
 
     rms_norm_rows(x, L.ffn_norm, n, d, c.rms_eps, h);
-    HS_RETURN_IF_ERROR(mm(L.w_gate, h, n, gate_.data(), pool));  // [n][n_ff]
-    HS_RETURN_IF_ERROR(mm(L.w_up, h, n, up_.data(), pool));      // [n][n_ff]
+    {  // gate, up [n][n_ff] in one dispatch
+      const WeightView ws[] = {L.w_gate, L.w_up};
+      float* const ys[] = {gate_.data(), up_.data()};
+      HS_RETURN_IF_ERROR(mm_multi(ws, h, n, ys, pool));
+    }
     if (c.ffn_act == FfnActivation::kSilu)
       cpu::silu_mul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
     else

@@ -72,6 +72,9 @@ class Decoder {
  private:
   Decoder() = default;
   Status mm(const WeightView& w, const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  // Several weights on the same input in one pool dispatch (q/k/v, gate/up).
+  Status mm_multi(std::span<const WeightView> ws, const float* x, int64_t n, std::span<float* const> ys,
+                  ThreadPool& pool) const;
   void attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, int layer, ThreadPool& pool);
   // Fills sel_index_/selected_ for the (token, kv head) pairs that attend sparsely.
   void select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, const KvCache& kv, int layer,
