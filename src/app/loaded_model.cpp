@@ -34,6 +34,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "Sketch storage: int8 (per-token scale, half the bytes scored per step) or f16")
       ->check(CLI::IsMember({"f16", "int8"}))
       ->capture_default_str();
+  cmd->add_option("--sparse-chunk-score", opt.chunk_score,
+                  "Sketch chunk score: max (the best token's score) or mass (log-sum-exp of the scaled token scores)")
+      ->check(CLI::IsMember({"max", "mass"}))
+      ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
                   "pages directly)")
@@ -65,6 +69,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   SparseConfig cfg = opt.sparse_cfg;
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
+  cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, m.kv->geometry().page_tokens, m.kv->pool().n_blocks(),
                             kv_token_bytes(m.kv->geometry().dtype, c.head_dim), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;

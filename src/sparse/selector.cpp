@@ -187,7 +187,8 @@ void SketchTopKSelector::prepare(const SelectInput& in, float* prep) const {
 void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin,
                                       int32_t chunk_end, float* out) const {
   store_.chunk_max_scores_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * store_.geometry().rank,
-                                    in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
+                                    in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool,
+                                    cfg_.chunk_mass_scale);
 }
 
 }  // namespace hs

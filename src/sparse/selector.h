@@ -36,6 +36,9 @@ struct SparseConfig {
   int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
   int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
   cpu::SketchElem sketch_elem = cpu::SketchElem::kF16;  // how the sketch store keeps each sketch
+  // Sketch chunk score: 0 = the max token score; α > 0 = log Σ exp(α · token score), the
+  // chunk's estimated softmax mass (α = the model's attention scale; --sparse-chunk-score mass).
+  float chunk_mass_scale = 0.0f;
 
   Status validate(int page_tokens) const;
   bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }

@@ -66,7 +66,8 @@ class SketchStore {
   // The same with the queries already projected (project()): q_hat [G][rank], bias [G].
   void chunk_max_scores_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
                                   const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
-                                  int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr) const;
+                                  int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr,
+                                  float mass_scale = 0.0f) const;
 
  private:
   // The head block of (layer, head) in the page holding `pos`.

@@ -14,16 +14,16 @@ namespace detail {
 void sketch_score_avx2(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 void sketch_score_avx512(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 void sketch_chunk_max_avx2(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
-                           int32_t, float*);
+                           int32_t, float*, float);
 void sketch_chunk_max_avx512(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
-                             int32_t, float*);
+                             int32_t, float*, float);
 }  // namespace detail
 
 namespace {
 
 using ScoreFn = void (*)(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 using ChunkFn = void (*)(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t, int32_t,
-                         float*);
+                         float*, float);
 
 struct Dispatch {
   ScoreFn score;
@@ -143,8 +143,9 @@ void sketch_score(const float* q_hat, const float* bias, int n_q, const PagedSke
 }
 
 void sketch_chunk_max(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
-  dispatch().chunk(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
+                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
+                      float mass_scale) {
+  dispatch().chunk(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max, mass_scale);
 }
 
 const char* sketch_score_simd_level() { return dispatch().name; }

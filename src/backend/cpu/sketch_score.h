@@ -57,8 +57,12 @@ void sketch_score(const float* q_hat, const float* bias, int n_q, const PagedSke
 
 // chunk_max [chunk_end - chunk_begin]: max of score(t) over the tokens of each chunk of
 // `chunk_tokens` (C divides P) tokens, chunks [chunk_begin, chunk_end), tokens clipped to n_tokens.
+// With mass_scale α > 0 each chunk instead gets log Σ_t exp(α · score(t)) (= α·max + log Σ
+// exp(α(score − max)), a fast log): the chunk's estimated share of the softmax mass, in
+// scaled-logit units (α = the attention scale).
 void sketch_chunk_max(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max);
+                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
+                      float mass_scale = 0.0f);
 
 // The SIMD level dispatched to ("avx512", "avx2", "scalar").
 const char* sketch_score_simd_level();

@@ -165,6 +165,16 @@ TEST(SparseSketchStore, KernelMatchesScalarReference) {
         const float want = *std::max_element(all.begin() + c * C, all.begin() + std::min(n, (c + 1) * C));
         ASSERT_EQ(cm[c - c0], want) << "C " << C << " chunk " << c;
       }
+      // Mass score: log Σ exp(α · score) over the chunk's tokens, against a double reference.
+      const float alpha = 1.0f / std::sqrt(static_cast<float>(cs.hd));
+      const cpu::PagedSketchView v = store.view(0, blocks);
+      cpu::sketch_chunk_max(q_hat.data(), bias.data(), cs.G, v, 1, n, C, c0, c1, cm.data(), alpha);
+      for (int c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (int t = c * C; t < std::min(n, (c + 1) * C); ++t) sum += std::exp(static_cast<double>(alpha) * all[t]);
+        const double want = std::log(sum);
+        ASSERT_NEAR(cm[c - c0], want, 1e-4 * (1 + std::fabs(want))) << "mass, C " << C << " chunk " << c;
+      }
     }
   }
 }
