@@ -45,7 +45,7 @@ struct Measurement {
   double weight_bytes = 0, score_bytes = 0, kv_bytes = 0;
   double keys_selected_share = 1;  // selected / total keys of the sparse attentions
   // Device tier: bytes fetched into hot slots per step, and the counts over all steps.
-  double fetch_bytes = 0;
+  double fetch_bytes = 0, resident_bytes = 0;  // per step: into hot slots; into the sinks / window rings
   int64_t fetch_hits = 0, fetch_misses = 0, fetch_evictions = 0, fetch_refused = 0;
   bool tiered = false;
   double hit_rate() const {
@@ -194,6 +194,7 @@ int run_bench(BenchOptions& o) {
             sum.fetch_bytes += st.fetch_bytes;
             sum.fetch_evictions += st.fetch_evictions;
             sum.fetch_refused += st.fetch_refused;
+            sum.resident_bytes += st.resident_bytes;
             sum.fetch_steps += st.fetch_steps;
           }
         }
@@ -211,6 +212,7 @@ int run_bench(BenchOptions& o) {
         if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
         r.tiered = rt && m->decoder->hot_chunks() && sum.fetch_steps > 0;
         r.fetch_bytes = sum.fetch_bytes / steps;
+        r.resident_bytes = sum.resident_bytes / steps;
         r.fetch_hits = sum.fetch_hits;
         r.fetch_misses = sum.fetch_misses;
         r.fetch_evictions = sum.fetch_evictions;
@@ -256,7 +258,8 @@ int run_bench(BenchOptions& o) {
     if (r.tiered)
       jr["device_tier"] = {{"hits", r.fetch_hits}, {"misses", r.fetch_misses}, {"evictions", r.fetch_evictions},
                            {"refused", r.fetch_refused}, {"hit_rate", r.hit_rate()},
-                           {"fetch_bytes_per_step", r.fetch_bytes}};
+                           {"fetch_bytes_per_step", r.fetch_bytes},
+                           {"resident_bytes_per_step", r.resident_bytes}};
     j["results"].push_back(jr);
   }
   fmt::print("\n{}\n", j.dump());

@@ -205,7 +205,7 @@ int run_needle(EvalOptions& o) {
   const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
   // One device tier for every sparse configuration (they share the chunk size). Each
   // question's fork ends with KvCache::release, which ends its lease and frees its slots.
-  if (Status st = attach_device_tier(o.model, *m, o.model.sparse_cfg.chunk_tokens); !st.is_ok()) {
+  if (Status st = attach_device_tier(o.model, *m, o.model.sparse_cfg); !st.is_ok()) {
     fmt::print(stderr, "error: {}\n", st.message());
     return 1;
   }

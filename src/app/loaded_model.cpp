@@ -60,18 +60,23 @@ std::string default_sketch_path(const std::string& model_path) {
 }
 
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m) {
+  return make_sparse_runtime(opt, *m.decoder, *m.kv);
+}
+
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const Decoder& dec,
+                                                           const KvCache& kv) {
   const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
   std::string mode_name = opt.sparse;
   if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
-  const ModelConfig& c = m.decoder->config();
+  const ModelConfig& c = dec.config();
   SparseConfig cfg = opt.sparse_cfg;
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
-  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, m.kv->geometry().page_tokens, m.kv->pool().n_blocks(),
-                            kv_token_bytes(m.kv->geometry().dtype, c.head_dim), full_attention_layers(c)};
+  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
+                            kv_token_bytes(kv.geometry().dtype, c.head_dim), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch) {
     if (path == "random") {
@@ -98,18 +103,29 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
   return Status::ok();
 }
 
-Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, int chunk_tokens) {
-  m.decoder->set_hot_chunks(nullptr);
-  m.device_kv.reset();
-  if (opt.device_kv_budget <= 0) return Status::ok();
+Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const Decoder& dec, KvCache& kv,
+                                                    const SparseConfig& sparse_cfg, int32_t resident_seqs) {
+  if (opt.device_kv_budget <= 0) return std::unique_ptr<HotChunks>();
   HotChunks::Config cfg;
   cfg.budget_bytes = opt.device_kv_budget;
-  cfg.chunk_tokens = chunk_tokens;
-  cfg.full_layer = full_attention_layers(m.decoder->config());
-  HS_ASSIGN_OR_RETURN(m.device_kv, HotChunks::create(*m.kv, cfg));
+  cfg.chunk_tokens = sparse_cfg.chunk_tokens;
+  cfg.full_layer = full_attention_layers(dec.config());
+  cfg.resident_seqs = resident_seqs;
+  cfg.sink_tokens = sparse_cfg.sink_tokens;
+  cfg.window_tokens = sparse_cfg.window_tokens;
+  HS_ASSIGN_OR_RETURN(auto hot, HotChunks::create(kv, cfg));
+  spdlog::info("device tier: {:.1f} MiB of hot slots ({} of {} B per (layer, kv head)) + sinks and a {}-chunk window "
+               "ring for {} sequences",
+               hot->bytes() / 1048576.0, hot->slots_per_set(), hot->piece_bytes(), hot->ring_chunks(), resident_seqs);
+  return hot;
+}
+
+Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseConfig& sparse_cfg,
+                          int32_t resident_seqs) {
+  m.decoder->set_hot_chunks(nullptr);
+  m.device_kv.reset();
+  HS_ASSIGN_OR_RETURN(m.device_kv, make_device_tier(opt, *m.decoder, *m.kv, sparse_cfg, resident_seqs));
   m.decoder->set_hot_chunks(m.device_kv.get());
-  spdlog::info("device tier: {:.1f} MiB, {} hot slots of {} B per (layer, kv head)", m.device_kv->bytes() / 1048576.0,
-               m.device_kv->slots_per_set(), m.device_kv->piece_bytes());
   return Status::ok();
 }
 
@@ -145,7 +161,7 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
   m.kv = std::make_unique<KvCache>(g, (opt.ctx_size + g.page_tokens - 1) / g.page_tokens);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   HS_RETURN_IF_ERROR(attach_sparse(opt, m));
-  if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config().chunk_tokens));
+  if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config(), kDefaultResidentSeqs));
   return m;
 }
 

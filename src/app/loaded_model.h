@@ -54,11 +54,19 @@ struct LoadedModel {
 std::string default_sketch_path(const std::string& model_path);
 // Builds the sparse runtime `opt` asks for over m's decoder and KV cache (null for off).
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m);
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const Decoder& dec,
+                                                           const KvCache& kv);
 // make_sparse_runtime, kept in m.sparse and attached to m.decoder.
 Status attach_sparse(const ModelOptions& opt, LoadedModel& m);
-// Builds the device tier (opt.device_kv_budget bytes of hot chunk slots of C = chunk_tokens
-// tokens) and attaches it to m.decoder; no-op for a zero budget.
-Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, int chunk_tokens);
+// The device tier: opt.device_kv_budget bytes of hot chunk slots of C = sparse_cfg.chunk_tokens
+// tokens, after resident sinks + window rings for `resident_seqs` sequences (null for a zero
+// budget). It registers with kv as its lease listener: it must die before kv.
+inline constexpr int32_t kDefaultResidentSeqs = 4;  // generate / bench / eval (serve: max_num_seqs)
+Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const Decoder& dec, KvCache& kv,
+                                                    const SparseConfig& sparse_cfg, int32_t resident_seqs);
+// make_device_tier, kept in m.device_kv and attached to m.decoder.
+Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseConfig& sparse_cfg,
+                          int32_t resident_seqs = kDefaultResidentSeqs);
 
 // Loads everything or returns a Status naming what failed (missing file, unknown
 // architecture, unsupported tensor type, ...).

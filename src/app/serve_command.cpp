@@ -133,6 +133,25 @@ int run_serve(ServeOptions& o) {
   const int32_t n_pages = (ctx + g.page_tokens - 1) / g.page_tokens;
   KvCache kv(g, n_pages);
   ThreadPool pool(o.model.threads);
+  // Sparse attention for long contexts (--sparse; auto: when the sketch file exists) and its
+  // device tier, with resident sinks + window for every running sequence. Declared after kv:
+  // the tier is kv's lease listener and dies first.
+  auto sparse = make_sparse_runtime(o.model, model, kv);
+  if (!sparse.is_ok()) {
+    spdlog::error("{}", sparse.status().message());
+    return 1;
+  }
+  std::unique_ptr<HotChunks> device_tier;
+  if (*sparse) {
+    auto tier = make_device_tier(o.model, model, kv, (*sparse)->config(), o.engine.max_num_seqs);
+    if (!tier.is_ok()) {
+      spdlog::error("{}", tier.status().message());
+      return 1;
+    }
+    device_tier = std::move(*tier);
+    model.set_sparse(sparse->get());
+    model.set_hot_chunks(device_tier.get());
+  }
   std::string template_origin;
   auto tmpl = chat_template_for_model(model.file(), &template_origin);
   if (!tmpl.is_ok()) spdlog::warn("no chat template ({}); /v1/chat/completions will answer 400", tmpl.status().message());

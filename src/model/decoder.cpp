@@ -215,6 +215,7 @@ void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvC
   const int64_t n_sel = static_cast<int64_t>(sel_items_.size());
   if (static_cast<int64_t>(sel_slots_.size()) < n_sel) sel_slots_.resize(n_sel);
   if (static_cast<int64_t>(sel_copies_.size()) < n_sel) sel_copies_.resize(n_sel);
+  sel_resident_.assign(n_sel, 0);
   sel_hot_.assign(n_sel, {0, 0});
   for (int64_t i = 0; i < n_sel; ++i) {
     const int64_t t = sel_items_[i] / c.n_head_kv;
@@ -223,6 +224,7 @@ void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvC
     sel_slots_[i].assign(chunks.size(), -1);
     sel_copies_[i].clear();
     if (!kv.lease(seq).is_ok()) continue;  // every lease in use: this one reads the pages
+    sel_resident_[i] = hot_->acquire_resident(seq);  // sinks + window ring (else read from the pages)
     // Fetched: the chunks between the sinks and the window that are full (not being filled).
     const int32_t n_keys = batch.positions[t] + 1;
     const auto [first, last] = candidate_range(n_keys, cfg);
@@ -236,8 +238,10 @@ void Decoder::fetch_chunks(const Batch& batch, std::span<SeqKv* const> seqs, KvC
     for (int64_t i = 0; i < n_sel; ++i) {
       const int kvh = static_cast<int>(sel_items_[i] % c.n_head_kv);
       const auto [b, e] = sel_hot_[i];
-      if (kvh < head_begin || kvh >= head_end || b == e) continue;
+      if (kvh < head_begin || kvh >= head_end) continue;
       const SeqKv& seq = *seqs[batch.seq_index[sel_items_[i] / c.n_head_kv]];
+      if (sel_resident_[i]) hot_->sync_resident(seq, layer, kvh, batch.positions[sel_items_[i] / c.n_head_kv] + 1);
+      if (b == e) continue;
       // The misses' copies run in the attention task that reads them (see attention()).
       hot_->fetch(seq, layer, kvh, std::span<const int32_t>(selected_[i].data() + b, e - b),
                   std::span<int32_t>(sel_slots_[i].data() + b, e - b), &sel_copies_[i]);
@@ -304,8 +308,10 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
           AttnTask task{static_cast<int32_t>(t), kvh, r.begin, r.end, static_cast<int32_t>(pieces_.size()), 0};
           for (int32_t ch = r.begin / C; ch * C < r.end; ++ch) {
             while (chunks[k] < ch) ++k;  // ranges cover selected chunks only, in order
-            const uint8_t* p =
-                slots[k] >= 0 ? hot_->slot_ptr(layer, kvh, slots[k]) : hot_->host_piece(seq, layer, kvh, ch);
+            const uint8_t* p = nullptr;
+            if (slots[k] >= 0) p = hot_->slot_ptr(layer, kvh, slots[k]);                   // hot set
+            else if (sel_resident_[sel]) p = hot_->resident_piece(seq, layer, kvh, ch);  // sinks / ring
+            if (!p) p = hot_->host_piece(seq, layer, kvh, ch);                            // host pages
             pieces_.push_back({PieceView{p, &hot_->piece_layout()}, std::min(C, r.end - ch * C)});
             piece_src_.push_back(slots[k] >= 0 ? pending_[k] : nullptr);
           }

@@ -117,6 +117,7 @@ class Decoder {
   std::vector<std::vector<int32_t>> sel_slots_;       // [n_sel][selected chunks] hot slot, or -1: read the page
   std::vector<std::pair<int32_t, int32_t>> sel_hot_;  // [n_sel] [begin, end) of the fetched chunks in selected_
   std::vector<std::vector<HotChunks::PendingCopy>> sel_copies_;  // [n_sel] misses to copy into their slots
+  std::vector<uint8_t> sel_resident_;                 // [n_sel] the sequence has a sinks + ring region
   std::vector<PieceSpan> pieces_;                     // [n pieces of the layer's tiered tasks]
   std::vector<const uint8_t*> piece_src_;             // [n pieces] host piece to copy in first, or null
   std::vector<const uint8_t*> pending_;               // scratch [selected chunks]

@@ -12,6 +12,7 @@ HotChunkStats& HotChunkStats::operator+=(const HotChunkStats& o) {
   hits += o.hits;
   misses += o.misses;
   bytes_moved += o.bytes_moved;
+  resident_bytes += o.resident_bytes;
   evictions += o.evictions;
   refused += o.refused;
   return *this;
@@ -34,21 +35,24 @@ Result<std::unique_ptr<HotChunks>> HotChunks::create(KvCache& kv, const Config& 
                       "hot chunks: a {} KV cache keeps per-token scales after each page's rows, so the sparse chunk "
                       "({}) must equal the page size ({})", kv_dtype_name(g.dtype), C, g.page_tokens);
   const int64_t piece = PieceLayout::make(g.dtype, g.head_dim, C).bytes;
-  const int64_t slots = n_sets > 0 ? cfg.budget_bytes / (n_sets * piece) : 0;
+  const int64_t region_pieces =
+      cfg.resident_seqs > 0 ? (cfg.sink_tokens + C - 1) / C + (cfg.window_tokens + C - 1) / C + 1 : 0;
+  const int64_t region_bytes = static_cast<int64_t>(cfg.resident_seqs) * n_sets * region_pieces * piece;
+  const int64_t slots = n_sets > 0 ? (cfg.budget_bytes - region_bytes) / (n_sets * piece) : 0;
   if (slots < 1)
     return make_error(StatusCode::kInvalidArgument,
                       "--device-kv-budget {} B is too small: one hot slot per full-attention (layer, kv head) takes "
-                      "{} x {} B (use 0 for no device tier)",
-                      cfg.budget_bytes, n_sets, piece);
+                      "{} x {} B after {} B of resident sinks + window for {} sequences (use 0 for no device tier)",
+                      cfg.budget_bytes, n_sets, piece, region_bytes, cfg.resident_seqs);
   const int32_t n_slots = static_cast<int32_t>(std::min<int64_t>(slots, INT32_MAX / 2));
-  std::unique_ptr<HotChunks> h(new HotChunks(kv, C, n_slots, full));
-  if (!h->slot_bytes_)
+  std::unique_ptr<HotChunks> h(new HotChunks(kv, C, n_slots, full, cfg));
+  if (!h->slot_bytes_ || (region_bytes > 0 && !h->region_bytes_))
     return make_error(StatusCode::kInvalidArgument, "hot chunks: cannot allocate {} bytes", h->bytes());
   kv.set_lease_listener(h.get());
   return h;
 }
 
-HotChunks::HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer)
+HotChunks::HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer, const Config& cfg)
     : kv_(kv), C_(C), n_kv_heads_(kv.geometry().n_kv_heads), n_slots_(n_slots) {
   const KvGeometry& g = kv.geometry();
   piece_ = PieceLayout::make(g.dtype, g.head_dim, C);
@@ -68,6 +72,76 @@ HotChunks::HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool
     }
   }
   slot_bytes_.reset(static_cast<uint8_t*>(std::calloc(static_cast<size_t>(bytes()), 1)));
+  if (cfg.resident_seqs > 0) {
+    sink_chunks_ = (cfg.sink_tokens + C - 1) / C;
+    ring_chunks_ = (cfg.window_tokens + C - 1) / C + 1;  // a window not aligned to C spans one more
+    region_pieces_ = sink_chunks_ + ring_chunks_;
+    regions_.resize(cfg.resident_seqs);
+    for (Region& r : regions_) r.synced.assign(sets_.size(), 0);
+    region_of_lease_.assign(kv.leases().capacity(), -1);
+    region_bytes_.reset(static_cast<uint8_t*>(
+        std::calloc(static_cast<size_t>(cfg.resident_seqs) * sets_.size() * region_pieces_ * piece_.bytes, 1)));
+  }
+}
+
+bool HotChunks::acquire_resident(const SeqKv& seq) {
+  if (regions_.empty() || !kv_.leases().is_live(seq.lease)) return false;
+  if (region_of_lease_[seq.lease.id] >= 0) return true;
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    if (regions_[r].used) continue;
+    regions_[r].used = true;
+    regions_[r].lease_id = seq.lease.id;
+    std::fill(regions_[r].synced.begin(), regions_[r].synced.end(), 0);
+    region_of_lease_[seq.lease.id] = static_cast<int32_t>(r);
+    return true;
+  }
+  return false;
+}
+
+void HotChunks::sync_resident(const SeqKv& seq, int layer, int head, int32_t n_keys) {
+  const int32_t r = region_of_lease_[seq.lease.id];
+  const int32_t si = set_index_[layer * n_kv_heads_ + head];
+  assert(r >= 0 && si >= 0);
+  int32_t& synced = regions_[r].synced[si];
+  if (n_keys < synced) synced = 0;  // cannot happen within a lease; start over rather than read stale rows
+  const int32_t sink_end = std::min(n_keys, sink_chunks_ * C_);
+  // The ring keeps chunks [last - ring + 1, last]: rows older than its first chunk are not copied.
+  const int32_t ring_begin = std::max(0, ((n_keys - 1) / C_ - ring_chunks_ + 1) * C_);
+  const int64_t data = 2 * piece_.row_bytes, scales = 2LL * piece_.scale_bytes;  // one token's K|V rows, scales
+  int64_t moved = 0;
+  auto copy_row = [&](int32_t t, uint8_t* dst_piece) {
+    const uint8_t* src = host_piece(seq, layer, head, t / C_);
+    const int row = t % C_;
+    std::memcpy(dst_piece + piece_.row_offset(row, 0), src + piece_.row_offset(row, 0), static_cast<size_t>(data));
+    if (scales > 0)
+      std::memcpy(dst_piece + piece_.scale_offset(row, 0), src + piece_.scale_offset(row, 0),
+                  static_cast<size_t>(scales));
+    moved += data + scales;
+  };
+  for (int32_t t = synced; t < sink_end; ++t) copy_row(t, region_piece(r, si, t / C_));
+  for (int32_t t = std::max(synced, ring_begin); t < n_keys; ++t)
+    copy_row(t, region_piece(r, si, sink_chunks_ + (t / C_) % ring_chunks_));
+  synced = n_keys;
+  sets_[si].step.resident_bytes += moved;
+}
+
+const uint8_t* HotChunks::resident_piece(const SeqKv& seq, int layer, int head, int32_t chunk) const {
+  if (regions_.empty() || !seq.lease.valid()) return nullptr;
+  const int32_t r = region_of_lease_[seq.lease.id];
+  const int32_t si = set_index_[layer * n_kv_heads_ + head];
+  if (r < 0 || si < 0) return nullptr;
+  const int32_t synced = regions_[r].synced[si];
+  if (chunk < sink_chunks_ && chunk * C_ < synced) return region_piece(r, si, chunk);
+  if (synced == 0) return nullptr;
+  const int32_t last = (synced - 1) / C_;
+  if (chunk <= last && chunk > last - ring_chunks_) return region_piece(r, si, sink_chunks_ + chunk % ring_chunks_);
+  return nullptr;
+}
+
+int32_t HotChunks::resident_regions_used() const {
+  int32_t n = 0;
+  for (const Region& r : regions_) n += r.used;
+  return n;
 }
 
 HotChunks::~HotChunks() {
@@ -152,6 +226,10 @@ HotChunkStats HotChunks::end_step() {
 void HotChunks::on_lease_end(const SeqLease& lease) {
   if (!lease.valid()) return;
   for (Set& set : sets_) set.hot.release_owner(lease.id);
+  if (!region_of_lease_.empty() && region_of_lease_[lease.id] >= 0) {
+    regions_[region_of_lease_[lease.id]].used = false;
+    region_of_lease_[lease.id] = -1;
+  }
 }
 
 int32_t HotChunks::slots_total() const { return static_cast<int32_t>(sets_.size()) * n_slots_; }

@@ -4,7 +4,11 @@
 // What is where (docs/sparse-attention.md, "Device tier in the decode path"):
 //   - the KvCache pages are the host tier, the source of truth;
 //   - sink and window chunks (and the chunk being filled) are the always-resident part of a
-//     selection; on the CPU the decoder reads them from the pages directly;
+//     selection: with Config::resident_seqs > 0 each sequence (lease) gets a resident region
+//     per (layer, kv head) — its sink chunks and a ring of the last ceil(W/C) + 1 chunks (chunk
+//     c in ring slot c mod ring) — kept in sync by sync_resident(), which copies only the rows
+//     written since the last call (one row per decode step; the last W after a prefill). A
+//     sequence without a region (all taken) reads them from the pages;
 //   - every other selected chunk is looked up here by (lease id, generation, chunk): a hit
 //     uses its slot, a miss takes a slot (a free one, else the least recently used unpinned
 //     one: an eviction) and copies the piece in. Slots a step uses stay pinned until
@@ -44,6 +48,7 @@ struct HotChunkStats {
   int64_t bytes_moved = 0;  // misses × piece bytes
   int64_t evictions = 0;    // misses that took a slot from another chunk
   int64_t refused = 0;      // chunks of fetches that found no room (read from the pages instead)
+  int64_t resident_bytes = 0;  // rows copied into the sink / ring regions
   HotChunkStats& operator+=(const HotChunkStats& o);
 };
 
@@ -53,6 +58,10 @@ class HotChunks final : public LeaseListener {
     int64_t budget_bytes = 256ll << 20;  // --device-kv-budget
     int chunk_tokens = 16;               // C (divides the page size)
     std::vector<bool> full_layer;        // [n_layer] layers that get slots (empty: all)
+    // Resident sinks + window ring (0 sequences: none). Paid from budget_bytes first.
+    int32_t resident_seqs = 0;
+    int sink_tokens = 0;    // S
+    int window_tokens = 0;  // W
   };
   // Registers itself as `kv`'s lease listener; error when the budget does not pay for one
   // slot per full (layer, kv head).
@@ -89,6 +98,20 @@ class HotChunks final : public LeaseListener {
   };
   bool fetch(const SeqKv& seq, int layer, int head, std::span<const int32_t> chunks, std::span<int32_t> slots,
              std::vector<PendingCopy>* copies = nullptr);
+  // Resident region of `seq` (sinks + window ring in every full (layer, kv head)): taken on
+  // first use, freed when the lease ends. False when every region is in use or there are
+  // none (the caller then reads sinks and window from the pages). Engine thread only.
+  bool acquire_resident(const SeqKv& seq);
+  // Copies the rows of (layer, head) of `seq` written since the last call that belong in its
+  // sinks or ring, so they hold keys [0, n_keys) as needed. The region must be acquired.
+  // Calls for different (layer, head) pairs may run concurrently.
+  void sync_resident(const SeqKv& seq, int layer, int head, int32_t n_keys);
+  // The resident copy of `chunk` (a sink chunk, or a chunk still in the ring after the last
+  // sync), as a piece of piece_layout(); null if not resident.
+  const uint8_t* resident_piece(const SeqKv& seq, int layer, int head, int32_t chunk) const;
+  int32_t resident_regions_used() const;
+  int32_t ring_chunks() const { return ring_chunks_; }
+
   // Unpins every slot pinned since the last call; returns this step's counters and adds
   // them to total().
   HotChunkStats end_step();
@@ -117,7 +140,16 @@ class HotChunks final : public LeaseListener {
     HotChunkStats step;
     Set(int32_t n_slots, int32_t max_owners) : hot(n_slots, max_owners) {}
   };
-  HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer);
+  HotChunks(KvCache& kv, int C, int32_t n_slots, const std::vector<bool>& full_layer, const Config& cfg);
+  // Region r, set si, piece p (sinks first, then the ring).
+  uint8_t* region_piece(int32_t r, int32_t si, int32_t p) const {
+    return region_bytes_.get() + ((static_cast<int64_t>(r) * sets_.size() + si) * region_pieces_ + p) * piece_.bytes;
+  }
+  struct Region {
+    bool used = false;
+    uint32_t lease_id = 0;
+    std::vector<int32_t> synced;  // [n_sets] keys whose rows have been considered (copied where they belong)
+  };
 
   KvCache& kv_;
   int C_;
@@ -129,6 +161,11 @@ class HotChunks final : public LeaseListener {
   std::vector<Set> sets_;           // [full (layer, kv head) pairs]
   // [n_sets][n_slots][C][K|V][head_dim] cache dtype; calloc: pages are touched when first used.
   std::unique_ptr<uint8_t, FreeDeleter> slot_bytes_;
+  // Resident regions: [resident_seqs][n_sets][sink_chunks + ring_chunks] pieces.
+  int32_t sink_chunks_ = 0, ring_chunks_ = 0, region_pieces_ = 0;
+  std::vector<Region> regions_;             // [resident_seqs]
+  std::vector<int32_t> region_of_lease_;    // [lease capacity] region index, -1: none
+  std::unique_ptr<uint8_t, FreeDeleter> region_bytes_;
   HotChunkStats total_;
 };
 

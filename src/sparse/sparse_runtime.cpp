@@ -134,6 +134,7 @@ void SparseRuntime::count_fetch(const HotChunkStats& s) {
   fetch_bytes_ += s.bytes_moved;
   fetch_evictions_ += s.evictions;
   fetch_refused_ += s.refused;
+  resident_bytes_ += s.resident_bytes;
   fetch_steps_ += 1;
 }
 
@@ -145,6 +146,7 @@ SparseStats SparseRuntime::stats() const {
   s.fetch_bytes = fetch_bytes_.load();
   s.fetch_evictions = fetch_evictions_.load();
   s.fetch_refused = fetch_refused_.load();
+  s.resident_bytes = resident_bytes_.load();
   s.fetch_steps = fetch_steps_.load();
   return s;
 }
@@ -152,6 +154,7 @@ SparseStats SparseRuntime::stats() const {
 void SparseRuntime::reset_stats() {
   sparse_heads_ = dense_heads_ = keys_total_ = keys_selected_ = score_bytes_ = kv_bytes_ = 0;
   fetch_hits_ = fetch_misses_ = fetch_bytes_ = fetch_evictions_ = fetch_refused_ = fetch_steps_ = 0;
+  resident_bytes_ = 0;
   std::lock_guard lk(recall_mu_);
   std::fill(recall_sum_.begin(), recall_sum_.end(), 0.0);
   std::fill(recall_n_.begin(), recall_n_.end(), 0);

@@ -47,6 +47,7 @@ struct SparseStats {
   int64_t fetch_bytes = 0;      // bytes those copies moved (misses × piece bytes)
   int64_t fetch_evictions = 0;  // misses that evicted another chunk
   int64_t fetch_refused = 0;    // chunks read from the pages because every slot was pinned
+  int64_t resident_bytes = 0;   // rows copied into the resident sinks / window rings
   int64_t fetch_steps = 0;      // decoder steps that used the device tier
 };
 
@@ -112,6 +113,7 @@ class SparseRuntime {
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
       kv_bytes_{0};
+  std::atomic<int64_t> resident_bytes_{0};
   std::atomic<int64_t> fetch_hits_{0}, fetch_misses_{0}, fetch_bytes_{0}, fetch_evictions_{0}, fetch_refused_{0},
       fetch_steps_{0};
   bool measure_recall_ = false;

@@ -124,12 +124,17 @@ TEST(SparseDecoder, SmallBudgetReadsOnlyTheSelectedKeys) {
   }
 }
 
-// A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16).
-std::unique_ptr<HotChunks> make_tier(const Decoder& dec, KvCache& kv, int64_t slots) {
+// A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16), plus resident
+// sinks (16 tokens) and a window ring (32 tokens, as make_runtime) for `resident_seqs`.
+std::unique_ptr<HotChunks> make_tier(const Decoder& dec, KvCache& kv, int64_t slots, int32_t resident_seqs = 0) {
   const ModelConfig& c = dec.config();
   HotChunks::Config cfg;
   cfg.chunk_tokens = 16;
-  cfg.budget_bytes = slots * c.n_layer * c.n_head_kv * PieceLayout::make(kv.geometry().dtype, c.head_dim, 16).bytes;
+  cfg.resident_seqs = resident_seqs;
+  cfg.sink_tokens = 16;
+  cfg.window_tokens = 32;
+  const int64_t piece = PieceLayout::make(kv.geometry().dtype, c.head_dim, 16).bytes;
+  cfg.budget_bytes = (slots + resident_seqs * (1 + 3)) * c.n_layer * c.n_head_kv * piece;
   auto h = HotChunks::create(kv, cfg);
   EXPECT_TRUE(h.is_ok()) << h.status().to_string();
   return h.is_ok() ? std::move(*h) : nullptr;
@@ -270,6 +275,41 @@ TEST(SparseDecoder, QuantizedKvCacheDenseSparseAndTier) {
   }
 }
 
+// Resident sinks + window ring: the same logits as reading them from the pages, and the rows
+// copied add up — the first sparse step copies the sinks and the ring's chunks, every later
+// step one row per (layer, kv head).
+TEST(SparseDecoder, ResidentSinksAndWindowRingEqualThePages) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 128);
+  ThreadPool pool;
+  const auto prompt = random_prompt(700, c.n_vocab);
+  constexpr int kSteps = 5;
+  auto rt = make_runtime(*dec, kv, SparseMode::kSketch, 128);
+  dec->set_sparse(rt.get());
+  std::vector<int32_t> tokens;
+  auto plain_tier = make_tier(*dec, kv, 10);
+  dec->set_hot_chunks(plain_tier.get());
+  const auto plain = run(*dec, kv, pool, prompt, kSteps, nullptr, &tokens);
+  dec->set_hot_chunks(nullptr);
+  plain_tier.reset();
+  auto hot = make_tier(*dec, kv, 10, /*resident_seqs=*/1);
+  ASSERT_EQ(hot->ring_chunks(), 3);
+  dec->set_hot_chunks(hot.get());
+  rt->reset_stats();
+  const auto resident = run(*dec, kv, pool, prompt, kSteps, &tokens);
+  dec->set_hot_chunks(nullptr);
+  dec->set_sparse(nullptr);
+  for (size_t s = 0; s < plain.size(); ++s) EXPECT_EQ(resident[s], plain[s]) << "step " << s;
+  const int64_t sets = static_cast<int64_t>(c.n_layer) * c.n_head_kv;
+  const int64_t row = kv_token_bytes(kv.geometry().dtype, c.head_dim);
+  const int32_t n0 = static_cast<int32_t>(prompt.size()) + 1;          // keys at the first decode step
+  const int32_t ring_begin = ((n0 - 1) / 16 - 3 + 1) * 16;
+  EXPECT_EQ(rt->stats().resident_bytes, sets * row * (16 + (n0 - ring_begin) + (kSteps - 1)));
+  EXPECT_EQ(hot->resident_regions_used(), 0);  // run() released the sequence
+}
+
 TEST(SparseDecoder, EngineWithDeviceTierReleasesEveryLeaseAndSlot) {
   auto dec = load();
   if (!dec) GTEST_SKIP() << "models/ absent";
@@ -279,7 +319,7 @@ TEST(SparseDecoder, EngineWithDeviceTierReleasesEveryLeaseAndSlot) {
   KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 96);
   ThreadPool pool;
   auto rt = make_runtime(*dec, kv, SparseMode::kQuest, 32, /*min_context=*/64);
-  auto hot = make_tier(*dec, kv, 12);
+  auto hot = make_tier(*dec, kv, 12, /*resident_seqs=*/2);  // 4 requests, 2 regions: some read the pages
   dec->set_sparse(rt.get());
   dec->set_hot_chunks(hot.get());
   {
@@ -315,6 +355,8 @@ TEST(SparseDecoder, EngineWithDeviceTierReleasesEveryLeaseAndSlot) {
     EXPECT_EQ(s.device_slots_total, static_cast<int64_t>(c.n_layer) * c.n_head_kv * 12);
     EXPECT_GT(s.kv_fetch_hits + s.kv_fetch_misses, 0);
     EXPECT_EQ(s.kv_fetch_bytes, s.kv_fetch_misses * hot->piece_bytes());
+    EXPECT_EQ(hot->resident_regions_used(), 0);  // every finished / cancelled lease gave its region back
+    EXPECT_GT(hot->total().resident_bytes, 0);
     engine.stop();
   }
   dec->set_hot_chunks(nullptr);
