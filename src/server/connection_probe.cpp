@@ -41,77 +41,64 @@ std::string_view strip_v4_mapped(std::string_view s) {
 
 bool same_host(std::string_view a, std::string_view b) { return strip_v4_mapped(a) == strip_v4_mapped(b); }
 
+// Calls fn(fd) for every socket among this process's open fds until it returns true; returns
+// that fd, or -1.
+template <typename F>
+int find_socket(F&& fn) {
+#ifdef __linux__
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return -1;
+  const int dir_fd = dirfd(dir);
+  int found = -1;
+  while (dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
+    char link[64];
+    const ssize_t n = readlinkat(dir_fd, e->d_name, link, sizeof(link) - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    if (std::strncmp(link, "socket:", 7) != 0) continue;
+    if (fn(static_cast<int>(fd))) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+#else
+  (void)fn;
+  return -1;
+#endif
+}
+
 }  // namespace
 
 int find_socket_fd(const httplib::Request& req) { return find_socket_fd(req.local_port, req.remote_addr, req.remote_port); }
 
 int find_socket_fd(int local_port, const std::string& peer_addr, int peer_port) {
-#ifdef __linux__
   if (local_port <= 0 || peer_port <= 0) return -1;
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return -1;
-  const int dir_fd = dirfd(dir);
-  int found = -1;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    char link[64];
-    const ssize_t n = readlinkat(dir_fd, e->d_name, link, sizeof(link) - 1);
-    if (n <= 0) continue;
-    link[n] = '\0';
-    if (std::strncmp(link, "socket:", 7) != 0) continue;
+  return find_socket([&](int fd) {
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
-    if (port_of(local) != local_port) continue;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) continue;  // listener
-    if (port_of(peer) != peer_port) continue;
-    if (!same_host(host_of(peer, peer_len), peer_addr)) continue;
-    found = static_cast<int>(fd);
-    break;
-  }
-  closedir(dir);
-  return found;
-#else
-  (void)local_port, (void)peer_addr, (void)peer_port;
-  return -1;
-#endif
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return false;
+    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) return false;
+    if (port_of(local) != local_port) return false;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0) return false;  // listener
+    return port_of(peer) == peer_port && same_host(host_of(peer, peer_len), peer_addr);
+  });
 }
 
 int find_listening_fd(int port) {
-#ifdef __linux__
   if (port <= 0) return -1;
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return -1;
-  const int dir_fd = dirfd(dir);
-  int found = -1;
-  while (dirent* e = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || fd == dir_fd) continue;
-    char link[64];
-    const ssize_t n = readlinkat(dir_fd, e->d_name, link, sizeof(link) - 1);
-    if (n <= 0) continue;
-    link[n] = '\0';
-    if (std::strncmp(link, "socket:", 7) != 0) continue;
+  return find_socket([&](int fd) {
     int accepting = 0;
     socklen_t opt_len = sizeof(accepting);
-    if (getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_ACCEPTCONN, &accepting, &opt_len) != 0 || !accepting) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &opt_len) != 0 || !accepting) return false;
     sockaddr_storage local{};
     socklen_t local_len = sizeof(local);
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &local_len) != 0) continue;
-    if (port_of(local) != port) continue;
-    found = static_cast<int>(fd);
-    break;
-  }
-  closedir(dir);
-  return found;
-#else
-  (void)port;
-  return -1;
-#endif
+    return getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 && port_of(local) == port;
+  });
 }
 
 bool deepen_listen_backlog(int port) {

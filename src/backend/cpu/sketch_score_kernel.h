@@ -17,39 +17,17 @@ constexpr int kSketchMaxPage = 256;  // page_tokens upper bound (scores scratch 
 constexpr int kMaxRank = 1024;
 constexpr int kPrefetchPages = 4;  // how far ahead the next head blocks are fetched
 
-// The scale of token `lane` of an int8 head block ([rank][P] int8, then [P] f16).
-float int8_scale(const uint8_t* blk, int rank, int P, int lane) {
-  _Float16 h;
-  std::memcpy(&h, blk + static_cast<int64_t>(rank) * P + 2 * lane, 2);
-  return static_cast<float>(h);
-}
-
-// Any P: one token at a time, decoded to floats.
+// Any P: one token at a time, decoded to floats (sketch_decode).
 void score_run_scalar(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, const uint8_t* blk,
                       int lane_begin, int n, float* out) {
-  const int r = v.rank, P = v.page_tokens;
+  const int r = v.rank;
   float s[kMaxRank];
   for (int j = 0; j < n; ++j) {
-    const int lane = lane_begin + j;
-    for (int d = 0; d < r; ++d) {
-      const int64_t i = static_cast<int64_t>(d) * P + lane;
-      switch (v.elem) {
-        case SketchElem::kF32: std::memcpy(&s[d], blk + 4 * i, 4); break;
-        case SketchElem::kF16: {
-          _Float16 h;
-          std::memcpy(&h, blk + 2 * i, 2);
-          s[d] = static_cast<float>(h);
-          break;
-        }
-        case SketchElem::kInt8: s[d] = static_cast<float>(static_cast<int8_t>(blk[i])); break;
-      }
-    }
-    const float sc = v.elem == SketchElem::kInt8 ? int8_scale(blk, r, P, lane) : 1.0f;
+    sketch_decode(v.elem, blk, r, v.page_tokens, lane_begin + j, s);
     float best = -INFINITY;
     for (int g = 0; g < n_q; ++g) {
-      float dot = 0.0f;
+      float dot = bias[g];
       for (int d = 0; d < r; ++d) dot += q_hat[g * r + d] * s[d];
-      dot = dot * sc + bias[g];
       best = dot > best ? dot : best;
     }
     out[j] = best;
