@@ -39,11 +39,13 @@ test: setup
 	$(MAKE) unit pytest
 
 # Sketch bases for sparse attention (hindsight fit-sketch), one beside each default model,
-# fitted once from source code the setup installed (not the needle-eval haystack).
+# fitted once from source code the setup installed (not the needle-eval haystack); query-aware
+# (the best rank-r bilinear approximation of q·k: higher attention-mass recall than PCA,
+# docs/sparse-attention.md).
 SKETCH_CORPUS := /usr/include/httplib.h /usr/include/nlohmann/json.hpp
 sketches: build
 	@for m in $(SMOLLM2) $(GEMMA3); do s=$${m%.gguf}.sketch.safetensors; \
-	  test -f $$s || $(BIN) fit-sketch -m $$m --corpus $(SKETCH_CORPUS) --max-tokens 32768 -o $$s || exit 1; done
+	  test -f $$s || $(BIN) fit-sketch -m $$m --corpus $(SKETCH_CORPUS) --max-tokens 32768 --query-aware -o $$s || exit 1; done
 
 PORT ?= 8080
 run: setup build sketches
