@@ -334,12 +334,10 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     float* base = partials_.data() + static_cast<int64_t>(i) * part_floats;
     parts_[i] = cpu::AttnPartial{base, base + group, base + 2 * group};
   }
+  const int64_t page_elems = plain ? g.page_elems() : 0;  // plain-dtype tasks read the pages by elements
   pool.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const AttnTask& task = tasks_[i];
-      const SeqKv& seq = *seqs[batch.seq_index[task.token]];
-      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), seq.blocks.data(), g.page_tokens, hd,
-                            g.dtype == KvDtype::kF16};
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
       if (task.piece_begin >= 0) {  // same float math as attention_partial over the same keys
         for (int32_t p = task.piece_begin; p < task.piece_end; ++p)  // this step's misses land in their slots
@@ -349,6 +347,9 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
         kv_attend_pieces(q, group, pieces_.data() + task.piece_begin, task.piece_end - task.piece_begin,
                          c.attn_scale, parts_[i].max, parts_[i].sum, parts_[i].acc);
       } else {
+        const SeqKv& seq = *seqs[batch.seq_index[task.token]];
+        const cpu::PagedKvView view{kv.layer_base(layer), page_elems, seq.blocks.data(), g.page_tokens, hd,
+                                    g.dtype == KvDtype::kF16};
         cpu::attention_partial(q, group, view, task.kv_head, task.begin, task.end, c.attn_scale, parts_[i]);
       }
     }
@@ -406,14 +407,15 @@ void Decoder::select_chunks(const Batch& batch, std::span<SeqKv* const> seqs, co
   sparse_->select_batch(sel_inputs_, std::span<std::vector<int32_t>>(selected_.data(), n_sel), sel_scratch_, &pool);
   if (!sparse_->measure_recall() || !kv_dtype_plain(kv.geometry().dtype)) return;  // recall reads plain rows
   const KvGeometry& g = kv.geometry();
+  const int64_t page_elems = g.page_elems();
   pool.parallel_for(n_sel, 1, [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const SelectInput& in = sel_inputs_[i];
       const float* q = in.q;
       const int kvh = in.kv_head;
       const int32_t n_keys = in.n_tokens;
-      cpu::PagedKvView view{kv.layer_base(layer), g.page_elems(), in.blocks.data(), g.page_tokens, hd,
-                            g.dtype == KvDtype::kF16};
+      const cpu::PagedKvView view{kv.layer_base(layer), page_elems, in.blocks.data(), g.page_tokens, hd,
+                                  g.dtype == KvDtype::kF16};
       sparse_->add_recall(layer, attention_mass_recall(q, group, view, kvh, n_keys, c.attn_scale, selected_[i],
                                                        sparse_->config().chunk_tokens));
       sparse_->add_oracle_recall(layer, oracle_mass_recall(q, group, view, kvh, n_keys, c.attn_scale, sparse_->config()));

@@ -90,7 +90,6 @@ bool HotChunks::acquire_resident(const SeqKv& seq) {
   for (size_t r = 0; r < regions_.size(); ++r) {
     if (regions_[r].used) continue;
     regions_[r].used = true;
-    regions_[r].lease_id = seq.lease.id;
     std::fill(regions_[r].synced.begin(), regions_[r].synced.end(), 0);
     region_of_lease_[seq.lease.id] = static_cast<int32_t>(r);
     return true;

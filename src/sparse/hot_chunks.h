@@ -147,7 +147,6 @@ class HotChunks final : public LeaseListener {
   }
   struct Region {
     bool used = false;
-    uint32_t lease_id = 0;
     std::vector<int32_t> synced;  // [n_sets] keys whose rows have been considered (copied where they belong)
   };
 

@@ -111,7 +111,7 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
   const auto [first, last] = candidate_range(in.n_tokens, cfg_);
   SelectScratch local;
   SelectScratch& scratch = in.scratch ? *in.scratch : local;
-  if (last - first <= cfg_.budget_chunks() || candidates_fit(in.n_tokens, cfg_)) {  // all fit: no scoring
+  if (candidates_fit(in.n_tokens, cfg_)) {  // all fit: no scoring
     select_top_chunks({}, in.n_tokens, cfg_, chunks_out);
     return;
   }
@@ -138,11 +138,11 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
   for (int64_t i = 0; i < n; ++i) prep_n = std::max(prep_n, prep_floats(ins[i].n_q));
   if (s.prep.size() < static_cast<size_t>(n * prep_n)) s.prep.resize(n * prep_n);
   for (int64_t i = 0; i < n; ++i) {
-    const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
-    if (last - first <= cfg_.budget_chunks() || candidates_fit(ins[i].n_tokens, cfg_)) {  // all fit: no scoring
+    if (candidates_fit(ins[i].n_tokens, cfg_)) {  // all fit: no scoring
       select_top_chunks({}, ins[i].n_tokens, cfg_, outs[i]);
       continue;
     }
+    const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
     s.offset[i] = total;
     total += last - first;
     int32_t n_tasks = 0;
