@@ -218,9 +218,16 @@ struct HttpServer::Impl {
       spdlog::error("{} {}: {}", req.method, req.path, what);
       send_error(res, server_error("internal error: " + what));
     });
-    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    // Count the status before httplib writes the response: the logger runs only after the
+    // write, so a client could read /metrics before its previous response was counted.
+    svr.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
       try {
         st.metrics.count_http_response(res.status);
+      } catch (...) {
+      }
+    });
+    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+      try {
         const bool timed = t_request_start != Clock::time_point{};
         const double ms = timed ? std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count() : 0;
         t_request_start = Clock::time_point{};
