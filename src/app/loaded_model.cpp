@@ -35,7 +35,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->check(CLI::IsMember({"f16", "int8"}))
       ->capture_default_str();
   cmd->add_option("--sparse-chunk-score", opt.chunk_score,
-                  "Sketch chunk score: max (the best token's score) or mass (log-sum-exp of the scaled token scores)")
+                  "Sketch chunk score: max (the best token's score, GQA max) or mass (the chunk's estimated share of each "
+                  "query head's softmax mass, summed over the group)")
       ->check(CLI::IsMember({"max", "mass"}))
       ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
@@ -75,6 +76,9 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
+  if (cfg.chunk_mass_scale > 0.0f && c.n_head / c.n_head_kv > SketchTopKSelector::kMaxGroup)
+    return make_error(StatusCode::kInvalidArgument, "--sparse-chunk-score mass: at most {} query heads per kv head",
+                      SketchTopKSelector::kMaxGroup);
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
                             kv_token_bytes(kv.geometry().dtype, c.head_dim), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;

@@ -115,11 +115,13 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
     select_top_chunks({}, in.n_tokens, cfg_, chunks_out);
     return;
   }
-  scratch.scores.resize(last - first);
+  scratch.scores.resize(static_cast<size_t>(last - first) * score_stride(in.n_q));
   scratch.prep.resize(prep_floats(in.n_q));
   prepare(in, scratch.prep.data());
   chunk_scores(in, scratch.prep.data(), first, last, scratch.scores.data());
-  select_top_chunks(scratch.scores, in.n_tokens, cfg_, chunks_out, &scratch.ids);
+  finish_scores(in, scratch.prep.data(), scratch.scores.data(), last - first);
+  select_top_chunks(std::span<const float>(scratch.scores.data(), last - first), in.n_tokens, cfg_, chunks_out,
+                    &scratch.ids);
 }
 
 void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
@@ -144,7 +146,7 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
     }
     const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
     s.offset[i] = total;
-    total += last - first;
+    total += static_cast<int64_t>(last - first) * score_stride(ins[i].n_q);
     int32_t n_tasks = 0;
     for (int32_t c = first; c < last; c += kChunksPerTask, ++n_tasks)
       s.tasks.push_back({static_cast<int32_t>(i), c, std::min(last, c + kChunksPerTask)});
@@ -160,10 +162,14 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
       const SelectInput& in = ins[t.item];
       const auto [first, last] = candidate_range(in.n_tokens, cfg_);
       float* scores = s.scores.data() + s.offset[t.item];
-      chunk_scores(in, s.prep.data() + t.item * prep_n, t.chunk_begin, t.chunk_end, scores + (t.chunk_begin - first));
-      if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1)
+      const float* prep = s.prep.data() + t.item * prep_n;
+      chunk_scores(in, prep, t.chunk_begin, t.chunk_end,
+                   scores + static_cast<int64_t>(t.chunk_begin - first) * score_stride(in.n_q));
+      if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        finish_scores(in, prep, scores, last - first);
         select_top_chunks(std::span<const float>(scores, last - first), in.n_tokens, cfg_, outs[t.item],
                           &s.ids[thread]);
+      }
     }
   };
   if (pool)
@@ -178,17 +184,66 @@ Result<std::unique_ptr<SketchTopKSelector>> SketchTopKSelector::create(const Ske
   return std::unique_ptr<SketchTopKSelector>(new SketchTopKSelector(store, cfg));
 }
 
-int SketchTopKSelector::prep_floats(int n_q) const { return n_q * (store_.geometry().rank + 1); }
+int SketchTopKSelector::prep_floats(int n_q) const {
+  return n_q * (store_.geometry().rank + 1) + (group_mass() ? n_q : 0);
+}
 
 void SketchTopKSelector::prepare(const SelectInput& in, float* prep) const {
-  store_.project(in.layer, in.kv_head, in.q, in.n_q, prep, prep + in.n_q * store_.geometry().rank);
+  const int R = store_.geometry().rank, G = in.n_q;
+  store_.project(in.layer, in.kv_head, in.q, G, prep, prep + G * R);
+  if (!group_mass()) return;
+  // The forced chunks' part of each head's softmax normaliser: log Σ exp over the sinks and
+  // the window, one chunk at a time.
+  float* fixed = prep + G * (R + 1);  // [G]
+  for (int g = 0; g < G; ++g) fixed[g] = -INFINITY;
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  const int32_t n_chunks = n_chunks_of(in.n_tokens, cfg_.chunk_tokens);
+  float buf[kMaxGroup];  // [G] one chunk's log masses
+  auto add_chunk = [&](int32_t c) {
+    store_.chunk_head_mass_projected(in.blocks, in.layer, in.kv_head, prep, prep + G * R, G, in.n_tokens,
+                                     cfg_.chunk_tokens, c, c + 1, cfg_.chunk_mass_scale, buf);
+    for (int g = 0; g < G; ++g) {
+      const float a = fixed[g], b = buf[g];
+      const float hi = std::max(a, b);
+      if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(a - hi) + std::exp(b - hi));
+    }
+  };
+  for (int32_t c = 0; c < first; ++c) add_chunk(c);
+  for (int32_t c = last; c < n_chunks; ++c) add_chunk(c);
 }
 
 void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin,
                                       int32_t chunk_end, float* out) const {
-  store_.chunk_max_scores_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * store_.geometry().rank,
-                                    in.n_q, in.n_tokens, cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool,
-                                    cfg_.chunk_mass_scale);
+  const int R = store_.geometry().rank;
+  if (group_mass())
+    store_.chunk_head_mass_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * R, in.n_q, in.n_tokens,
+                                     cfg_.chunk_tokens, chunk_begin, chunk_end, cfg_.chunk_mass_scale, out);
+  else
+    store_.chunk_max_scores_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * R, in.n_q, in.n_tokens,
+                                      cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
+}
+
+void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep, float* scores,
+                                       int32_t n_cand) const {
+  if (!group_mass()) return;
+  const int G = in.n_q;
+  // Each head's log normaliser: the forced part from prepare() and every candidate chunk.
+  float lse[kMaxGroup];  // [G]
+  const float* fixed = prep + G * (store_.geometry().rank + 1);
+  for (int g = 0; g < G; ++g) {
+    float hi = fixed[g];
+    for (int32_t c = 0; c < n_cand; ++c) hi = std::max(hi, scores[static_cast<int64_t>(c) * G + g]);
+    double sum = hi > -INFINITY ? std::exp(static_cast<double>(fixed[g]) - hi) : 0.0;
+    for (int32_t c = 0; c < n_cand; ++c) sum += std::exp(static_cast<double>(scores[static_cast<int64_t>(c) * G + g]) - hi);
+    lse[g] = sum > 0.0 ? hi + static_cast<float>(std::log(sum)) : 0.0f;
+  }
+  // In place: chunk c's G values start at c·G >= c, and earlier writes went below c.
+  for (int32_t c = 0; c < n_cand; ++c) {
+    const float* l = scores + static_cast<int64_t>(c) * G;
+    float share = 0.0f;
+    for (int g = 0; g < G; ++g) share += std::exp(l[g] - lse[g]);
+    scores[c] = share;
+  }
 }
 
 }  // namespace hs

@@ -12,7 +12,8 @@
 // (SparseConfig::max_selected_chunks). When the budget covers every candidate chunk the
 // selection is all chunks and the selector scores nothing: attention is then exactly dense.
 // Implementations differ only in the per-chunk score: SketchTopKSelector (max over the
-// chunk's tokens of the sketch score, sketch_store.h) and QuestSelector (quest.h).
+// chunk's tokens of the sketch score, or the group mass; sketch_store.h) and QuestSelector
+// (quest.h).
 #pragma once
 
 #include <atomic>
@@ -36,8 +37,11 @@ struct SparseConfig {
   int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
   int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
   cpu::SketchElem sketch_elem = cpu::SketchElem::kF16;  // how the sketch store keeps each sketch
-  // Sketch chunk score: 0 = the max token score; α > 0 = log Σ exp(α · token score), the
-  // chunk's estimated softmax mass (α = the model's attention scale; --sparse-chunk-score mass).
+  // Sketch chunk score: 0 = the max token score (GQA max); α > 0 = the group mass: per query
+  // head g the chunk's estimated share of g's softmax mass, Σ_t∈chunk exp(α s_gt) / Σ_all t
+  // exp(α s_gt) (sinks and window included in the denominator), summed over the group —
+  // the same rule the mass oracle ranks by, with sketch scores for exact logits
+  // (α = the model's attention scale; --sparse-chunk-score mass).
   float chunk_mass_scale = 0.0f;
 
   Status validate(int page_tokens) const;
@@ -56,7 +60,7 @@ inline int32_t n_chunks_of(int32_t n_tokens, int chunk_tokens) { return (n_token
 // Per-thread scratch a caller may pass to avoid allocations per call.
 struct SelectScratch {
   std::vector<float> prep;     // [prep_floats]
-  std::vector<float> scores;   // [n candidate chunks]
+  std::vector<float> scores;   // [n candidate chunks][score_stride]
   std::vector<int32_t> ids;    // [n candidate chunks]
 };
 
@@ -89,7 +93,7 @@ struct BatchSelectScratch {
   };
   std::vector<Task> tasks;
   std::vector<int64_t> offset;                 // [n items] start of the item's scores in `scores`
-  std::vector<float> scores;                   // [Σ candidate chunks]
+  std::vector<float> scores;                   // [Σ candidate chunks · score_stride]
   std::vector<std::vector<int32_t>> ids;       // [n_threads][n candidate chunks]
   std::vector<float> prep;                     // [n items][prep_floats]
   std::unique_ptr<std::atomic<int32_t>[]> left;  // [n items] scoring tasks not finished
@@ -120,27 +124,41 @@ class ChunkSelector {
   // prepare().
   virtual int prep_floats(int /*n_q*/) const { return 0; }
   virtual void prepare(const SelectInput& /*in*/, float* /*prep*/) const {}
-  // out [chunk_end - chunk_begin]: the ranking score of each chunk (higher: more relevant).
+  // out [chunk_end - chunk_begin][score_stride(n_q)]: what the selector keeps per chunk; with
+  // stride 1 (and no finish_scores) the ranking score itself (higher: more relevant).
   virtual void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
                             float* out) const = 0;
+  virtual int score_stride(int /*n_q*/) const { return 1; }
+  // Once every candidate is scored: scores [n_cand][score_stride] → ranking scores [n_cand],
+  // in place (a score may depend on all chunks, such as a per-head normaliser).
+  virtual void finish_scores(const SelectInput& /*in*/, const float* /*prep*/, float* /*scores*/,
+                             int32_t /*n_cand*/) const {}
 
  protected:
   SparseConfig cfg_;
 };
 
-// Scores a chunk by the max over its tokens of max_g (q_g·mu + q̂_g·s_t) (sketch_store.h).
+// Scores a chunk by the max over its tokens of max_g (q_g·mu + q̂_g·s_t) (sketch_store.h), or
+// with cfg.chunk_mass_scale > 0 by the group mass (SparseConfig): the per-head log masses of
+// the chunks are kept ([n_cand][G]) and normalised by each head's total in finish_scores,
+// whose sink and window part prepare() computes.
 class SketchTopKSelector final : public ChunkSelector {
  public:
   // Checks cfg against the store (C divides P).
   static Result<std::unique_ptr<SketchTopKSelector>> create(const SketchStore& store, const SparseConfig& cfg);
+  static constexpr int kMaxGroup = 128;  // group-mass scoring: query heads per kv head
   const char* name() const override { return "sketch"; }
   int prep_floats(int n_q) const override;
-  void prepare(const SelectInput& in, float* prep) const override;  // q̂ [G][rank] | bias [G]
+  // prep: q̂ [G][rank] | bias [G] | (group mass) log mass of the sinks and window [G]
+  void prepare(const SelectInput& in, float* prep) const override;
   void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
                     float* out) const override;
+  int score_stride(int n_q) const override { return group_mass() ? n_q : 1; }
+  void finish_scores(const SelectInput& in, const float* prep, float* scores, int32_t n_cand) const override;
 
  private:
   SketchTopKSelector(const SketchStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}
+  bool group_mass() const { return cfg_.chunk_mass_scale > 0.0f; }
   const SketchStore& store_;
 };
 

@@ -84,13 +84,12 @@ void SketchStore::chunk_max_scores(std::span<const int32_t> blocks, int layer, i
 void SketchStore::chunk_max_scores_projected(std::span<const int32_t> blocks, int layer, int head,
                                              const float* q_hat, const float* bias, int n_q, int32_t n_tokens,
                                              int chunk_tokens, int32_t chunk_begin, int32_t chunk_end,
-                                             float* chunk_max, ThreadPool* pool, float mass_scale) const {
+                                             float* chunk_max, ThreadPool* pool) const {
   if (chunk_begin >= chunk_end) return;
   const cpu::PagedSketchView v = view(layer, blocks);
   const int32_t n_chunks = chunk_end - chunk_begin;
   if (!pool || n_chunks <= kChunksPerTask) {
-    cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max,
-                          mass_scale);
+    cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
     return;
   }
   const int64_t n_tasks = (n_chunks + kChunksPerTask - 1) / kChunksPerTask;
@@ -98,10 +97,17 @@ void SketchStore::chunk_max_scores_projected(std::span<const int32_t> blocks, in
     for (int64_t t = tb; t < te; ++t) {
       const int32_t c0 = chunk_begin + static_cast<int32_t>(t * kChunksPerTask);
       const int32_t c1 = std::min<int32_t>(chunk_end, c0 + kChunksPerTask);
-      cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, c0, c1, chunk_max + (c0 - chunk_begin),
-                            mass_scale);
+      cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, c0, c1, chunk_max + (c0 - chunk_begin));
     }
   });
+}
+
+void SketchStore::chunk_head_mass_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
+                                            const float* bias, int n_q, int32_t n_tokens, int chunk_tokens,
+                                            int32_t chunk_begin, int32_t chunk_end, float alpha, float* out) const {
+  if (chunk_begin >= chunk_end) return;
+  cpu::sketch_chunk_head_mass(q_hat, bias, n_q, view(layer, blocks), head, n_tokens, chunk_tokens, chunk_begin,
+                              chunk_end, alpha, out);
 }
 
 }  // namespace hs

@@ -66,8 +66,12 @@ class SketchStore {
   // The same with the queries already projected (project()): q_hat [G][rank], bias [G].
   void chunk_max_scores_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
                                   const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
-                                  int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr,
-                                  float mass_scale = 0.0f) const;
+                                  int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr) const;
+  // out [chunk_end - chunk_begin][n_q]: per chunk and query head, the log of the chunk's
+  // unnormalised softmax mass at attention scale alpha (cpu::sketch_chunk_head_mass).
+  void chunk_head_mass_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
+                                 const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
+                                 int32_t chunk_end, float alpha, float* out) const;
 
  private:
   // The head block of (layer, head) in the page holding `pos`.

@@ -14,20 +14,27 @@ namespace detail {
 void sketch_score_avx2(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 void sketch_score_avx512(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 void sketch_chunk_max_avx2(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
-                           int32_t, float*, float);
+                           int32_t, float*);
+void sketch_chunk_head_mass_avx2(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
+                                 int32_t, float, float*);
 void sketch_chunk_max_avx512(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
-                             int32_t, float*, float);
+                           int32_t, float*);
+void sketch_chunk_head_mass_avx512(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
+                                 int32_t, float, float*);
 }  // namespace detail
 
 namespace {
 
 using ScoreFn = void (*)(const float*, const float*, int, const PagedSketchView&, int, int32_t, int32_t, float*);
 using ChunkFn = void (*)(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t, int32_t,
-                         float*, float);
+                         float*);
+using HeadMassFn = void (*)(const float*, const float*, int, const PagedSketchView&, int, int32_t, int, int32_t,
+                            int32_t, float, float*);
 
 struct Dispatch {
   ScoreFn score;
   ChunkFn chunk;
+  HeadMassFn head_mass;
   const char* name;
 };
 
@@ -36,11 +43,12 @@ Dispatch pick() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  const Dispatch scalar{detail::sketch_score_impl, detail::sketch_chunk_max_impl, "scalar"};
+  const Dispatch scalar{detail::sketch_score_impl, detail::sketch_chunk_max_impl, detail::sketch_chunk_head_mass_impl, "scalar"};
   if (force && std::strcmp(force, "scalar") == 0) return scalar;
   if (avx512 && !(force && std::strcmp(force, "avx2") == 0))
-    return {detail::sketch_score_avx512, detail::sketch_chunk_max_avx512, "avx512"};
-  if (avx2) return {detail::sketch_score_avx2, detail::sketch_chunk_max_avx2, "avx2"};
+    return {detail::sketch_score_avx512, detail::sketch_chunk_max_avx512, detail::sketch_chunk_head_mass_avx512,
+            "avx512"};
+  if (avx2) return {detail::sketch_score_avx2, detail::sketch_chunk_max_avx2, detail::sketch_chunk_head_mass_avx2, "avx2"};
   return scalar;
 }
 
@@ -143,9 +151,14 @@ void sketch_score(const float* q_hat, const float* bias, int n_q, const PagedSke
 }
 
 void sketch_chunk_max(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
-                      float mass_scale) {
-  dispatch().chunk(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max, mass_scale);
+                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
+  dispatch().chunk(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
+}
+
+void sketch_chunk_head_mass(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                            int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float alpha,
+                            float* out) {
+  dispatch().head_mass(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, alpha, out);
 }
 
 const char* sketch_score_simd_level() { return dispatch().name; }

@@ -57,12 +57,17 @@ void sketch_score(const float* q_hat, const float* bias, int n_q, const PagedSke
 
 // chunk_max [chunk_end - chunk_begin]: max of score(t) over the tokens of each chunk of
 // `chunk_tokens` (C divides P) tokens, chunks [chunk_begin, chunk_end), tokens clipped to n_tokens.
-// With mass_scale α > 0 each chunk instead gets log Σ_t exp(α · score(t)) (= α·max + log Σ
-// exp(α(score − max)), a fast log): the chunk's estimated share of the softmax mass, in
-// scaled-logit units (α = the attention scale).
 void sketch_chunk_max(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
-                      float mass_scale = 0.0f);
+                      int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float* chunk_max);
+
+// out [chunk_end - chunk_begin][n_q]: per chunk and query head g, the log of the chunk's
+// unnormalised softmax mass, log Σ_t exp(α · (bias_g + q̂_g · s_t)) (α = the attention scale;
+// computed as α·max + log Σ exp(α(score − max)) with a fast log, abs error < 1e-4). Chunks
+// past n_tokens get −inf. The group-mass chunk score (sparse/selector.h) normalises these per
+// head and sums over the group.
+void sketch_chunk_head_mass(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                            int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end, float alpha,
+                            float* out);
 
 // The SIMD level dispatched to ("avx512", "avx2", "scalar").
 const char* sketch_score_simd_level();

@@ -8,8 +8,13 @@ void sketch_score_avx2(const float* q_hat, const float* bias, int n_q, const Pag
 }
 void sketch_chunk_max_avx2(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
                            int32_t n_tokens, int chunk_tokens, int32_t chunk_begin, int32_t chunk_end,
-                           float* chunk_max, float mass_scale) {
-  sketch_chunk_max_impl(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max,
-                        mass_scale);
+                           float* chunk_max) {
+  sketch_chunk_max_impl(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
+}
+void sketch_chunk_head_mass_avx2(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v,
+                                 int kv_head, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
+                                 int32_t chunk_end, float alpha, float* out) {
+  sketch_chunk_head_mass_impl(q_hat, bias, n_q, v, kv_head, n_tokens, chunk_tokens, chunk_begin, chunk_end, alpha,
+                              out);
 }
 }  // namespace hs::cpu::detail

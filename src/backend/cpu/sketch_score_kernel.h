@@ -151,6 +151,17 @@ void for_each_run(const float* q_hat, const float* bias, int n_q, const PagedSke
   }
 }
 
+// One query head (G = 1) over any element type.
+template <typename F>
+void for_each_run_e_elem(const float* q_hat, const float* bias, const PagedSketchView& v, int kv_head, int32_t begin,
+                         int32_t end, F&& fn) {
+  switch (v.elem) {
+    case SketchElem::kF32: return for_each_run_t<SketchElem::kF32, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
+    case SketchElem::kF16: return for_each_run_t<SketchElem::kF16, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
+    case SketchElem::kInt8: return for_each_run_t<SketchElem::kInt8, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
+  }
+}
+
 void sketch_score_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
                        int32_t begin, int32_t end, float* scores) {
   for_each_run(q_hat, bias, n_q, v, kv_head, begin, end, [&](int32_t pos, int n, const float* s) {
@@ -173,8 +184,7 @@ float fast_log(float x) {
 }
 
 void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                           int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max,
-                           float mass_scale) {
+                           int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
   for (int32_t c = chunk_begin; c < chunk_end; ++c) chunk_max[c - chunk_begin] = -INFINITY;
   const int32_t begin = chunk_begin * C;
   const int32_t end = static_cast<int32_t>(static_cast<int64_t>(chunk_end) * C < n_tokens ? chunk_end * C : n_tokens);
@@ -185,15 +195,36 @@ void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const
       const int m = n - j0 < C ? n - j0 : C;
       float mx = -INFINITY;
       for (int j = 0; j < m; ++j) mx = s[j0 + j] > mx ? s[j0 + j] : mx;
-      if (mass_scale > 0.0f && mx > -INFINITY) {
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < m; ++j) sum += exp_nonpositive((s[j0 + j] - mx) * mass_scale);
-        mx = mx * mass_scale + fast_log(sum);
-      }
       chunk_max[(pos + j0) / C - chunk_begin] = mx;
     }
   });
+}
+
+// out [chunk_end - chunk_begin][n_q]: per query head g, log Σ_{t in chunk} exp(α · score_g(t))
+// with score_g(t) = bias_g + q̂_g · s_t (no max over the group). Each head is scored on its
+// own (a one-head run over the page block, which stays in L1 between heads).
+void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v,
+                                 int kv_head, int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end,
+                                 float alpha, float* out) {
+  const int32_t begin = chunk_begin * C;
+  const int32_t end = static_cast<int32_t>(static_cast<int64_t>(chunk_end) * C < n_tokens ? chunk_end * C : n_tokens);
+  for (int64_t i = 0; i < static_cast<int64_t>(chunk_end - chunk_begin) * n_q; ++i) out[i] = -INFINITY;
+  if (begin >= end) return;
+  const int R = v.rank;
+  for (int g = 0; g < n_q; ++g)
+    for_each_run_e_elem(q_hat + static_cast<int64_t>(g) * R, bias + g, v, kv_head, begin, end,
+                        [&](int32_t pos, int n, const float* s) {
+                          for (int j0 = 0; j0 < n; j0 += C) {
+                            const int m = n - j0 < C ? n - j0 : C;
+                            float mx = -INFINITY;
+                            for (int j = 0; j < m; ++j) mx = s[j0 + j] > mx ? s[j0 + j] : mx;
+                            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+                            for (int j = 0; j < m; ++j) sum += exp_nonpositive((s[j0 + j] - mx) * alpha);
+                            out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g] =
+                                mx * alpha + fast_log(sum);
+                          }
+                        });
 }
 
 }  // namespace

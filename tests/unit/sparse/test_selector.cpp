@@ -140,10 +140,13 @@ TEST(SparseSelector, AllChunksWhenBudgetCoversContext) {
     cfg.window_tokens = iter % 4 == 0 ? 0 : 64;
     auto sk = SketchTopKSelector::create(sketches, cfg);
     auto qs = QuestSelector::create(quest, cfg);
-    ASSERT_TRUE(sk.is_ok() && qs.is_ok());
+    SparseConfig mass_cfg = cfg;
+    mass_cfg.chunk_mass_scale = 0.125f;
+    auto sm = SketchTopKSelector::create(sketches, mass_cfg);
+    ASSERT_TRUE(sk.is_ok() && qs.is_ok() && sm.is_ok());
     const auto q = randn(rng, G * hd);
     SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.blocks, .n_tokens = n};
-    const ChunkSelector* selectors[] = {sk->get(), qs->get()};
+    const ChunkSelector* selectors[] = {sk->get(), qs->get(), sm->get()};
     for (const ChunkSelector* sel : selectors) {
       std::vector<int32_t> chunks;
       sel->select(in, chunks);
@@ -191,7 +194,10 @@ TEST(SparseSelector, BatchEqualsOneByOne) {
   cfg.window_tokens = 64;
   auto sk = SketchTopKSelector::create(sketches, cfg);
   auto qs = QuestSelector::create(quest, cfg);
-  ASSERT_TRUE(sk.is_ok() && qs.is_ok());
+  SparseConfig mass_cfg = cfg;
+  mass_cfg.chunk_mass_scale = 0.125f;
+  auto sm = SketchTopKSelector::create(sketches, mass_cfg);
+  ASSERT_TRUE(sk.is_ok() && qs.is_ok() && sm.is_ok());
   std::vector<std::vector<float>> qs_data;
   std::vector<SelectInput> ins;
   for (const Context& c : ctxs)
@@ -201,7 +207,7 @@ TEST(SparseSelector, BatchEqualsOneByOne) {
     }
   for (size_t i = 0; i < ins.size(); ++i) ins[i].q = qs_data[i].data();
   ThreadPool pool(3);
-  const ChunkSelector* selectors[] = {sk->get(), qs->get()};
+  const ChunkSelector* selectors[] = {sk->get(), qs->get(), sm->get()};
   for (const ChunkSelector* sel : selectors) {
     BatchSelectScratch scratch;
     for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
@@ -213,6 +219,65 @@ TEST(SparseSelector, BatchEqualsOneByOne) {
         ASSERT_EQ(batch[i], one) << sel->name() << " item " << i << " n " << ins[i].n_tokens;
       }
     }
+  }
+}
+
+// The group-mass score ranks chunks by Σ_g (head g's softmax mass on the chunk) / (g's total,
+// sinks and window included), from the sketch scores: against a double reference over the
+// stored sketches, no chunk left out may beat a picked one by more than rounding.
+TEST(SparseSelector, GroupMassRanksLikeTheReference) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, P = 16, G = 4, r = 16;
+  SketchBasis basis = SketchBasis::zeros(1, 1, hd, r);
+  const auto U = test::random_orthonormal(rng, hd, r);
+  std::copy(U.begin(), U.end(), basis.basis[0].begin());
+  std::uniform_int_distribution<int> len(2000, 6000);
+  for (int trial = 0; trial < 4; ++trial) {
+    Context ctx = make_context(rng, hd, P, len(rng));
+    SketchStore sketches(basis, P, static_cast<int32_t>(ctx.blocks.size()), cpu::SketchElem::kF32);
+    for (int t = 0; t < ctx.n; ++t) sketches.write(ctx.blocks, 0, 0, t, ctx.keys.data() + t * hd);
+    SparseConfig cfg;
+    cfg.budget_tokens = 256;
+    cfg.window_tokens = 64;
+    cfg.chunk_mass_scale = 0.5f + trial * 0.5f;  // flat to sharp
+    auto sel = SketchTopKSelector::create(sketches, cfg);
+    ASSERT_TRUE(sel.is_ok());
+    // Heads of different scales: the normalisation must not let the loudest head decide.
+    auto q = randn(rng, G * hd);
+    for (int g = 0; g < G; ++g)
+      for (int d = 0; d < hd; ++d) q[g * hd + d] *= 0.5f + 1.5f * g;
+    std::vector<float> q_hat(G * r), bias(G);
+    sketches.project(0, 0, q.data(), G, q_hat.data(), bias.data());
+    std::vector<double> share(n_chunks_of(ctx.n, P), 0.0);  // [n_chunks] reference score (C = P)
+    for (int g = 0; g < G; ++g) {
+      std::vector<double> logit(ctx.n);
+      double mx = -1e300, total = 0;
+      for (int t = 0; t < ctx.n; ++t) {
+        std::vector<float> s(r);
+        sketches.read(ctx.blocks, 0, 0, t, s.data());
+        double dot = bias[g];
+        for (int j = 0; j < r; ++j) dot += static_cast<double>(q_hat[g * r + j]) * s[j];
+        logit[t] = cfg.chunk_mass_scale * dot;
+        mx = std::max(mx, logit[t]);
+      }
+      for (int t = 0; t < ctx.n; ++t) total += std::exp(logit[t] - mx);
+      for (int t = 0; t < ctx.n; ++t) share[t / P] += std::exp(logit[t] - mx) / total;
+    }
+    std::vector<int32_t> chunks;
+    (*sel)->select(SelectInput{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.blocks,
+                               .n_tokens = ctx.n},
+                   chunks);
+    const auto [first, last] = candidate_range(ctx.n, cfg);
+    // The selection rules against the reference scores, with a rounding margin.
+    const std::set<int32_t> picked(chunks.begin(), chunks.end());
+    double worst_picked = 1e300, best_left = -1e300;
+    for (int32_t c = first; c < last; ++c) {
+      if (picked.count(c)) worst_picked = std::min(worst_picked, share[c]);
+      else best_left = std::max(best_left, share[c]);
+    }
+    EXPECT_GE(worst_picked, best_left - 1e-4 * best_left) << "trial " << trial;
+    check_selection(chunks, {}, ctx.n, cfg);  // sinks, window, count
   }
 }
 

@@ -165,16 +165,25 @@ TEST(SparseSketchStore, KernelMatchesScalarReference) {
         const float want = *std::max_element(all.begin() + c * C, all.begin() + std::min(n, (c + 1) * C));
         ASSERT_EQ(cm[c - c0], want) << "C " << C << " chunk " << c;
       }
-      // Mass score: log Σ exp(α · score) over the chunk's tokens, against a double reference.
+      // Per-head log mass: log Σ exp(α · score_g) over the chunk's tokens, per query head,
+      // against a double reference over the stored sketches.
       const float alpha = 1.0f / std::sqrt(static_cast<float>(cs.hd));
-      const cpu::PagedSketchView v = store.view(0, blocks);
-      cpu::sketch_chunk_max(q_hat.data(), bias.data(), cs.G, v, 1, n, C, c0, c1, cm.data(), alpha);
-      for (int c = c0; c < c1; ++c) {
-        double sum = 0;
-        for (int t = c * C; t < std::min(n, (c + 1) * C); ++t) sum += std::exp(static_cast<double>(alpha) * all[t]);
-        const double want = std::log(sum);
-        ASSERT_NEAR(cm[c - c0], want, 1e-4 * (1 + std::fabs(want))) << "mass, C " << C << " chunk " << c;
-      }
+      std::vector<float> hm(static_cast<size_t>(c1 - c0) * cs.G);
+      store.chunk_head_mass_projected(blocks, 0, 1, q_hat.data(), bias.data(), cs.G, n, C, c0, c1, alpha, hm.data());
+      for (int c = c0; c < c1; ++c)
+        for (int g = 0; g < cs.G; ++g) {
+          double sum = 0;
+          for (int t = c * C; t < std::min(n, (c + 1) * C); ++t) {
+            std::vector<float> s(cs.r);
+            store.read(blocks, 0, 1, t, s.data());
+            double dot = bias[g];
+            for (int j = 0; j < cs.r; ++j) dot += static_cast<double>(q_hat[g * cs.r + j]) * s[j];
+            sum += std::exp(static_cast<double>(alpha) * dot);
+          }
+          const double want = std::log(sum);
+          ASSERT_NEAR(hm[static_cast<size_t>(c - c0) * cs.G + g], want, 2e-4 * (1 + std::fabs(want)))
+              << "head mass, C " << C << " chunk " << c << " head " << g;
+        }
     }
   }
 }
