@@ -151,14 +151,47 @@ void for_each_run(const float* q_hat, const float* bias, int n_q, const PagedSke
   }
 }
 
-// One query head (G = 1) over any element type.
+// Calls fn(pos, n, scores, stride) for each page run of [begin, end): scores[g · stride + j]
+// is head g's own score of token pos + j (no max over the group). Every head is scored while
+// the page's block is in L1, so the sketches are read from memory once for the whole group.
+template <SketchElem E, typename F>
+void for_each_run_heads_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                          int32_t begin, int32_t end, float* buf /*[n_q][kSketchMaxPage]*/, F&& fn) {
+  const int P = v.page_tokens, R = v.rank;
+  const int64_t head_bytes = sketch_head_bytes(v.elem, R, P);
+  const int lines = static_cast<int>((head_bytes + 63) / 64);
+  for (int32_t pos = begin; pos < end;) {
+    const int32_t page_end = (pos / P + 1) * P;
+    const int32_t run_end = end < page_end ? end : page_end;
+    const uint8_t* blk = v.head_block(pos, kv_head);
+    const int32_t ahead = pos + kPrefetchPages * P;
+    if (ahead < end) {
+      const uint8_t* next = v.head_block(ahead, kv_head);
+      for (int line = 0; line < lines && line < 64; ++line) __builtin_prefetch(next + 64 * line);
+    }
+    const int lane_begin = pos % P, n = run_end - pos;
+    for (int g = 0; g < n_q; ++g) {
+      float* out = buf + static_cast<int64_t>(g) * kSketchMaxPage;
+      const float* qg = q_hat + static_cast<int64_t>(g) * R;
+      if (P % 16 == 0) {
+        for (int l0 = lane_begin & ~15; l0 < lane_begin + n; l0 += 16)
+          store_v16(out + l0, score_lanes<E, 1>(qg, bias + g, 1, R, blk, P, l0));
+      } else {
+        score_run_scalar(qg, bias + g, 1, v, blk, lane_begin, n, out + lane_begin);
+      }
+    }
+    fn(pos, n, buf + lane_begin, kSketchMaxPage);
+    pos = run_end;
+  }
+}
+
 template <typename F>
-void for_each_run_e_elem(const float* q_hat, const float* bias, const PagedSketchView& v, int kv_head, int32_t begin,
-                         int32_t end, F&& fn) {
+void for_each_run_heads(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                        int32_t begin, int32_t end, float* buf, F&& fn) {
   switch (v.elem) {
-    case SketchElem::kF32: return for_each_run_t<SketchElem::kF32, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
-    case SketchElem::kF16: return for_each_run_t<SketchElem::kF16, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
-    case SketchElem::kInt8: return for_each_run_t<SketchElem::kInt8, 1>(q_hat, bias, 1, v, kv_head, begin, end, fn);
+    case SketchElem::kF32: return for_each_run_heads_t<SketchElem::kF32>(q_hat, bias, n_q, v, kv_head, begin, end, buf, fn);
+    case SketchElem::kF16: return for_each_run_heads_t<SketchElem::kF16>(q_hat, bias, n_q, v, kv_head, begin, end, buf, fn);
+    case SketchElem::kInt8: return for_each_run_heads_t<SketchElem::kInt8>(q_hat, bias, n_q, v, kv_head, begin, end, buf, fn);
   }
 }
 
@@ -201,8 +234,7 @@ void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const
 }
 
 // out [chunk_end - chunk_begin][n_q]: per query head g, log Σ_{t in chunk} exp(α · score_g(t))
-// with score_g(t) = bias_g + q̂_g · s_t (no max over the group). Each head is scored on its
-// own (a one-head run over the page block, which stays in L1 between heads).
+// with score_g(t) = bias_g + q̂_g · s_t (no max over the group).
 void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v,
                                  int kv_head, int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end,
                                  float alpha, float* out) {
@@ -210,21 +242,28 @@ void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q,
   const int32_t end = static_cast<int32_t>(static_cast<int64_t>(chunk_end) * C < n_tokens ? chunk_end * C : n_tokens);
   for (int64_t i = 0; i < static_cast<int64_t>(chunk_end - chunk_begin) * n_q; ++i) out[i] = -INFINITY;
   if (begin >= end) return;
-  const int R = v.rank;
-  for (int g = 0; g < n_q; ++g)
-    for_each_run_e_elem(q_hat + static_cast<int64_t>(g) * R, bias + g, v, kv_head, begin, end,
-                        [&](int32_t pos, int n, const float* s) {
-                          for (int j0 = 0; j0 < n; j0 += C) {
-                            const int m = n - j0 < C ? n - j0 : C;
-                            float mx = -INFINITY;
-                            for (int j = 0; j < m; ++j) mx = s[j0 + j] > mx ? s[j0 + j] : mx;
-                            float sum = 0.0f;
+  constexpr int kMaxHeads = 128;
+  static thread_local float buf[kMaxHeads * kSketchMaxPage];  // [n_q][P] one page's scores per head
+  for (int g0 = 0; g0 < n_q; g0 += kMaxHeads) {
+    const int ng = n_q - g0 < kMaxHeads ? n_q - g0 : kMaxHeads;
+    for_each_run_heads(q_hat + static_cast<int64_t>(g0) * v.rank, bias + g0, ng, v, kv_head, begin, end, buf,
+                       [&](int32_t pos, int n, const float* s, int stride) {
+                         // A run starts on a chunk boundary (C divides P); chunks are whole but the last.
+                         for (int g = 0; g < ng; ++g) {
+                           const float* sg = s + static_cast<int64_t>(g) * stride;
+                           for (int j0 = 0; j0 < n; j0 += C) {
+                             const int m = n - j0 < C ? n - j0 : C;
+                             float mx = -INFINITY;
+                             for (int j = 0; j < m; ++j) mx = sg[j0 + j] > mx ? sg[j0 + j] : mx;
+                             float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-                            for (int j = 0; j < m; ++j) sum += exp_nonpositive((s[j0 + j] - mx) * alpha);
-                            out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g] =
-                                mx * alpha + fast_log(sum);
-                          }
-                        });
+                             for (int j = 0; j < m; ++j) sum += exp_nonpositive((sg[j0 + j] - mx) * alpha);
+                             out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g0 + g] =
+                                 mx * alpha + fast_log(sum);
+                           }
+                         }
+                       });
+  }
 }
 
 }  // namespace
