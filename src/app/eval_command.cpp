@@ -242,14 +242,17 @@ int run_needle(EvalOptions& o) {
       }
     // A fan-out observer: every runtime records the haystack's keys.
     m->decoder->set_sparse(nullptr);
-    m->decoder->set_key_observer([&](int layer, const float*, const float* k_post, const float*, int64_t n) {
-      const ModelConfig& c = m->decoder->config();
-      for (auto& [name, rt] : runtimes)
-        if (rt->layer_sparse(layer))
-          for (int64_t t = 0; t < n; ++t)
-            for (int h = 0; h < c.n_head_kv; ++h)
-              rt->on_key(hay.blocks, layer, h, hay.n_tokens + static_cast<int32_t>(t), k_post + t * c.kv_dim() + h * c.head_dim);
-    });
+    m->decoder->set_key_observer(
+        [&](int layer, const float*, const float* k_post, const float*, const float* v, int64_t n) {
+          const ModelConfig& c = m->decoder->config();
+          for (auto& [name, rt] : runtimes)
+            if (rt->layer_sparse(layer))
+              for (int64_t t = 0; t < n; ++t)
+                for (int h = 0; h < c.n_head_kv; ++h) {
+                  const int64_t off = t * c.kv_dim() + h * c.head_dim;
+                  rt->on_key(hay.blocks, layer, h, hay.n_tokens + static_cast<int32_t>(t), k_post + off, v + off);
+                }
+        });
     for (size_t s = 0; s < cs->prefix.size(); s += 512) {
       Batch b;
       for (size_t p = s; p < std::min(cs->prefix.size(), s + 512); ++p) b.add(cs->prefix[p], static_cast<int32_t>(p), 0, false);

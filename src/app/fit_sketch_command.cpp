@@ -173,7 +173,7 @@ int run_fit(FitOptions& o) {
   };
   const bool want_pre = o.pre_rope || o.compare_rope, want_post = !o.pre_rope || o.compare_rope;
   m->decoder->set_key_observer([&](int layer, const float* k_pre, const float* k_post_raw, const float* q_post_raw,
-                                   int64_t n) {
+                                   const float*, int64_t n) {
     const bool swa = c.layer_is_swa[layer] && c.sliding_window > 0;
     const std::vector<float>& rot = swa && c.rope_theta_local != c.rope_theta ? rot_local : rot_global;
     shifted.assign(k_post_raw, k_post_raw + n * kvd);

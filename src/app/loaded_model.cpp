@@ -39,6 +39,12 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "query head's softmax mass, summed over the group)")
       ->check(CLI::IsMember({"max", "mass"}))
       ->capture_default_str();
+  cmd->add_option("--sparse-tail", opt.sparse_tail,
+                  "What sparse attention does with the unselected chunks: drop (exact softmax over the selected "
+                  "keys) or estimate (add their attention back from sketch log masses and chunk mean values; "
+                  "needs --sparse-chunk-score mass)")
+      ->check(CLI::IsMember({"drop", "estimate"}))
+      ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
                   "pages directly)")
@@ -76,6 +82,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
+  cfg.tail_estimate = opt.sparse_tail == "estimate";
   if (cfg.chunk_mass_scale > 0.0f && c.n_head / c.n_head_kv > SketchTopKSelector::kMaxGroup)
     return make_error(StatusCode::kInvalidArgument, "--sparse-chunk-score mass: at most {} query heads per kv head",
                       SketchTopKSelector::kMaxGroup);

@@ -24,8 +24,9 @@ struct ModelOptions {
   std::string sketch;           // basis file (default: MODEL with .sketch.safetensors)
   SparseConfig sparse_cfg;      // budget, chunk, sinks, window, min context
   int sparse_min_context = -1;  // -1: 4 x budget
-  std::string sketch_dtype = "int8";
-  std::string chunk_score = "max";    // sketch chunk score: max (token max) | mass (log-sum-exp)  // how each key's sketch is stored: f16 | int8 (per-token scale)
+  std::string sketch_dtype = "int8";  // how each key's sketch is stored: f16 | int8 (per-token scale)
+  std::string chunk_score = "max";    // sketch chunk score: max (token max) | mass (group softmax share)
+  std::string sparse_tail = "drop";   // unselected chunks: drop | estimate (sparse/tail_estimate.h)
   // Device tier of the sparse path: hot chunk slots (sparse/hot_chunks.h). 0: none, sparse
   // attention reads the KV pages directly.
   int64_t device_kv_budget = 256ll << 20;

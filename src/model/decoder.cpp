@@ -162,10 +162,10 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       const SeqKv& seq = *seqs[batch.seq_index[t]];
       for (int hh = 0; hh < c.n_head_kv; ++hh) {
         kv.write(seq, il, hh, batch.positions[t], kt + hh * hd, v_.data() + t * kvd + hh * hd);
-        if (sparse_) sparse_->on_key(seq.blocks, il, hh, batch.positions[t], kt + hh * hd);
+        if (sparse_) sparse_->on_key(seq.blocks, il, hh, batch.positions[t], kt + hh * hd, v_.data() + t * kvd + hh * hd);
       }
     }
-    if (key_observer_) key_observer_(il, k_pre_.data(), k_.data(), q_.data(), n);
+    if (key_observer_) key_observer_(il, k_pre_.data(), k_.data(), q_.data(), v_.data(), n);
     attention(batch, seqs, kv, il, pool);
     HS_RETURN_IF_ERROR(mm(L.wo, att_.data(), n, o_.data(), pool));  // [n][d]
     if (c.post_norms) rms_norm_rows(o_.data(), L.post_attn_norm, n, d, c.rms_eps, o_.data());
@@ -324,6 +324,12 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
       } else {
         for (int32_t b = first; b <= pos; b += kSplitKeys) push_range(t, kvh, b, std::min(pos + 1, b + kSplitKeys));
       }
+      // The unselected chunks' share, estimated (sparse/tail_estimate.h): one more partial.
+      if (sel >= 0 && sparse_->tail_estimate()) {
+        AttnTask task{static_cast<int32_t>(t), kvh, 0, 0};
+        task.tail_sel = sel;
+        tasks_.push_back(task);
+      }
       spans_.back().second = static_cast<int32_t>(tasks_.size());
     }
   }
@@ -339,7 +345,10 @@ void Decoder::attention(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
     for (int64_t i = begin; i < end; ++i) {
       const AttnTask& task = tasks_[i];
       const float* q = q_.data() + task.token * c.q_dim() + task.kv_head * group * hd;  // [group][hd]
-      if (task.piece_begin >= 0) {  // same float math as attention_partial over the same keys
+      if (task.tail_sel >= 0) {
+        sparse_->tail_partial(sel_inputs_[task.tail_sel], sel_scratch_, task.tail_sel, selected_[task.tail_sel],
+                              parts_[i]);
+      } else if (task.piece_begin >= 0) {  // same float math as attention_partial over the same keys
         for (int32_t p = task.piece_begin; p < task.piece_end; ++p)  // this step's misses land in their slots
           if (piece_src_[p])
             std::memcpy(const_cast<uint8_t*>(pieces_[p].view.base), piece_src_[p],

@@ -61,7 +61,8 @@ class Decoder {
   // Called once per layer per forward with the step's keys before and after RoPE and its
   // queries after RoPE (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim], q_post [n][q_dim].
   using KeyObserver =
-      std::function<void(int layer, const float* k_pre, const float* k_post, const float* q_post, int64_t n)>;
+      std::function<void(int layer, const float* k_pre, const float* k_post, const float* q_post, const float* v,
+                         int64_t n)>;
   void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
 
   // Appends K/V of every batch token to its sequence (reserving pages) and writes
@@ -100,6 +101,7 @@ class Decoder {
   struct AttnTask {
     int32_t token, kv_head, begin, end;  // keys [begin, end) of one kv head for one batch token
     int32_t piece_begin = -1, piece_end = -1;  // tiered: its chunks are pieces_[piece_begin, piece_end)
+    int32_t tail_sel = -1;                     // >= 0: the estimated tail of selection tail_sel instead
   };
   std::vector<AttnTask> tasks_;                       // [n_tasks]
   std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)

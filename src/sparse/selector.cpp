@@ -115,13 +115,16 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
     select_top_chunks({}, in.n_tokens, cfg_, chunks_out);
     return;
   }
-  scratch.scores.resize(static_cast<size_t>(last - first) * score_stride(in.n_q));
+  const int32_t n_cand = last - first;
+  const int stride = score_stride(in.n_q);
+  scratch.scores.resize(score_floats(in.n_q, n_cand));
   scratch.prep.resize(prep_floats(in.n_q));
   prepare(in, scratch.prep.data());
-  chunk_scores(in, scratch.prep.data(), first, last, scratch.scores.data());
-  finish_scores(in, scratch.prep.data(), scratch.scores.data(), last - first);
-  select_top_chunks(std::span<const float>(scratch.scores.data(), last - first), in.n_tokens, cfg_, chunks_out,
-                    &scratch.ids);
+  float* raw = scratch.scores.data();
+  float* ranking = stride > 1 ? raw + static_cast<int64_t>(n_cand) * stride : raw;
+  chunk_scores(in, scratch.prep.data(), first, last, raw);
+  if (stride > 1) finish_scores(in, scratch.prep.data(), raw, n_cand, ranking);
+  select_top_chunks(std::span<const float>(ranking, n_cand), in.n_tokens, cfg_, chunks_out, &scratch.ids);
 }
 
 void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
@@ -146,7 +149,7 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
     }
     const auto [first, last] = candidate_range(ins[i].n_tokens, cfg_);
     s.offset[i] = total;
-    total += static_cast<int64_t>(last - first) * score_stride(ins[i].n_q);
+    total += score_floats(ins[i].n_q, last - first);
     int32_t n_tasks = 0;
     for (int32_t c = first; c < last; c += kChunksPerTask, ++n_tasks)
       s.tasks.push_back({static_cast<int32_t>(i), c, std::min(last, c + kChunksPerTask)});
@@ -161,14 +164,15 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
       const BatchSelectScratch::Task& t = s.tasks[k];
       const SelectInput& in = ins[t.item];
       const auto [first, last] = candidate_range(in.n_tokens, cfg_);
-      float* scores = s.scores.data() + s.offset[t.item];
+      const int32_t n_cand = last - first;
+      const int stride = score_stride(in.n_q);
+      float* raw = s.scores.data() + s.offset[t.item];
+      float* ranking = stride > 1 ? raw + static_cast<int64_t>(n_cand) * stride : raw;
       const float* prep = s.prep.data() + t.item * prep_n;
-      chunk_scores(in, prep, t.chunk_begin, t.chunk_end,
-                   scores + static_cast<int64_t>(t.chunk_begin - first) * score_stride(in.n_q));
+      chunk_scores(in, prep, t.chunk_begin, t.chunk_end, raw + static_cast<int64_t>(t.chunk_begin - first) * stride);
       if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        finish_scores(in, prep, scores, last - first);
-        select_top_chunks(std::span<const float>(scores, last - first), in.n_tokens, cfg_, outs[t.item],
-                          &s.ids[thread]);
+        if (stride > 1) finish_scores(in, prep, raw, n_cand, ranking);
+        select_top_chunks(std::span<const float>(ranking, n_cand), in.n_tokens, cfg_, outs[t.item], &s.ids[thread]);
       }
     }
   };
@@ -223,26 +227,24 @@ void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, 
                                       cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
 }
 
-void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep, float* scores,
-                                       int32_t n_cand) const {
-  if (!group_mass()) return;
+void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep, const float* raw, int32_t n_cand,
+                                       float* ranking) const {
   const int G = in.n_q;
   // Each head's log normaliser: the forced part from prepare() and every candidate chunk.
   float lse[kMaxGroup];  // [G]
   const float* fixed = prep + G * (store_.geometry().rank + 1);
   for (int g = 0; g < G; ++g) {
     float hi = fixed[g];
-    for (int32_t c = 0; c < n_cand; ++c) hi = std::max(hi, scores[static_cast<int64_t>(c) * G + g]);
+    for (int32_t c = 0; c < n_cand; ++c) hi = std::max(hi, raw[static_cast<int64_t>(c) * G + g]);
     double sum = hi > -INFINITY ? std::exp(static_cast<double>(fixed[g]) - hi) : 0.0;
-    for (int32_t c = 0; c < n_cand; ++c) sum += std::exp(static_cast<double>(scores[static_cast<int64_t>(c) * G + g]) - hi);
+    for (int32_t c = 0; c < n_cand; ++c) sum += std::exp(static_cast<double>(raw[static_cast<int64_t>(c) * G + g]) - hi);
     lse[g] = sum > 0.0 ? hi + static_cast<float>(std::log(sum)) : 0.0f;
   }
-  // In place: chunk c's G values start at c·G >= c, and earlier writes went below c.
   for (int32_t c = 0; c < n_cand; ++c) {
-    const float* l = scores + static_cast<int64_t>(c) * G;
+    const float* l = raw + static_cast<int64_t>(c) * G;
     float share = 0.0f;
     for (int g = 0; g < G; ++g) share += std::exp(l[g] - lse[g]);
-    scores[c] = share;
+    ranking[c] = share;
   }
 }
 

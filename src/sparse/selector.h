@@ -43,6 +43,9 @@ struct SparseConfig {
   // the same rule the mass oracle ranks by, with sketch scores for exact logits
   // (α = the model's attention scale; --sparse-chunk-score mass).
   float chunk_mass_scale = 0.0f;
+  // Add the unselected chunks' attention back as an estimate from their sketch log masses and
+  // mean values (sparse/tail_estimate.h; needs the group mass; --sparse-tail estimate).
+  bool tail_estimate = false;
 
   Status validate(int page_tokens) const;
   bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }
@@ -60,7 +63,7 @@ inline int32_t n_chunks_of(int32_t n_tokens, int chunk_tokens) { return (n_token
 // Per-thread scratch a caller may pass to avoid allocations per call.
 struct SelectScratch {
   std::vector<float> prep;     // [prep_floats]
-  std::vector<float> scores;   // [n candidate chunks][score_stride]
+  std::vector<float> scores;   // raw [n candidate chunks][score_stride], then ranking [n candidate chunks] (stride > 1)
   std::vector<int32_t> ids;    // [n candidate chunks]
 };
 
@@ -92,8 +95,8 @@ struct BatchSelectScratch {
     int32_t item, chunk_begin, chunk_end;  // score chunks [chunk_begin, chunk_end) of ins[item]
   };
   std::vector<Task> tasks;
-  std::vector<int64_t> offset;                 // [n items] start of the item's scores in `scores`
-  std::vector<float> scores;                   // [Σ candidate chunks · score_stride]
+  std::vector<int64_t> offset;                 // [n items] start of the item's raw scores in `scores` (-1: none)
+  std::vector<float> scores;                   // per item: raw [n_cand][score_stride], then ranking [n_cand] (stride > 1)
   std::vector<std::vector<int32_t>> ids;       // [n_threads][n candidate chunks]
   std::vector<float> prep;                     // [n items][prep_floats]
   std::unique_ptr<std::atomic<int32_t>[]> left;  // [n items] scoring tasks not finished
@@ -125,14 +128,19 @@ class ChunkSelector {
   virtual int prep_floats(int /*n_q*/) const { return 0; }
   virtual void prepare(const SelectInput& /*in*/, float* /*prep*/) const {}
   // out [chunk_end - chunk_begin][score_stride(n_q)]: what the selector keeps per chunk; with
-  // stride 1 (and no finish_scores) the ranking score itself (higher: more relevant).
+  // stride 1 the ranking score itself (higher: more relevant).
   virtual void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
                             float* out) const = 0;
   virtual int score_stride(int /*n_q*/) const { return 1; }
-  // Once every candidate is scored: scores [n_cand][score_stride] → ranking scores [n_cand],
-  // in place (a score may depend on all chunks, such as a per-head normaliser).
-  virtual void finish_scores(const SelectInput& /*in*/, const float* /*prep*/, float* /*scores*/,
-                             int32_t /*n_cand*/) const {}
+  // Stride > 1, once every candidate is scored: raw [n_cand][stride] → ranking [n_cand] (a
+  // score may depend on all chunks, such as a per-head normaliser). raw stays readable after.
+  virtual void finish_scores(const SelectInput& /*in*/, const float* /*prep*/, const float* /*raw*/,
+                             int32_t /*n_cand*/, float* /*ranking*/) const {}
+  // Floats one selection of n_cand candidates keeps: raw, then (stride > 1) the ranking.
+  int64_t score_floats(int n_q, int32_t n_cand) const {
+    const int st = score_stride(n_q);
+    return static_cast<int64_t>(n_cand) * (st > 1 ? st + 1 : 1);
+  }
 
  protected:
   SparseConfig cfg_;
@@ -140,8 +148,8 @@ class ChunkSelector {
 
 // Scores a chunk by the max over its tokens of max_g (q_g·mu + q̂_g·s_t) (sketch_store.h), or
 // with cfg.chunk_mass_scale > 0 by the group mass (SparseConfig): the per-head log masses of
-// the chunks are kept ([n_cand][G]) and normalised by each head's total in finish_scores,
-// whose sink and window part prepare() computes.
+// the chunks are kept (raw [n_cand][G]; the estimated tail reads them too) and normalised by
+// each head's total in finish_scores, whose sink and window part prepare() computes.
 class SketchTopKSelector final : public ChunkSelector {
  public:
   // Checks cfg against the store (C divides P).
@@ -154,7 +162,8 @@ class SketchTopKSelector final : public ChunkSelector {
   void chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin, int32_t chunk_end,
                     float* out) const override;
   int score_stride(int n_q) const override { return group_mass() ? n_q : 1; }
-  void finish_scores(const SelectInput& in, const float* prep, float* scores, int32_t n_cand) const override;
+  void finish_scores(const SelectInput& in, const float* prep, const float* raw, int32_t n_cand,
+                     float* ranking) const override;
 
  private:
   SketchTopKSelector(const SketchStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}

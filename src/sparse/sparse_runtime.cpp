@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "sparse/tail_estimate.h"
+
 namespace hs {
 
 const char* sparse_mode_name(SparseMode m) {
@@ -37,6 +39,13 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   rt->recall_n_.assign(g.n_layer, 0);
   rt->oracle_sum_.assign(g.n_layer, OracleRecall{0.0, 0.0});
   rt->oracle_n_.assign(g.n_layer, 0);
+  if (cfg.tail_estimate && (mode != SparseMode::kSketch || cfg.chunk_mass_scale <= 0.0f))
+    return make_error(StatusCode::kInvalidArgument,
+                      "sparse: the estimated tail needs the sketch selector with the mass chunk score "
+                      "(--sparse sketch --sparse-chunk-score mass)");
+  if (cfg.tail_estimate)
+    rt->means_ = std::make_unique<ChunkValueMeans>(g.full_layer, g.n_kv_heads, g.head_dim, g.page_tokens,
+                                                   cfg.chunk_tokens, g.n_blocks);
   if (mode == SparseMode::kSketch) {
     if (!basis) return make_error(StatusCode::kInvalidArgument, "sparse mode 'sketch' needs a sketch basis (--sketch FILE)");
     HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
@@ -53,8 +62,10 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   return rt;
 }
 
-void SparseRuntime::on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k) {
+void SparseRuntime::on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k,
+                           const float* v) {
   if (!g_.full_layer[layer]) return;
+  if (means_ && v) means_->write(blocks, layer, head, pos, v);
   if (sketches_) sketches_->write(blocks, layer, head, pos, k);
   if (quest_) quest_->write(blocks, layer, head, pos, k);
 }
@@ -73,6 +84,15 @@ void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head,
   in.pool = pool;
   selector_->select(in, chunks);
   count_selection(n_keys, chunks);
+}
+
+void SparseRuntime::tail_partial(const SelectInput& in, const BatchSelectScratch& scratch, int64_t item,
+                                 std::span<const int32_t> selected, cpu::AttnPartial part) const {
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  const bool scored = item < static_cast<int64_t>(scratch.offset.size()) && scratch.offset[item] >= 0;
+  // Not scored: every candidate fit the budget and is selected, so nothing is missing.
+  estimate_tail(scored ? scratch.scores.data() + scratch.offset[item] : nullptr, in.n_q, first,
+                scored ? last : first, selected, *means_, in.blocks, in.layer, in.kv_head, part);
 }
 
 void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "sparse/chunk_value_means.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/quest.h"
 #include "sparse/selector.h"
@@ -69,8 +70,10 @@ class SparseRuntime {
   bool layer_sparse(int layer) const { return g_.full_layer[layer]; }
   bool use_sparse(int32_t n_keys) const { return cfg_.use_sparse(n_keys); }
 
-  // Record the metadata of key k [head_dim] of (layer, kv head, pos). Full layers only.
-  void on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k);
+  // Record the metadata of key k [head_dim] (and, with the estimated tail, value v) of
+  // (layer, kv head, pos). Full layers only.
+  void on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k,
+              const float* v = nullptr);
 
   // Ascending chunk ids for q [n_q][head_dim] of (layer, kv head) over n_keys stored keys;
   // counts the scoring bytes and the selected keys.
@@ -82,6 +85,11 @@ class SparseRuntime {
   void select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                     BatchSelectScratch& scratch, ThreadPool* pool);
   void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
+  // Estimated tail (SparseConfig::tail_estimate): after select_batch, the attention partial of
+  // ins[item]'s unselected chunks (sparse/tail_estimate.h); `selected` is outs[item].
+  bool tail_estimate() const { return means_ != nullptr; }
+  void tail_partial(const SelectInput& in, const BatchSelectScratch& scratch, int64_t item,
+                    std::span<const int32_t> selected, cpu::AttnPartial part) const;
   // One decoder step's device-tier counters (HotChunks::end_step).
   void count_fetch(const HotChunkStats& s);
 
@@ -109,6 +117,7 @@ class SparseRuntime {
   std::unique_ptr<SketchBasis> basis_;
   std::unique_ptr<SketchStore> sketches_;
   std::unique_ptr<QuestStore> quest_;
+  std::unique_ptr<ChunkValueMeans> means_;  // estimated tail only
   std::unique_ptr<ChunkSelector> selector_;
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
