@@ -17,8 +17,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "int4"}))
       ->capture_default_str();
   cmd->add_option("--sparse", opt.sparse,
-                  "Sparse attention for long contexts: auto (sketch if the sketch file exists), off, sketch, quest")
-      ->check(CLI::IsMember({"auto", "off", "sketch", "quest"}))
+                  "Sparse attention for long contexts: auto (sketch if the sketch file exists), off, sketch, quest, "
+                  "oracle (eval ceiling: the best selection from the exact keys, dense cost)")
+      ->check(CLI::IsMember({"auto", "off", "sketch", "quest", "oracle"}))
       ->capture_default_str();
   cmd->add_option("--sketch", opt.sketch, "Sketch basis file (default: MODEL.sketch.safetensors; 'random' for speed tests)");
   cmd->add_option("--sparse-budget", opt.sparse_cfg.budget_tokens, "Tokens of top-scoring chunks per layer and kv head")
@@ -101,7 +102,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
       basis = std::make_unique<SketchBasis>(std::move(*b));
     }
   }
-  HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis)));
+  HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale));
   spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
                cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string());

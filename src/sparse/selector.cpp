@@ -227,12 +227,10 @@ void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, 
                                       cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
 }
 
-void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep, const float* raw, int32_t n_cand,
-                                       float* ranking) const {
-  const int G = in.n_q;
-  // Each head's log normaliser: the forced part from prepare() and every candidate chunk.
-  float lse[kMaxGroup];  // [G]
-  const float* fixed = prep + G * (store_.geometry().rank + 1);
+void group_mass_ranking(const float* raw, int n_q, int32_t n_cand, const float* fixed, float* ranking) {
+  const int G = n_q;
+  static thread_local std::vector<float> lse;  // [G] each head's log normaliser: the fixed part and every candidate
+  lse.resize(G);
   for (int g = 0; g < G; ++g) {
     float hi = fixed[g];
     for (int32_t c = 0; c < n_cand; ++c) hi = std::max(hi, raw[static_cast<int64_t>(c) * G + g]);
@@ -246,6 +244,11 @@ void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep,
     for (int g = 0; g < G; ++g) share += std::exp(l[g] - lse[g]);
     ranking[c] = share;
   }
+}
+
+void SketchTopKSelector::finish_scores(const SelectInput& in, const float* prep, const float* raw, int32_t n_cand,
+                                       float* ranking) const {
+  group_mass_ranking(raw, in.n_q, n_cand, prep + in.n_q * (store_.geometry().rank + 1), ranking);
 }
 
 }  // namespace hs

@@ -89,6 +89,11 @@ std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig
 // when a partial last chunk makes them one more than budget_chunks()).
 bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg);
 
+// The group-mass ranking (SparseConfig::chunk_mass_scale): from per-head log masses raw
+// [n_cand][G] and each head's log mass outside the candidates (fixed [G]: sinks and window),
+// ranking[c] = Σ_g exp(raw[c][g] − lse_g), with lse_g the head's log total.
+void group_mass_ranking(const float* raw, int n_q, int32_t n_cand, const float* fixed, float* ranking);
+
 // Scratch for ChunkSelector::select_batch (reused across steps).
 struct BatchSelectScratch {
   struct Task {

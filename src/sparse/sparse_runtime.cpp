@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 
+#include "sparse/oracle_selector.h"
 #include "sparse/tail_estimate.h"
 
 namespace hs {
@@ -13,6 +14,7 @@ const char* sparse_mode_name(SparseMode m) {
     case SparseMode::kOff: return "off";
     case SparseMode::kSketch: return "sketch";
     case SparseMode::kQuest: return "quest";
+    case SparseMode::kOracle: return "oracle";
   }
   return "?";
 }
@@ -21,11 +23,13 @@ Result<SparseMode> parse_sparse_mode(std::string_view s) {
   if (s == "off" || s == "dense") return SparseMode::kOff;
   if (s == "sketch") return SparseMode::kSketch;
   if (s == "quest") return SparseMode::kQuest;
-  return make_error(StatusCode::kInvalidArgument, "unknown sparse mode '{}' (off, sketch, quest)", s);
+  if (s == "oracle") return SparseMode::kOracle;
+  return make_error(StatusCode::kInvalidArgument, "unknown sparse mode '{}' (off, sketch, quest, oracle)", s);
 }
 
 Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, const SparseConfig& cfg,
-                                                             const Geometry& g, std::unique_ptr<SketchBasis> basis) {
+                                                             const Geometry& g, std::unique_ptr<SketchBasis> basis,
+                                                             const KvCache* kv, float attn_scale) {
   if (mode == SparseMode::kOff) return make_error(StatusCode::kInvalidArgument, "sparse runtime: mode is off");
   HS_RETURN_IF_ERROR(cfg.validate(g.page_tokens));
   if (static_cast<int>(g.full_layer.size()) != g.n_layer)
@@ -39,10 +43,10 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   rt->recall_n_.assign(g.n_layer, 0);
   rt->oracle_sum_.assign(g.n_layer, OracleRecall{0.0, 0.0});
   rt->oracle_n_.assign(g.n_layer, 0);
-  if (cfg.tail_estimate && (mode != SparseMode::kSketch || cfg.chunk_mass_scale <= 0.0f))
+  if (cfg.tail_estimate && !(mode == SparseMode::kOracle || (mode == SparseMode::kSketch && cfg.chunk_mass_scale > 0.0f)))
     return make_error(StatusCode::kInvalidArgument,
-                      "sparse: the estimated tail needs the sketch selector with the mass chunk score "
-                      "(--sparse sketch --sparse-chunk-score mass)");
+                      "sparse: the estimated tail needs per-chunk log masses: the sketch selector with the mass "
+                      "chunk score (--sparse sketch --sparse-chunk-score mass) or the oracle");
   if (cfg.tail_estimate)
     rt->means_ = std::make_unique<ChunkValueMeans>(g.full_layer, g.n_kv_heads, g.head_dim, g.page_tokens,
                                                    cfg.chunk_tokens, g.n_blocks);
@@ -52,6 +56,10 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     rt->basis_ = std::move(basis);
     rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem);
     HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, cfg));
+    rt->selector_ = std::move(sel);
+  } else if (mode == SparseMode::kOracle) {
+    if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse mode 'oracle' needs the KV cache");
+    HS_ASSIGN_OR_RETURN(auto sel, OracleSelector::create(*kv, attn_scale, cfg));
     rt->selector_ = std::move(sel);
   } else {
     rt->quest_ = std::make_unique<QuestStore>(g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, cfg.chunk_tokens,

@@ -29,9 +29,9 @@
 
 namespace hs {
 
-enum class SparseMode { kOff, kSketch, kQuest };
+enum class SparseMode { kOff, kSketch, kQuest, kOracle };  // oracle: eval ceiling (oracle_selector.h)
 const char* sparse_mode_name(SparseMode m);
-Result<SparseMode> parse_sparse_mode(std::string_view s);  // off | sketch | quest
+Result<SparseMode> parse_sparse_mode(std::string_view s);  // off | sketch | quest | oracle
 
 // Cumulative counters (reset with SparseRuntime::reset_stats()).
 struct SparseStats {
@@ -60,9 +60,11 @@ class SparseRuntime {
     int64_t kv_token_bytes;      // K + V of one token of one kv head (byte counters)
     std::vector<bool> full_layer;  // [n_layer] true: full attention (sparse applies)
   };
-  // kSketch needs `basis` (checked against the geometry); kQuest ignores it.
+  // kSketch needs `basis` (checked against the geometry); kQuest ignores it; kOracle reads
+  // the exact keys of `kv` with the model's attention scale.
   static Result<std::unique_ptr<SparseRuntime>> create(SparseMode mode, const SparseConfig& cfg, const Geometry& g,
-                                                       std::unique_ptr<SketchBasis> basis);
+                                                       std::unique_ptr<SketchBasis> basis,
+                                                       const KvCache* kv = nullptr, float attn_scale = 0.0f);
 
   SparseMode mode() const { return mode_; }
   const SparseConfig& config() const { return cfg_; }

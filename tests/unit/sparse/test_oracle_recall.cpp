@@ -1,11 +1,13 @@
 // tests/unit/sparse/test_oracle_recall.cpp — oracle_mass_recall: the mass-ranked oracle is the
 // best selection of its size, the exact-max oracle follows the selectors' rule on exact scores,
-// and both are 1 when the budget covers the context.
+// and both are 1 when the budget covers the context; the decode-path OracleSelector keeps the
+// mass oracle's recall.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
 
+#include "sparse/oracle_selector.h"
 #include "sparse/selector.h"
 #include "sparse/sparse_attention.h"
 #include "sparse_test_util.h"
@@ -136,6 +138,42 @@ TEST(SparseOracleRecall, BudgetCoveringTheContextIsOne) {
   const OracleRecall short_one = oracle_mass_recall(q.data(), G, ctx.view(), 0, n, 0.3f, cfg);
   EXPECT_LT(short_one.mass, 1.0);
   EXPECT_GT(short_one.mass, 0.0);
+}
+
+// OracleSelector ranks by the exact group mass in the decode path: its selection keeps the
+// same mass as the eval's mass oracle (ties aside, the same chunks), one by one and batched.
+TEST(SparseOracleRecall, OracleSelectorKeepsTheMassOraclesRecall) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, G = 4;
+  SparseConfig cfg;
+  cfg.budget_tokens = 256;
+  cfg.window_tokens = 64;
+  const float scale = 0.25f;
+  for (int iter = 0; iter < 4; ++iter) {
+    const int32_t n = std::uniform_int_distribution<int32_t>(1000, 5000)(rng);
+    KvGeometry g{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF32};
+    PagedContext ctx(g, n, rng);
+    fill_keys(ctx, rng);
+    auto sel = OracleSelector::create(ctx.cache, scale, cfg);
+    ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+    const auto q = randn(rng, G * hd);
+    const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
+    std::vector<int32_t> one;
+    (*sel)->select(in, one);
+    std::vector<std::vector<int32_t>> batch(1);
+    BatchSelectScratch scratch;
+    ThreadPool pool(2);
+    (*sel)->select_batch(std::span<const SelectInput>(&in, 1), batch, scratch, &pool);
+    EXPECT_EQ(one, batch[0]);
+    const OracleRecall oracle = oracle_mass_recall(q.data(), G, ctx.view(), 0, n, scale, cfg);
+    const double got = attention_mass_recall(q.data(), G, ctx.view(), 0, n, scale, one, cfg.chunk_tokens);
+    EXPECT_NEAR(got, oracle.mass, 1e-5) << "n " << n;
+  }
+  // Scaled KV dtypes have no plain rows to read.
+  KvGeometry g8{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kInt8};
+  KvCache int8_cache(g8, 4);
+  EXPECT_FALSE(OracleSelector::create(int8_cache, scale, cfg).is_ok());
 }
 
 }  // namespace
