@@ -30,9 +30,13 @@ std::unique_ptr<Decoder> load() {
 }
 
 std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& kv, SparseMode mode, int budget,
-                                            int min_context = 0) {
+                                            int min_context = 0, bool group_mass = false, bool tail = false,
+                                            int chunk_tokens = 16) {
   const ModelConfig& c = dec.config();
   SparseConfig cfg;
+  cfg.chunk_mass_scale = group_mass ? c.attn_scale : 0.0f;
+  cfg.chunk_tokens = chunk_tokens;
+  cfg.tail_estimate = tail;
   cfg.budget_tokens = budget;
   cfg.min_context = min_context;
   cfg.sink_tokens = 16;
@@ -42,7 +46,7 @@ std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& k
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch)
     basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 16, 99));
-  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis));
+  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale);
   EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
   return rt.is_ok() ? std::move(*rt) : nullptr;
 }
@@ -122,6 +126,54 @@ TEST(SparseDecoder, SmallBudgetReadsOnlyTheSelectedKeys) {
     for (const auto& r : rows)
       for (float x : r) ASSERT_TRUE(std::isfinite(x));
   }
+}
+
+// The group-mass sketch score, the oracle selector and the estimated tail in the decoder: a
+// budget covering the context is still dense bit for bit; with a small budget of one-token
+// chunks the tail from the oracle's exact masses is exact (the mean value of a one-token
+// chunk is its value), so sparse + tail lands on dense while dropping the tail does not (same
+// tokens fed). (With 16-token chunks the chunk-mean tail is measured *worse* than dropping on
+// SmolLM2: docs/sparse-attention.md.)
+TEST(SparseDecoder, GroupMassOracleAndEstimatedTail) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, KvDtype::kF16}, 128);
+  ThreadPool pool;
+  const auto prompt = random_prompt(1200, c.n_vocab);
+  std::vector<int32_t> fed;
+  const auto dense = run(*dec, kv, pool, prompt, 4, nullptr, &fed);
+  for (SparseMode mode : {SparseMode::kSketch, SparseMode::kOracle}) {
+    auto rt = make_runtime(*dec, kv, mode, 4096, 0, true, true);
+    dec->set_sparse(rt.get());
+    const auto full = run(*dec, kv, pool, prompt, 4, &fed);
+    dec->set_sparse(nullptr);
+    for (size_t s = 0; s < dense.size(); ++s) EXPECT_EQ(full[s], dense[s]) << sparse_mode_name(mode) << " step " << s;
+  }
+  auto l2 = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double e = 0;
+    for (size_t i = 0; i < a.size(); ++i) e += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    return std::sqrt(e);
+  };
+  std::vector<std::vector<float>> rows[2];
+  for (int tail = 0; tail < 2; ++tail) {
+    auto rt = make_runtime(*dec, kv, SparseMode::kOracle, 128, 0, true, tail == 1, /*chunk_tokens=*/1);
+    dec->set_sparse(rt.get());
+    rows[tail] = run(*dec, kv, pool, prompt, 4, &fed);
+    dec->set_sparse(nullptr);
+    EXPECT_LT(rt->stats().keys_selected * 4, rt->stats().keys_total);
+  }
+  for (size_t s = 0; s < dense.size(); ++s) {
+    const double drop = l2(rows[0][s], dense[s]), est = l2(rows[1][s], dense[s]);
+    EXPECT_LT(est, 0.02 * drop) << "step " << s;
+    for (float x : rows[1][s]) ASSERT_TRUE(std::isfinite(x));
+  }
+  // The sketch selector with the group mass and the tail runs the same path with estimates.
+  auto rt = make_runtime(*dec, kv, SparseMode::kSketch, 128, 0, true, true);
+  dec->set_sparse(rt.get());
+  for (const auto& r : run(*dec, kv, pool, prompt, 4, &fed))
+    for (float x : r) ASSERT_TRUE(std::isfinite(x));
+  dec->set_sparse(nullptr);
 }
 
 // A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16), plus resident
