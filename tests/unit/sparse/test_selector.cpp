@@ -276,7 +276,7 @@ TEST(SparseSelector, GroupMassRanksLikeTheReference) {
       if (picked.count(c)) worst_picked = std::min(worst_picked, share[c]);
       else best_left = std::max(best_left, share[c]);
     }
-    EXPECT_GE(worst_picked, best_left - 1e-4 * best_left) << "trial " << trial;
+    EXPECT_GE(worst_picked, best_left - 1e-3 * best_left) << "trial " << trial;
     check_selection(chunks, {}, ctx.n, cfg);  // sinks, window, count
   }
 }
