@@ -93,25 +93,34 @@ template <SketchElem E, int G>
   return best;
 }
 
-// Calls fn(pos, n, scores) for each page run of [begin, end) with the run's scores.
-template <SketchElem E, int G, typename F>
-void for_each_run_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
-                    int32_t begin, int32_t end, F&& fn) {
-  const int P = v.page_tokens, R = v.rank;
-  const int64_t head_bytes = sketch_head_bytes(v.elem, R, P);
-  const int lines = static_cast<int>((head_bytes + 63) / 64);
-  float buf[kSketchMaxPage];
+// Calls fn(pos, n, blk, lane_begin) for each page run [pos, pos + n) of [begin, end), with the
+// head block of its page; pages are scattered, so the block kPrefetchPages pages ahead is
+// fetched first.
+template <typename F>
+[[gnu::always_inline]] inline void for_each_page_run(const PagedSketchView& v, int kv_head, int32_t begin,
+                                                     int32_t end, F&& fn) {
+  const int P = v.page_tokens;
+  const int lines = static_cast<int>((sketch_head_bytes(v.elem, v.rank, P) + 63) / 64);
   for (int32_t pos = begin; pos < end;) {
     const int32_t page_end = (pos / P + 1) * P;
     const int32_t run_end = end < page_end ? end : page_end;
-    const uint8_t* blk = v.head_block(pos, kv_head);
-    // Pages are scattered: fetch the block of this head kPrefetchPages pages ahead.
     const int32_t ahead = pos + kPrefetchPages * P;
     if (ahead < end) {
       const uint8_t* next = v.head_block(ahead, kv_head);
       for (int line = 0; line < lines && line < 64; ++line) __builtin_prefetch(next + 64 * line);
     }
-    const int lane_begin = pos % P, n = run_end - pos;
+    fn(pos, run_end - pos, v.head_block(pos, kv_head), pos % P);
+    pos = run_end;
+  }
+}
+
+// Calls fn(pos, n, scores) for each page run of [begin, end) with the run's scores.
+template <SketchElem E, int G, typename F>
+void for_each_run_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
+                    int32_t begin, int32_t end, F&& fn) {
+  const int P = v.page_tokens, R = v.rank;
+  float buf[kSketchMaxPage];
+  for_each_page_run(v, kv_head, begin, end, [&](int32_t pos, int n, const uint8_t* blk, int lane_begin) {
     if (P % 16 == 0) {
       for (int l0 = lane_begin & ~15; l0 < lane_begin + n; l0 += 16)
         store_v16(buf + l0, score_lanes<E, G>(q_hat, bias, n_q, R, blk, P, l0));
@@ -120,8 +129,7 @@ void for_each_run_t(const float* q_hat, const float* bias, int n_q, const PagedS
       score_run_scalar(q_hat, bias, n_q, v, blk, lane_begin, n, buf);
       fn(pos, n, buf);
     }
-    pos = run_end;
-  }
+  });
 }
 
 // Dispatch on the group size (1..8 unrolled; more: one head at a time), then the element type.
@@ -158,18 +166,7 @@ template <SketchElem E, typename F>
 void for_each_run_heads_t(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
                           int32_t begin, int32_t end, float* buf /*[n_q][kSketchMaxPage]*/, F&& fn) {
   const int P = v.page_tokens, R = v.rank;
-  const int64_t head_bytes = sketch_head_bytes(v.elem, R, P);
-  const int lines = static_cast<int>((head_bytes + 63) / 64);
-  for (int32_t pos = begin; pos < end;) {
-    const int32_t page_end = (pos / P + 1) * P;
-    const int32_t run_end = end < page_end ? end : page_end;
-    const uint8_t* blk = v.head_block(pos, kv_head);
-    const int32_t ahead = pos + kPrefetchPages * P;
-    if (ahead < end) {
-      const uint8_t* next = v.head_block(ahead, kv_head);
-      for (int line = 0; line < lines && line < 64; ++line) __builtin_prefetch(next + 64 * line);
-    }
-    const int lane_begin = pos % P, n = run_end - pos;
+  for_each_page_run(v, kv_head, begin, end, [&](int32_t pos, int n, const uint8_t* blk, int lane_begin) {
     for (int g = 0; g < n_q; ++g) {
       float* out = buf + static_cast<int64_t>(g) * kSketchMaxPage;
       const float* qg = q_hat + static_cast<int64_t>(g) * R;
@@ -181,8 +178,7 @@ void for_each_run_heads_t(const float* q_hat, const float* bias, int n_q, const 
       }
     }
     fn(pos, n, buf + lane_begin, kSketchMaxPage);
-    pos = run_end;
-  }
+  });
 }
 
 template <typename F>
