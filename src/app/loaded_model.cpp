@@ -84,9 +84,6 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
   cfg.tail_estimate = opt.sparse_tail == "estimate";
-  if (cfg.chunk_mass_scale > 0.0f && c.n_head / c.n_head_kv > SketchTopKSelector::kMaxGroup)
-    return make_error(StatusCode::kInvalidArgument, "--sparse-chunk-score mass: at most {} query heads per kv head",
-                      SketchTopKSelector::kMaxGroup);
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
                             kv_token_bytes(kv.geometry().dtype, c.head_dim), full_attention_layers(c)};
   std::unique_ptr<SketchBasis> basis;

@@ -37,22 +37,7 @@ void OracleSelector::log_masses(const SelectInput& in, int32_t chunk_begin, int3
   }
 }
 
-void OracleSelector::prepare(const SelectInput& in, float* prep) const {
-  const int G = in.n_q;
-  for (int g = 0; g < G; ++g) prep[g] = -INFINITY;
-  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
-  const int32_t n_chunks = n_chunks_of(in.n_tokens, cfg_.chunk_tokens);
-  std::vector<float> l(G);
-  auto add = [&](int32_t c) {
-    log_masses(in, c, c + 1, l.data());
-    for (int g = 0; g < G; ++g) {
-      const float hi = std::max(prep[g], l[g]);
-      if (hi > -INFINITY) prep[g] = hi + std::log(std::exp(prep[g] - hi) + std::exp(l[g] - hi));
-    }
-  };
-  for (int32_t c = 0; c < first; ++c) add(c);
-  for (int32_t c = last; c < n_chunks; ++c) add(c);
-}
+void OracleSelector::prepare(const SelectInput& in, float* prep) const { forced_log_mass(in, prep, prep); }
 
 void OracleSelector::chunk_scores(const SelectInput& in, const float*, int32_t chunk_begin, int32_t chunk_end,
                                   float* out) const {

@@ -121,7 +121,7 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
   scratch.prep.resize(prep_floats(in.n_q));
   prepare(in, scratch.prep.data());
   float* raw = scratch.scores.data();
-  float* ranking = stride > 1 ? raw + static_cast<int64_t>(n_cand) * stride : raw;
+  float* ranking = ranking_of(raw, in.n_q, n_cand);
   chunk_scores(in, scratch.prep.data(), first, last, raw);
   if (stride > 1) finish_scores(in, scratch.prep.data(), raw, n_cand, ranking);
   select_top_chunks(std::span<const float>(ranking, n_cand), in.n_tokens, cfg_, chunks_out, &scratch.ids);
@@ -167,7 +167,7 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
       const int32_t n_cand = last - first;
       const int stride = score_stride(in.n_q);
       float* raw = s.scores.data() + s.offset[t.item];
-      float* ranking = stride > 1 ? raw + static_cast<int64_t>(n_cand) * stride : raw;
+      float* ranking = ranking_of(raw, in.n_q, n_cand);
       const float* prep = s.prep.data() + t.item * prep_n;
       chunk_scores(in, prep, t.chunk_begin, t.chunk_end, raw + static_cast<int64_t>(t.chunk_begin - first) * stride);
       if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -195,25 +195,7 @@ int SketchTopKSelector::prep_floats(int n_q) const {
 void SketchTopKSelector::prepare(const SelectInput& in, float* prep) const {
   const int R = store_.geometry().rank, G = in.n_q;
   store_.project(in.layer, in.kv_head, in.q, G, prep, prep + G * R);
-  if (!group_mass()) return;
-  // The forced chunks' part of each head's softmax normaliser: log Σ exp over the sinks and
-  // the window, one chunk at a time.
-  float* fixed = prep + G * (R + 1);  // [G]
-  for (int g = 0; g < G; ++g) fixed[g] = -INFINITY;
-  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
-  const int32_t n_chunks = n_chunks_of(in.n_tokens, cfg_.chunk_tokens);
-  float buf[kMaxGroup];  // [G] one chunk's log masses
-  auto add_chunk = [&](int32_t c) {
-    store_.chunk_head_mass_projected(in.blocks, in.layer, in.kv_head, prep, prep + G * R, G, in.n_tokens,
-                                     cfg_.chunk_tokens, c, c + 1, cfg_.chunk_mass_scale, buf);
-    for (int g = 0; g < G; ++g) {
-      const float a = fixed[g], b = buf[g];
-      const float hi = std::max(a, b);
-      if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(a - hi) + std::exp(b - hi));
-    }
-  };
-  for (int32_t c = 0; c < first; ++c) add_chunk(c);
-  for (int32_t c = last; c < n_chunks; ++c) add_chunk(c);
+  if (group_mass()) forced_log_mass(in, prep, prep + G * (R + 1));
 }
 
 void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, int32_t chunk_begin,
@@ -225,6 +207,24 @@ void SketchTopKSelector::chunk_scores(const SelectInput& in, const float* prep, 
   else
     store_.chunk_max_scores_projected(in.blocks, in.layer, in.kv_head, prep, prep + in.n_q * R, in.n_q, in.n_tokens,
                                       cfg_.chunk_tokens, chunk_begin, chunk_end, out, in.pool);
+}
+
+void ChunkSelector::forced_log_mass(const SelectInput& in, const float* prep, float* fixed) const {
+  const int G = in.n_q;
+  for (int g = 0; g < G; ++g) fixed[g] = -INFINITY;
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  const int32_t n_chunks = n_chunks_of(in.n_tokens, cfg_.chunk_tokens);
+  static thread_local std::vector<float> l;  // [G] one chunk's log masses
+  l.resize(G);
+  auto add = [&](int32_t c) {
+    chunk_scores(in, prep, c, c + 1, l.data());
+    for (int g = 0; g < G; ++g) {
+      const float hi = std::max(fixed[g], l[g]);
+      if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(fixed[g] - hi) + std::exp(l[g] - hi));
+    }
+  };
+  for (int32_t c = 0; c < first; ++c) add(c);
+  for (int32_t c = last; c < n_chunks; ++c) add(c);
 }
 
 void group_mass_ranking(const float* raw, int n_q, int32_t n_cand, const float* fixed, float* ranking) {

@@ -146,8 +146,18 @@ class ChunkSelector {
     const int st = score_stride(n_q);
     return static_cast<int64_t>(n_cand) * (st > 1 ? st + 1 : 1);
   }
+  // Where the ranking of a selection whose raw scores start at `raw` lives.
+  float* ranking_of(float* raw, int n_q, int32_t n_cand) const {
+    const int st = score_stride(n_q);
+    return st > 1 ? raw + static_cast<int64_t>(n_cand) * st : raw;
+  }
 
  protected:
+  // Group-mass selectors (raw = per-head log masses, stride n_q): fixed [n_q] = each head's
+  // log mass over the forced chunks (sinks and window), from chunk_scores one chunk at a time
+  // — the part of every head's softmax normaliser the candidates do not hold.
+  void forced_log_mass(const SelectInput& in, const float* prep, float* fixed) const;
+
   SparseConfig cfg_;
 };
 
@@ -159,7 +169,6 @@ class SketchTopKSelector final : public ChunkSelector {
  public:
   // Checks cfg against the store (C divides P).
   static Result<std::unique_ptr<SketchTopKSelector>> create(const SketchStore& store, const SparseConfig& cfg);
-  static constexpr int kMaxGroup = 128;  // group-mass scoring: query heads per kv head
   const char* name() const override { return "sketch"; }
   int prep_floats(int n_q) const override;
   // prep: q̂ [G][rank] | bias [G] | (group mass) log mass of the sinks and window [G]
