@@ -46,6 +46,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "needs --sparse-chunk-score mass)")
       ->check(CLI::IsMember({"drop", "estimate"}))
       ->capture_default_str();
+  cmd->add_option("--sparse-rerank", opt.sparse_cfg.rerank_factor,
+                  "Two-stage selection: 0 = off; R >= 2 = the selector shortlists R x budget tokens and the exact "
+                  "keys of the shortlist pick the budget (reads R x budget more keys per step; f16/f32 KV)")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
                   "pages directly)")
@@ -100,9 +105,10 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
     }
   }
   HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale));
-  spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{})",
+  spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{}{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
-               cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string());
+               cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string(),
+               cfg.rerank_factor ? fmt::format(", exact rerank of a {}x shortlist", cfg.rerank_factor) : std::string());
   return rt;
 }
 

@@ -4,7 +4,7 @@
 // Ranks chunks by the same group-mass rule as the sketch selector with the mass score
 // (SparseConfig::chunk_mass_scale, group_mass_ranking) but from exact logits: per query head
 // g and chunk c, L_gc = log Σ_{t∈c} exp(α q_g·k_t) read from the KV pages
-// (cpu::attention_partial over the chunk). Recall is a sum over chunks, so this is the
+// (exact_chunk_mass.h). Recall is a sum over chunks, so this is the
 // selection of that size that keeps the most softmax mass (the "mass oracle" of the eval)
 // and it runs in the decode path (`--sparse oracle`), so the eval can show what any selector
 // of that budget could reach. It reads every key each step (dense cost) and needs a plain
@@ -34,8 +34,6 @@ class OracleSelector final : public ChunkSelector {
  private:
   OracleSelector(const KvCache& kv, float attn_scale, const SparseConfig& cfg)
       : ChunkSelector(cfg), kv_(kv), scale_(attn_scale) {}
-  // out [chunk_end - chunk_begin][n_q]: exact per-head log masses.
-  void log_masses(const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) const;
   const KvCache& kv_;
   float scale_;
 };

@@ -16,6 +16,9 @@ Status SparseConfig::validate(int page_tokens) const {
     return make_error(StatusCode::kInvalidArgument,
                       "sparse: budget {}, sinks {}, window {}, min context {} must be non-negative", budget_tokens,
                       sink_tokens, window_tokens, min_context);
+  if (rerank_factor != 0 && (rerank_factor < 2 || rerank_factor > 64))
+    return make_error(StatusCode::kInvalidArgument, "sparse: rerank factor {} must be 0 (off) or 2..64",
+                      rerank_factor);
   return Status::ok();
 }
 

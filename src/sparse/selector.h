@@ -46,6 +46,10 @@ struct SparseConfig {
   // Add the unselected chunks' attention back as an estimate from their sketch log masses and
   // mean values (sparse/tail_estimate.h; needs the group mass; --sparse-tail estimate).
   bool tail_estimate = false;
+  // Two-stage selection (sparse/exact_rerank.h): 0 = off; R ≥ 2 = the selector shortlists
+  // R × budget tokens of chunks and the exact group mass of their keys picks the budget
+  // (--sparse-rerank R; sketch and Quest; plain KV dtypes).
+  int32_t rerank_factor = 0;
 
   Status validate(int page_tokens) const;
   bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }

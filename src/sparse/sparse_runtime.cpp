@@ -47,6 +47,16 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     return make_error(StatusCode::kInvalidArgument,
                       "sparse: the estimated tail needs per-chunk log masses: the sketch selector with the mass "
                       "chunk score (--sparse sketch --sparse-chunk-score mass) or the oracle");
+  if (cfg.rerank_factor != 0) {
+    if (mode == SparseMode::kOracle)
+      return make_error(StatusCode::kInvalidArgument, "sparse: the oracle ranks by exact keys already (no --sparse-rerank)");
+    if (cfg.tail_estimate)
+      return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank and --sparse-tail estimate do not combine");
+    if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank needs the KV cache");
+    HS_ASSIGN_OR_RETURN(rt->rerank_, ExactReranker::create(*kv, attn_scale, cfg, cfg.rerank_factor));
+  }
+  // The selector shortlists R × budget with the rerank, the budget itself without.
+  const SparseConfig sel_cfg = rt->rerank_ ? rt->rerank_->shortlist_config() : cfg;
   if (cfg.tail_estimate)
     rt->means_ = std::make_unique<ChunkValueMeans>(g.full_layer, g.n_kv_heads, g.head_dim, g.page_tokens,
                                                    cfg.chunk_tokens, g.n_blocks);
@@ -55,7 +65,7 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
     rt->basis_ = std::move(basis);
     rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem);
-    HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, cfg));
+    HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, sel_cfg));
     rt->selector_ = std::move(sel);
   } else if (mode == SparseMode::kOracle) {
     if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse mode 'oracle' needs the KV cache");
@@ -64,7 +74,7 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   } else {
     rt->quest_ = std::make_unique<QuestStore>(g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, cfg.chunk_tokens,
                                               g.n_blocks);
-    HS_ASSIGN_OR_RETURN(auto sel, QuestSelector::create(*rt->quest_, cfg));
+    HS_ASSIGN_OR_RETURN(auto sel, QuestSelector::create(*rt->quest_, sel_cfg));
     rt->selector_ = std::move(sel);
   }
   return rt;
@@ -91,7 +101,7 @@ void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head,
   in.scratch = &scratch;
   in.pool = pool;
   selector_->select(in, chunks);
-  count_selection(n_keys, chunks);
+  count_selection(n_keys, chunks, rerank_ ? rerank_->rerank(in, chunks, pool) : 0);
 }
 
 void SparseRuntime::tail_partial(const SelectInput& in, const BatchSelectScratch& scratch, int64_t item,
@@ -106,21 +116,38 @@ void SparseRuntime::tail_partial(const SelectInput& in, const BatchSelectScratch
 void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                                  BatchSelectScratch& scratch, ThreadPool* pool) {
   selector_->select_batch(ins, outs, scratch, pool);
-  for (size_t i = 0; i < ins.size(); ++i) count_selection(ins[i].n_tokens, outs[i]);
+  if (!rerank_) {
+    for (size_t i = 0; i < ins.size(); ++i) count_selection(ins[i].n_tokens, outs[i]);
+    return;
+  }
+  // Rerank every shortlist: across selections when there are enough to fill the pool, else
+  // one at a time with each one's exact scoring split over the pool.
+  const int64_t n = static_cast<int64_t>(ins.size());
+  const int n_threads = pool ? pool->n_threads() : 1;
+  rerank_rows_.assign(n, 0);
+  if (pool && n >= n_threads)
+    pool->parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) rerank_rows_[i] = rerank_->rerank(ins[i], outs[i]);
+    });
+  else
+    for (int64_t i = 0; i < n; ++i) rerank_rows_[i] = rerank_->rerank(ins[i], outs[i], pool);
+  for (int64_t i = 0; i < n; ++i) count_selection(ins[i].n_tokens, outs[i], rerank_rows_[i]);
 }
 
-void SparseRuntime::count_selection(int32_t n_keys, std::span<const int32_t> chunks) {
+void SparseRuntime::count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows) {
   const int C = cfg_.chunk_tokens;
   int64_t selected = 0;
   for (int32_t c : chunks) selected += std::min<int64_t>(C, n_keys - static_cast<int64_t>(c) * C);
-  const auto [first, last] = candidate_range(n_keys, cfg_);
-  const int64_t scored_chunks = candidates_fit(n_keys, cfg_) ? 0 : last - first;
+  // The first stage scores only when its (shortlist) budget does not cover the candidates.
+  const SparseConfig& sel_cfg = selector_->config();
+  const auto [first, last] = candidate_range(n_keys, sel_cfg);
+  const int64_t scored_chunks = candidates_fit(n_keys, sel_cfg) ? 0 : last - first;
   const int64_t per_chunk_bytes = sketches_ ? static_cast<int64_t>(C * sketches_->geometry().bytes_per_token())
                                             : static_cast<int64_t>(2) * g_.head_dim * 4;
   sparse_heads_ += 1;
   keys_total_ += n_keys;
   keys_selected_ += selected;
-  score_bytes_ += scored_chunks * per_chunk_bytes;
+  score_bytes_ += scored_chunks * per_chunk_bytes + rerank_rows * (g_.kv_token_bytes / 2);  // + K rows reranked
   kv_bytes_ += selected * g_.kv_token_bytes;
 }
 

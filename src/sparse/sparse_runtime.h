@@ -20,6 +20,7 @@
 
 #include "core/status.h"
 #include "sparse/chunk_value_means.h"
+#include "sparse/exact_rerank.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/quest.h"
 #include "sparse/selector.h"
@@ -60,8 +61,9 @@ class SparseRuntime {
     int64_t kv_token_bytes;      // K + V of one token of one kv head (byte counters)
     std::vector<bool> full_layer;  // [n_layer] true: full attention (sparse applies)
   };
-  // kSketch needs `basis` (checked against the geometry); kQuest ignores it; kOracle reads
-  // the exact keys of `kv` with the model's attention scale.
+  // kSketch needs `basis` (checked against the geometry); kQuest ignores it; kOracle and the
+  // exact rerank (cfg.rerank_factor) read the exact keys of `kv` with the model's attention
+  // scale.
   static Result<std::unique_ptr<SparseRuntime>> create(SparseMode mode, const SparseConfig& cfg, const Geometry& g,
                                                        std::unique_ptr<SketchBasis> basis,
                                                        const KvCache* kv = nullptr, float attn_scale = 0.0f);
@@ -77,8 +79,9 @@ class SparseRuntime {
   void on_key(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k,
               const float* v = nullptr);
 
-  // Ascending chunk ids for q [n_q][head_dim] of (layer, kv head) over n_keys stored keys;
-  // counts the scoring bytes and the selected keys.
+  // Ascending chunk ids for q [n_q][head_dim] of (layer, kv head) over n_keys stored keys
+  // (with the rerank: the selector's shortlist reranked from the exact keys); counts the
+  // scoring bytes (sketch / Quest metadata, plus the reranked keys) and the selected keys.
   // `pool` (optional) splits the scoring of one long context over threads.
   void select(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q, int32_t n_keys,
               std::vector<int32_t>& chunks, SelectScratch& scratch, ThreadPool* pool = nullptr);
@@ -110,8 +113,9 @@ class SparseRuntime {
 
  private:
   SparseRuntime() = default;
-  // The counters of one selection of `chunks` over n_keys keys.
-  void count_selection(int32_t n_keys, std::span<const int32_t> chunks);
+  // The counters of one selection of `chunks` over n_keys keys; rerank_rows: key rows the
+  // rerank read.
+  void count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows = 0);
 
   SparseMode mode_ = SparseMode::kOff;
   SparseConfig cfg_;
@@ -120,7 +124,9 @@ class SparseRuntime {
   std::unique_ptr<SketchStore> sketches_;
   std::unique_ptr<QuestStore> quest_;
   std::unique_ptr<ChunkValueMeans> means_;  // estimated tail only
-  std::unique_ptr<ChunkSelector> selector_;
+  std::unique_ptr<ChunkSelector> selector_;   // with the rerank: the shortlist's selector
+  std::unique_ptr<ExactReranker> rerank_;     // cfg.rerank_factor ≥ 2 only
+  std::vector<int64_t> rerank_rows_;          // [n selections] select_batch scratch
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
       kv_bytes_{0};

@@ -31,9 +31,10 @@ std::unique_ptr<Decoder> load() {
 
 std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& kv, SparseMode mode, int budget,
                                             int min_context = 0, bool group_mass = false, bool tail = false,
-                                            int chunk_tokens = 16) {
+                                            int chunk_tokens = 16, int rerank = 0) {
   const ModelConfig& c = dec.config();
   SparseConfig cfg;
+  cfg.rerank_factor = rerank;
   cfg.chunk_mass_scale = group_mass ? c.attn_scale : 0.0f;
   cfg.chunk_tokens = chunk_tokens;
   cfg.tail_estimate = tail;
@@ -174,6 +175,43 @@ TEST(SparseDecoder, GroupMassOracleAndEstimatedTail) {
   for (const auto& r : run(*dec, kv, pool, prompt, 4, &fed))
     for (float x : r) ASSERT_TRUE(std::isfinite(x));
   dec->set_sparse(nullptr);
+}
+
+// The two-stage selection (--sparse-rerank) in the decoder: dense bit for bit when the budget
+// covers the context; the oracle's logits bit for bit when the shortlist holds every candidate
+// (both then pick the top exact group mass); a real shortlist keeps the budget.
+TEST(SparseDecoder, ExactRerank) {
+  auto dec = load();
+  if (!dec) GTEST_SKIP() << "models/ absent";
+  const ModelConfig& c = dec->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, KvDtype::kF16}, 128);
+  ThreadPool pool;
+  const auto prompt = random_prompt(1200, c.n_vocab);
+  std::vector<int32_t> fed;
+  const auto dense = run(*dec, kv, pool, prompt, 4, nullptr, &fed);
+  auto full_rt = make_runtime(*dec, kv, SparseMode::kSketch, 4096, 0, false, false, 16, 4);
+  dec->set_sparse(full_rt.get());
+  const auto full = run(*dec, kv, pool, prompt, 4, &fed);
+  for (size_t s = 0; s < dense.size(); ++s) EXPECT_EQ(full[s], dense[s]) << "step " << s;
+
+  auto oracle_rt = make_runtime(*dec, kv, SparseMode::kOracle, 128, 0, true);
+  dec->set_sparse(oracle_rt.get());
+  const auto oracle = run(*dec, kv, pool, prompt, 4, &fed);
+  for (SparseMode mode : {SparseMode::kSketch, SparseMode::kQuest}) {
+    auto rt = make_runtime(*dec, kv, mode, 128, 0, false, false, 16, /*rerank=*/16);  // shortlist 2048 ≥ 1200
+    dec->set_sparse(rt.get());
+    const auto got = run(*dec, kv, pool, prompt, 4, &fed);
+    for (size_t s = 0; s < dense.size(); ++s) EXPECT_EQ(got[s], oracle[s]) << sparse_mode_name(mode) << " step " << s;
+    EXPECT_EQ(rt->stats().keys_selected, oracle_rt->stats().keys_selected);
+  }
+  auto rt = make_runtime(*dec, kv, SparseMode::kSketch, 128, 0, false, false, 16, /*rerank=*/3);
+  dec->set_sparse(rt.get());
+  for (const auto& r : run(*dec, kv, pool, prompt, 4, &fed))
+    for (float x : r) ASSERT_TRUE(std::isfinite(x));
+  dec->set_sparse(nullptr);
+  const SparseStats st = rt->stats();
+  EXPECT_LE(st.keys_selected, st.sparse_heads * (128 + 16 + 32 + 32));
+  EXPECT_GT(st.score_bytes, st.sparse_heads * 3 * 128 * c.head_dim * 2);  // the shortlist's K rows, f16
 }
 
 // A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16), plus resident

@@ -1,0 +1,50 @@
+// sparse/exact_rerank.h — second stage of a two-stage selection: exact scores for a shortlist.
+//
+// With --sparse-rerank R (R ≥ 2) the selector (sketch or Quest) picks a shortlist of
+// R × budget tokens of candidate chunks instead of budget; the reranker then reads the
+// shortlisted chunks' keys, ranks them by the oracle's rule — the exact group mass
+// Σ_g exp(L_gc − lse_g), L_gc the exact log mass of chunk c for query head g
+// (exact_chunk_mass.h), lse_g head g's log mass over the sinks, the window and the shortlist —
+// and keeps the top budget, plus sinks and window, by the same top-k rule as every selector
+// (select_top_chunks). So the final selection is the oracle's pick restricted to the
+// shortlist: equal to the oracle whenever the shortlist holds the oracle's chunks.
+// Cost per (token, layer, kv head): the K rows of the shortlist and the forced chunks
+// (≈ (R × budget + S + W) × head_dim elements) and the same number of dot products per query
+// head — R × budget extra key reads, against the n_tokens of dense attention. Needs a plain
+// KV dtype (f32 / f16) for now.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "sparse/selector.h"
+
+namespace hs {
+
+class ExactReranker {
+ public:
+  // cfg: the final selection's config (its budget_tokens is what is kept); factor ≥ 2.
+  static Result<std::unique_ptr<ExactReranker>> create(const KvCache& kv, float attn_scale, const SparseConfig& cfg,
+                                                       int factor);
+  int factor() const { return factor_; }
+  // The config the first-stage selector runs with: the shortlist budget, factor × budget.
+  SparseConfig shortlist_config() const;
+
+  // chunks: in, the first stage's selection (ascending: sinks, shortlist, window); out, the
+  // final selection. Returns the key rows read (for the byte counters; 0 when the shortlist
+  // already fits the budget). `pool` (optional) splits the exact scoring of long shortlists.
+  int64_t rerank(const SelectInput& in, std::vector<int32_t>& chunks, ThreadPool* pool = nullptr) const;
+
+ private:
+  ExactReranker(const KvCache& kv, float attn_scale, const SparseConfig& cfg, int factor)
+      : kv_(kv), scale_(attn_scale), cfg_(cfg), factor_(factor) {}
+  const KvCache& kv_;
+  float scale_;
+  SparseConfig cfg_;
+  int factor_;
+};
+
+}  // namespace hs

@@ -1,0 +1,203 @@
+// tests/unit/sparse/test_exact_rerank.cpp — the two-stage selection (sparse/exact_rerank.h):
+// reranking a shortlist that holds every candidate is the oracle's selection; otherwise the
+// kept chunks are the shortlist's most massive (exactly, one head) with sinks and window;
+// select and select_batch agree and the reranked key rows are counted; bad combinations are
+// refused.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "sparse/exact_chunk_mass.h"
+#include "sparse/oracle_selector.h"
+#include "sparse/sparse_attention.h"
+#include "sparse/sparse_runtime.h"
+#include "sparse_test_util.h"
+
+namespace hs {
+namespace {
+
+using test::PagedContext;
+using test::randn;
+using test::sparse_seed;
+
+// Keys N(0, 1) with a few hot tokens scaled up, values N(0, 1), into (layer 0, head 0); the
+// runtime records each key's metadata.
+void fill(PagedContext& ctx, SparseRuntime& rt, std::mt19937& rng) {
+  const int hd = ctx.cache.geometry().head_dim;
+  std::bernoulli_distribution hot(0.03);
+  for (int32_t t = 0; t < ctx.seq.n_tokens; ++t) {
+    auto k = randn(rng, hd);
+    if (hot(rng))
+      for (float& x : k) x *= 2.5f;
+    const auto v = randn(rng, hd);
+    ctx.cache.write(ctx.seq, 0, 0, t, k.data(), v.data());
+    rt.on_key(ctx.seq.blocks, 0, 0, t, k.data(), v.data());
+  }
+}
+
+SparseRuntime::Geometry geometry(const KvCache& kv) {
+  const KvGeometry& g = kv.geometry();
+  return SparseRuntime::Geometry{1, 1, g.head_dim, g.page_tokens, kv.pool().n_blocks(),
+                                 kv_token_bytes(g.dtype, g.head_dim), {true}};
+}
+
+SparseConfig small_config(int budget, int factor) {
+  SparseConfig cfg;
+  cfg.budget_tokens = budget;
+  cfg.window_tokens = 64;
+  cfg.min_context = 0;
+  cfg.rerank_factor = factor;
+  return cfg;
+}
+
+TEST(SparseExactRerank, ShortlistOfEveryCandidateIsTheOracle) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, G = 4;
+  const float scale = 0.25f;
+  for (int iter = 0; iter < 4; ++iter) {
+    const int32_t n = std::uniform_int_distribution<int32_t>(800, 1800)(rng);
+    KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16,
+                  .dtype = iter % 2 ? KvDtype::kF16 : KvDtype::kF32};
+    PagedContext ctx(kg, n, rng);
+    SparseConfig cfg = small_config(128, 16);  // shortlist 2048 tokens ≥ every candidate
+    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, scale);
+    ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+    fill(ctx, **rt, rng);
+    const auto q = randn(rng, G * hd);
+    std::vector<int32_t> got;
+    SelectScratch scratch;
+    (*rt)->select(ctx.seq.blocks, 0, 0, q.data(), G, n, got, scratch);
+
+    SparseConfig plain = cfg;
+    plain.rerank_factor = 0;
+    auto oracle = OracleSelector::create(ctx.cache, scale, plain);
+    ASSERT_TRUE(oracle.is_ok());
+    const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
+    std::vector<int32_t> want;
+    (*oracle)->select(in, want);
+    EXPECT_EQ(got, want) << "n " << n;
+    EXPECT_NEAR(attention_mass_recall(q.data(), G, ctx.view(), 0, n, scale, got, cfg.chunk_tokens),
+                attention_mass_recall(q.data(), G, ctx.view(), 0, n, scale, want, cfg.chunk_tokens), 1e-6);
+  }
+}
+
+TEST(SparseExactRerank, KeepsTheShortlistsMostMassiveChunks) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, G = 1;
+  const float scale = 0.3f;
+  for (int iter = 0; iter < 4; ++iter) {
+    const int32_t n = std::uniform_int_distribution<int32_t>(2000, 5000)(rng);
+    const int budget = std::uniform_int_distribution<int>(2, 12)(rng) * 16;
+    const int factor = std::uniform_int_distribution<int>(2, 4)(rng);
+    KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF32};
+    PagedContext ctx(kg, n, rng);
+    const SparseConfig cfg = small_config(budget, factor);
+    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, scale);
+    ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+    fill(ctx, **rt, rng);
+    const auto q = randn(rng, G * hd);
+    const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
+    SCOPED_TRACE("n " + std::to_string(n) + " budget " + std::to_string(budget) + " factor " + std::to_string(factor));
+
+    // The first stage alone: the shortlist of factor × budget.
+    std::vector<int32_t> shortlist;
+    (*rt)->selector().select(in, shortlist);
+    std::vector<int32_t> got;
+    SelectScratch scratch;
+    (*rt)->select(ctx.seq.blocks, 0, 0, q.data(), G, n, got, scratch);
+
+    const auto [first, last] = candidate_range(n, cfg);
+    std::vector<int32_t> kept, dropped;
+    const std::set<int32_t> got_set(got.begin(), got.end());
+    ASSERT_EQ(got_set.size(), got.size());
+    ASSERT_TRUE(std::is_sorted(got.begin(), got.end()));
+    int32_t n_forced = 0;
+    for (int32_t c : shortlist) {
+      if (c < first || c >= last) {
+        EXPECT_TRUE(got_set.count(c)) << "forced chunk " << c << " dropped";
+        ++n_forced;
+      } else {
+        (got_set.count(c) ? kept : dropped).push_back(c);
+      }
+    }
+    for (int32_t c : got) EXPECT_TRUE(std::binary_search(shortlist.begin(), shortlist.end(), c)) << c << " not shortlisted";
+    EXPECT_EQ(static_cast<int32_t>(kept.size()), cfg.budget_chunks());
+    EXPECT_EQ(static_cast<int32_t>(got.size()), n_forced + cfg.budget_chunks());
+    ASSERT_FALSE(dropped.empty());
+    // One head: the group mass ranks by exact mass, so every kept chunk outweighs every dropped one.
+    std::vector<float> lk(kept.size()), ld(dropped.size());
+    exact_chunk_log_masses(ctx.cache, scale, cfg.chunk_tokens, in, kept, lk.data());
+    exact_chunk_log_masses(ctx.cache, scale, cfg.chunk_tokens, in, dropped, ld.data());
+    EXPECT_GE(*std::min_element(lk.begin(), lk.end()), *std::max_element(ld.begin(), ld.end()));
+  }
+}
+
+// select_batch gives what select gives, and the counters add the reranked key rows
+// (shortlist + sinks + window, K only) to the scoring bytes.
+TEST(SparseExactRerank, BatchedEqualsOneByOneAndCountsTheKeysRead) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, G = 3;
+  const int32_t n = std::uniform_int_distribution<int32_t>(3000, 6000)(rng);
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF16};
+  PagedContext ctx(kg, n, rng);
+  const SparseConfig cfg = small_config(256, 4);
+  auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, 0.2f);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+  fill(ctx, **rt, rng);
+  std::vector<std::vector<float>> qs;
+  std::vector<SelectInput> ins;
+  for (int i = 0; i < 5; ++i) qs.push_back(randn(rng, G * hd));
+  for (int i = 0; i < 5; ++i)
+    ins.push_back(SelectInput{.layer = 0, .kv_head = 0, .q = qs[i].data(), .n_q = G, .blocks = ctx.seq.blocks,
+                              .n_tokens = n - 100 * i});
+  ThreadPool pool(2);
+  for (size_t n_batch : {size_t{1}, ins.size()}) {  // one selection: scoring split over the pool; five: one each
+    std::vector<std::vector<int32_t>> batch(n_batch);
+    BatchSelectScratch bs;
+    (*rt)->reset_stats();
+    (*rt)->select_batch(std::span<const SelectInput>(ins.data(), n_batch), batch, bs, &pool);
+    const SparseStats st = (*rt)->stats();
+    int64_t meta = 0, rows = 0;
+    for (size_t i = 0; i < n_batch; ++i) {
+      std::vector<int32_t> one;
+      SelectScratch scratch;
+      (*rt)->select(ctx.seq.blocks, 0, 0, qs[i].data(), G, ins[i].n_tokens, one, scratch);
+      EXPECT_EQ(batch[i], one) << "selection " << i;
+      std::vector<int32_t> shortlist;
+      (*rt)->selector().select(ins[i], shortlist);
+      for (int32_t c : shortlist) rows += std::min<int64_t>(16, ins[i].n_tokens - int64_t{c} * 16);
+      const auto [first, last] = candidate_range(ins[i].n_tokens, (*rt)->selector().config());
+      meta += int64_t{last - first} * 2 * hd * 4;  // Quest: min and max keys per chunk
+    }
+    EXPECT_EQ(st.score_bytes, meta + rows * kv_token_bytes(KvDtype::kF16, hd) / 2);
+  }
+}
+
+TEST(SparseExactRerank, RefusesWhatItCannotDo) {
+  std::mt19937 rng(1);
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = 32, .page_tokens = 16, .dtype = KvDtype::kF32};
+  PagedContext ctx(kg, 64, rng);
+  const auto g = geometry(ctx.cache);
+  SparseConfig cfg = small_config(64, 4);
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kOracle, cfg, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, nullptr, 0.2f).is_ok());  // no KV
+  SparseConfig one = cfg;
+  one.rerank_factor = 1;
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, one, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  SparseConfig tail = cfg;
+  tail.tail_estimate = true;
+  tail.chunk_mass_scale = 0.2f;
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, tail, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  KvGeometry k8 = kg;
+  k8.dtype = KvDtype::kInt8;
+  KvCache int8_cache(k8, 8);
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, geometry(int8_cache), nullptr, &int8_cache, 0.2f).is_ok());
+  EXPECT_TRUE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, &ctx.cache, 0.2f).is_ok());
+}
+
+}  // namespace
+}  // namespace hs
