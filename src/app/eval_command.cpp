@@ -1,7 +1,7 @@
 // app/eval_command.cpp — `hindsight eval needle`: needle-in-a-haystack recall, dense vs sparse.
 //
-// A haystack of real text (the --corpus files; default: this repository's docs and sources,
-// or any files found) is cut to the requested context length and N needles — unique facts
+// A haystack of real text (the --corpus files; default: the docs found on the machine,
+// default_corpus()) is cut to the requested context length and N needles — unique facts
 // "The special magic number for <name> is <7 digits>." — are placed at depths spread over
 // 0–100%. Each needle is asked for through the model's chat template ("What is the special
 // magic number for <name>?"), answered greedily, and scored exactly (the digits appear in
@@ -35,6 +35,8 @@
 #include <regex>
 #include <sstream>
 
+#include <xxhash.h>
+
 #include "app/commands.h"
 #include "app/loaded_model.h"
 #include "tokenizer/chat_template.h"
@@ -55,21 +57,26 @@ struct EvalOptions {
   bool verbose = false;
 };
 
+// The default haystack: text files of /usr/share/doc (package docs, examples, release notes),
+// in an order fixed by a hash of each path, so the first megabytes (all a 32K-token case
+// reads) mix many packages. Not this repository's files: they change with every commit, and
+// the haystack (so every figure) with them.
 std::vector<std::string> default_corpus() {
-  std::vector<std::string> files;
-  for (const char* dir : {HS_EVAL_SOURCE_DIR "/docs", HS_EVAL_SOURCE_DIR "/src", "/usr/share/doc"}) {
-    std::error_code ec;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
-         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-      const auto& p = it->path();
-      const auto ext = p.extension().string();
-      if (it->is_regular_file() && (ext == ".md" || ext == ".h" || ext == ".cpp" || ext == ".txt"))
-        files.push_back(p.string());
-      if (files.size() > 4000) break;
+  std::vector<std::pair<uint64_t, std::string>> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator("/usr/share/doc", ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const auto& p = it->path();
+    const auto ext = p.extension().string();
+    if (it->is_regular_file() && (ext == ".md" || ext == ".h" || ext == ".cpp" || ext == ".txt")) {
+      const std::string path = p.string();
+      files.emplace_back(XXH3_64bits(path.data(), path.size()), path);
     }
   }
   std::sort(files.begin(), files.end());
-  return files;
+  std::vector<std::string> out;
+  for (auto& f : files) out.push_back(std::move(f.second));
+  return out;
 }
 
 struct Needle {
@@ -199,6 +206,34 @@ Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int3
   return m.tokenizer->decode(out, true);
 }
 
+// A --selectors entry: a selector (sketch, quest, oracle) with optional "+" modifiers that
+// override the model flags for this configuration only: "mass" (--sparse-chunk-score mass),
+// "max", "rerankR" (--sparse-rerank R), "norerank". E.g. "sketch+mass", "sketch+rerank4".
+Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
+  size_t at = spec.find('+');
+  mo.sparse = spec.substr(0, at);
+  if (mo.sparse != "sketch" && mo.sparse != "quest" && mo.sparse != "oracle")
+    return make_error(StatusCode::kInvalidArgument, "--selectors '{}': unknown selector '{}' (sketch, quest, oracle)",
+                      spec, mo.sparse);
+  while (at != std::string::npos) {
+    const size_t next = spec.find('+', at + 1);
+    const std::string mod = spec.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    at = next;
+    if (mod == "mass" || mod == "max") {
+      mo.chunk_score = mod;
+    } else if (mod == "norerank") {
+      mo.sparse_cfg.rerank_factor = 0;
+    } else if (mod.rfind("rerank", 0) == 0 && mod.size() > 6 && mod.size() <= 8 &&
+               std::all_of(mod.begin() + 6, mod.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      mo.sparse_cfg.rerank_factor = std::stoi(mod.substr(6));
+    } else {
+      return make_error(StatusCode::kInvalidArgument,
+                        "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank)", spec, mod);
+    }
+  }
+  return Status::ok();
+}
+
 int run_needle(EvalOptions& o) {
   int max_ctx = 0;
   for (int c : o.contexts) max_ctx = std::max(max_ctx, c);
@@ -250,7 +285,10 @@ int run_needle(EvalOptions& o) {
     for (const auto& sel : o.selectors)
       for (int budget : o.budgets) {
         ModelOptions mo = o.model;
-        mo.sparse = sel;
+        if (Status st = apply_selector_spec(sel, mo); !st.is_ok()) {
+          fmt::print(stderr, "error: {}\n", st.message());
+          return 1;
+        }
         mo.sparse_cfg.budget_tokens = budget;
         mo.sparse_min_context = 0;  // every question and answer token attends sparsely
         auto rt = make_sparse_runtime(mo, *m);  // over the shared model, no reload
@@ -384,12 +422,14 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   ev->require_subcommand(1);
   CLI::App* cmd = ev->add_subcommand("needle", "Needle-in-a-haystack recall: dense vs sparse selectors and budgets");
   add_model_options(cmd, o->model);
-  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: this repo's docs/src, /usr/share/doc)")
+  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: the text files of /usr/share/doc, in a fixed hashed order)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--context", o->contexts, "Context lengths in tokens")->capture_default_str();
   cmd->add_option("--needles", o->n_needles, "Needles per context (unique facts)")->capture_default_str();
   cmd->add_option("--budgets", o->budgets, "Sparse budgets in tokens")->capture_default_str();
-  cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest, oracle (the best selection of the budget, from the exact keys)")->capture_default_str();
+  cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest, oracle (the best selection of the budget, from the exact keys); "
+                  "'+' modifiers override the model flags for one configuration: +mass, +max (chunk score), "
+                  "+rerankR, +norerank (e.g. sketch+mass, sketch+rerank4)")->capture_default_str();
   cmd->add_option("--answer-tokens", o->max_answer_tokens, "Answer length cap")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Needle placement seed")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the JSON result here");

@@ -2,7 +2,7 @@
 JSON has every configuration; a budget covering the context answers exactly like dense
 (every answer identical, mass recall 1); with a small budget no selector keeps more softmax
 mass than the best selection of its size (the mass oracle of the same steps), with and
-without the exact rerank of a shortlist."""
+without the exact rerank of a shortlist; a bad selector spec is refused."""
 from __future__ import annotations
 
 import json
@@ -13,20 +13,20 @@ import pytest
 from hs_server import hs_bin, hs_model
 
 
-@pytest.mark.parametrize("extra", [[], ["--sparse-rerank", "4"]], ids=["plain", "rerank"])
-def test_eval_needle_small(tmp_path, extra):
+def test_eval_needle_small(tmp_path):
     if not hs_model().is_file():
         pytest.skip(f"model {hs_model()} is absent (run scripts/setup)")
     out = tmp_path / "eval.json"
     cmd = [str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048", "--needles", "3",
-           "--budgets", "256", "4096", "--selectors", "sketch", "quest", "--sketch", "random",
-           "--answer-tokens", "10", "--json", str(out), *extra]
+           "--budgets", "256", "4096", "--selectors", "sketch", "quest", "sketch+mass", "quest+rerank4",
+           "--sketch", "random", "--answer-tokens", "10", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 2048 | dense |" in proc.stdout
     result = json.loads(out.read_text())
     configs = {c["config"]: c for c in result["contexts"][0]["configs"]}
-    assert set(configs) == {"dense", "sketch@256", "sketch@4096", "quest@256", "quest@4096"}
+    assert set(configs) == {"dense"} | {f"{s}@{b}" for s in ("sketch", "quest", "sketch+mass", "quest+rerank4")
+                                        for b in (256, 4096)}
     for name, c in configs.items():
         assert c["total"] == 3 and 0 <= c["correct"] <= 3, name
         if name == "dense" or name.endswith("@4096"):  # budget ≥ context: dense attention exactly
@@ -37,3 +37,12 @@ def test_eval_needle_small(tmp_path, extra):
             assert len(recall) == 30 and len(oracle) == 30, name
             for layer, (r, o) in enumerate(zip(recall, oracle)):
                 assert 0.0 < r <= o + 1e-6, f"{name} layer {layer}: recall {r} above the mass oracle {o}"
+
+
+def test_eval_needle_refuses_unknown_selector_modifier():
+    if not hs_model().is_file():
+        pytest.skip(f"model {hs_model()} is absent (run scripts/setup)")
+    proc = subprocess.run([str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048",
+                           "--needles", "2", "--selectors", "sketch+fast"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "unknown modifier 'fast'" in proc.stderr
