@@ -68,4 +68,20 @@ struct PagedContext {
   }
 };
 
+// Keys N(0, 1) with a share hot_p of "hot" tokens scaled up 2.5x, values N(0, 1), into
+// (layer 0, head 0) of ctx; on_key(t, k, v) sees each token's rows after they are written.
+template <typename OnKey>
+void fill_hot_keys(PagedContext& ctx, std::mt19937& rng, double hot_p, OnKey on_key) {
+  const int hd = ctx.cache.geometry().head_dim;
+  std::bernoulli_distribution hot(hot_p);
+  for (int32_t t = 0; t < ctx.seq.n_tokens; ++t) {
+    auto k = randn(rng, hd);
+    if (hot(rng))
+      for (float& x : k) x *= 2.5f;
+    const auto v = randn(rng, hd);
+    ctx.cache.write(ctx.seq, 0, 0, t, k.data(), v.data());
+    on_key(t, k.data(), v.data());
+  }
+}
+
 }  // namespace hs::test

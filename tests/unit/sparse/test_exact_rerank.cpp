@@ -21,19 +21,11 @@ using test::PagedContext;
 using test::randn;
 using test::sparse_seed;
 
-// Keys N(0, 1) with a few hot tokens scaled up, values N(0, 1), into (layer 0, head 0); the
-// runtime records each key's metadata.
+// Hot-spotted random keys (sparse_test_util.h); the runtime records each key's metadata.
 void fill(PagedContext& ctx, SparseRuntime& rt, std::mt19937& rng) {
-  const int hd = ctx.cache.geometry().head_dim;
-  std::bernoulli_distribution hot(0.03);
-  for (int32_t t = 0; t < ctx.seq.n_tokens; ++t) {
-    auto k = randn(rng, hd);
-    if (hot(rng))
-      for (float& x : k) x *= 2.5f;
-    const auto v = randn(rng, hd);
-    ctx.cache.write(ctx.seq, 0, 0, t, k.data(), v.data());
-    rt.on_key(ctx.seq.blocks, 0, 0, t, k.data(), v.data());
-  }
+  test::fill_hot_keys(ctx, rng, 0.03, [&](int32_t t, const float* k, const float* v) {
+    rt.on_key(ctx.seq.blocks, 0, 0, t, k, v);
+  });
 }
 
 SparseRuntime::Geometry geometry(const KvCache& kv) {
