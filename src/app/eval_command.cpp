@@ -57,10 +57,11 @@ struct EvalOptions {
   bool verbose = false;
 };
 
-// The default haystack: text files of /usr/share/doc (package docs, examples, release notes),
-// in an order fixed by a hash of each path, so the first megabytes (all a 32K-token case
-// reads) mix many packages. Not this repository's files: they change with every commit, and
-// the haystack (so every figure) with them.
+// The default haystack: the prose of /usr/share/doc (.md and .txt: package docs, release
+// notes), in an order fixed by a hash of each path, so the first megabytes (all a 32K-token
+// case reads) mix many packages. Not this repository's files: they change with every commit,
+// and the haystack (so every figure) with them. Not source code: on a haystack of C/C++
+// example files Gemma 3 270M answers every question with code (0/32 dense at 32K, seed 7).
 std::vector<std::string> default_corpus() {
   std::vector<std::pair<uint64_t, std::string>> files;
   std::error_code ec;
@@ -68,7 +69,7 @@ std::vector<std::string> default_corpus() {
        !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     const auto& p = it->path();
     const auto ext = p.extension().string();
-    if (it->is_regular_file() && (ext == ".md" || ext == ".h" || ext == ".cpp" || ext == ".txt")) {
+    if (it->is_regular_file() && (ext == ".md" || ext == ".txt")) {
       const std::string path = p.string();
       files.emplace_back(XXH3_64bits(path.data(), path.size()), path);
     }
@@ -422,7 +423,7 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   ev->require_subcommand(1);
   CLI::App* cmd = ev->add_subcommand("needle", "Needle-in-a-haystack recall: dense vs sparse selectors and budgets");
   add_model_options(cmd, o->model);
-  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: the text files of /usr/share/doc, in a fixed hashed order)")
+  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: the .md/.txt files of /usr/share/doc, in a fixed hashed order)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--context", o->contexts, "Context lengths in tokens")->capture_default_str();
   cmd->add_option("--needles", o->n_needles, "Needles per context (unique facts)")->capture_default_str();
