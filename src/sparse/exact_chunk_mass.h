@@ -1,9 +1,9 @@
 // sparse/exact_chunk_mass.h — exact per-head log softmax mass of chunks, from the KV pages.
 //
 // For query heads g of one kv head and chunk c of C tokens, L_gc = log Σ_{t∈c} exp(α q_g·k_t)
-// (cpu::attention_partial over the chunk: max + log sum). The oracle selector ranks every
+// (cpu::chunk_log_mass: K rows only). The oracle selector ranks every
 // candidate chunk by it, and the exact reranker (exact_rerank.h) a selector's shortlist.
-// Reads the chunk's K|V rows: needs a plain KV dtype (f32 / f16).
+// Reads the chunks' K rows: needs a plain KV dtype (f32 / f16).
 #pragma once
 
 #include <cstdint>

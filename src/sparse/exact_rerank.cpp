@@ -27,46 +27,57 @@ SparseConfig ExactReranker::shortlist_config() const {
   return s;
 }
 
-int64_t ExactReranker::rerank(const SelectInput& in, std::vector<int32_t>& chunks, ThreadPool* pool) const {
-  if (candidates_fit(in.n_tokens, cfg_)) return 0;  // the first stage selected every chunk already
+bool ExactReranker::plan(const SelectInput& in, std::span<const int32_t> chunks, Work& w) const {
+  w.forced.clear();
+  w.shortlist.clear();
+  if (candidates_fit(in.n_tokens, cfg_)) return false;  // the first stage selected every chunk already
   const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  for (int32_t c : chunks) (c < first || c >= last ? w.forced : w.shortlist).push_back(c);
+  if (static_cast<int32_t>(w.shortlist.size()) <= cfg_.budget_chunks()) return false;  // nothing to drop
+  w.raw.resize(w.shortlist.size() * in.n_q);
+  return true;
+}
+
+void ExactReranker::score(const SelectInput& in, Work& w, int64_t b, int64_t e) const {
+  exact_chunk_log_masses(kv_, scale_, cfg_.chunk_tokens, in, std::span<const int32_t>(w.shortlist).subspan(b, e - b),
+                         w.raw.data() + b * in.n_q);
+}
+
+int64_t ExactReranker::finish(const SelectInput& in, Work& w, std::vector<int32_t>& chunks) const {
   const int G = in.n_q, C = cfg_.chunk_tokens;
-  std::vector<int32_t> forced, shortlist;
-  for (int32_t c : chunks) (c < first || c >= last ? forced : shortlist).push_back(c);
-  if (static_cast<int32_t>(shortlist.size()) <= cfg_.budget_chunks()) return 0;  // nothing to drop
-
-  // raw [n_short][G] exact log masses; forced_raw [n_forced][G].
-  const int64_t n_short = static_cast<int64_t>(shortlist.size());
-  std::vector<float> raw(static_cast<size_t>(n_short) * G), forced_raw(forced.size() * G);
-  constexpr int64_t kChunksPerTask = 32;
-  auto score = [&](int64_t b, int64_t e, int) {
-    exact_chunk_log_masses(kv_, scale_, C, in, std::span<const int32_t>(shortlist).subspan(b, e - b),
-                           raw.data() + b * G);
-  };
-  if (pool && n_short > kChunksPerTask)
-    pool->parallel_for(n_short, kChunksPerTask, score);
-  else
-    score(0, n_short, 0);
-  exact_chunk_log_masses(kv_, scale_, C, in, forced, forced_raw.data());
-
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  w.forced_raw.resize(w.forced.size() * G);
+  exact_chunk_log_masses(kv_, scale_, C, in, w.forced, w.forced_raw.data());
   std::vector<float> fixed(G, -INFINITY);  // [G] log mass of sinks + window
-  for (size_t i = 0; i < forced.size(); ++i)
+  for (size_t i = 0; i < w.forced.size(); ++i)
     for (int g = 0; g < G; ++g) {
-      const float l = forced_raw[i * G + g], hi = std::max(fixed[g], l);
+      const float l = w.forced_raw[i * G + g], hi = std::max(fixed[g], l);
       if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(fixed[g] - hi) + std::exp(l - hi));
     }
+  const int64_t n_short = static_cast<int64_t>(w.shortlist.size());
   std::vector<float> ranking(n_short);
-  group_mass_ranking(raw.data(), G, static_cast<int32_t>(n_short), fixed.data(), ranking.data());
+  group_mass_ranking(w.raw.data(), G, static_cast<int32_t>(n_short), fixed.data(), ranking.data());
 
   // The shared top-k rule over every candidate: chunks outside the shortlist rank last (-inf).
   std::vector<float> scores(last - first, -INFINITY);
-  for (int64_t i = 0; i < n_short; ++i) scores[shortlist[i] - first] = ranking[i];
+  for (int64_t i = 0; i < n_short; ++i) scores[w.shortlist[i] - first] = ranking[i];
   select_top_chunks(scores, in.n_tokens, cfg_, chunks);
 
   int64_t rows = 0;
-  for (int32_t c : shortlist) rows += std::min<int64_t>(C, in.n_tokens - static_cast<int64_t>(c) * C);
-  for (int32_t c : forced) rows += std::min<int64_t>(C, in.n_tokens - static_cast<int64_t>(c) * C);
+  for (const auto* list : {&w.shortlist, &w.forced})
+    for (int32_t c : *list) rows += std::min<int64_t>(C, in.n_tokens - static_cast<int64_t>(c) * C);
   return rows;
+}
+
+int64_t ExactReranker::rerank(const SelectInput& in, std::vector<int32_t>& chunks, ThreadPool* pool) const {
+  static thread_local Work w;
+  if (!plan(in, chunks, w)) return 0;
+  const int64_t n_short = static_cast<int64_t>(w.shortlist.size());
+  if (pool && n_short > kRerankChunksPerTask)
+    pool->parallel_for(n_short, kRerankChunksPerTask, [&](int64_t b, int64_t e, int) { score(in, w, b, e); });
+  else
+    score(in, w, 0, n_short);
+  return finish(in, w, chunks);
 }
 
 }  // namespace hs

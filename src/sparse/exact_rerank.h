@@ -15,6 +15,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -26,6 +27,7 @@ namespace hs {
 
 class ExactReranker {
  public:
+  static constexpr int64_t kRerankChunksPerTask = 64;  // shortlisted chunks per scoring task
   // cfg: the final selection's config (its budget_tokens is what is kept); factor ≥ 2.
   static Result<std::unique_ptr<ExactReranker>> create(const KvCache& kv, float attn_scale, const SparseConfig& cfg,
                                                        int factor);
@@ -37,6 +39,18 @@ class ExactReranker {
   // final selection. Returns the key rows read (for the byte counters; 0 when the shortlist
   // already fits the budget). `pool` (optional) splits the exact scoring of long shortlists.
   int64_t rerank(const SelectInput& in, std::vector<int32_t>& chunks, ThreadPool* pool = nullptr) const;
+
+  // rerank() in three steps, so a batch can score every selection's shortlist in one pass
+  // over the pool: plan (split forced / shortlisted chunks; false: nothing to rerank), score
+  // shortlisted chunks [b, e) (any thread, disjoint ranges), finish (rank, select, rows read).
+  struct Work {
+    std::vector<int32_t> forced, shortlist;  // chunk ids
+    std::vector<float> raw;                  // [shortlist][G] exact log masses
+    std::vector<float> forced_raw;           // [forced][G]
+  };
+  bool plan(const SelectInput& in, std::span<const int32_t> chunks, Work& w) const;
+  void score(const SelectInput& in, Work& w, int64_t b, int64_t e) const;
+  int64_t finish(const SelectInput& in, Work& w, std::vector<int32_t>& chunks) const;
 
  private:
   ExactReranker(const KvCache& kv, float attn_scale, const SparseConfig& cfg, int factor)

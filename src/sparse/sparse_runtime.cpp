@@ -120,18 +120,36 @@ void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std
     for (size_t i = 0; i < ins.size(); ++i) count_selection(ins[i].n_tokens, outs[i]);
     return;
   }
-  // Rerank every shortlist: across selections when there are enough to fill the pool, else
-  // one at a time with each one's exact scoring split over the pool.
+  // Rerank every shortlist: plan each, score all of them in one pass of tasks of at most
+  // kRerankChunksPerTask chunks over the pool (a step's few selections still fill every
+  // thread), then rank and select each.
   const int64_t n = static_cast<int64_t>(ins.size());
-  const int n_threads = pool ? pool->n_threads() : 1;
+  if (static_cast<int64_t>(rerank_work_.size()) < n) rerank_work_.resize(n);
   rerank_rows_.assign(n, 0);
-  if (pool && n >= n_threads)
-    pool->parallel_for(n, 1, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) rerank_rows_[i] = rerank_->rerank(ins[i], outs[i]);
-    });
+  rerank_tasks_.clear();
+  std::vector<bool> active(n);
+  for (int64_t i = 0; i < n; ++i) {
+    active[i] = rerank_->plan(ins[i], outs[i], rerank_work_[i]);
+    if (!active[i]) continue;
+    const int64_t n_short = static_cast<int64_t>(rerank_work_[i].shortlist.size());
+    for (int64_t b = 0; b < n_short; b += ExactReranker::kRerankChunksPerTask)
+      rerank_tasks_.push_back({i, b, std::min(n_short, b + ExactReranker::kRerankChunksPerTask)});
+  }
+  auto run = [&](int64_t tb, int64_t te, int) {
+    for (int64_t t = tb; t < te; ++t) {
+      const RerankTask& task = rerank_tasks_[t];
+      rerank_->score(ins[task.item], rerank_work_[task.item], task.begin, task.end);
+    }
+  };
+  const int64_t n_tasks = static_cast<int64_t>(rerank_tasks_.size());
+  if (pool && n_tasks > 1)
+    pool->parallel_for(n_tasks, 1, run);
   else
-    for (int64_t i = 0; i < n; ++i) rerank_rows_[i] = rerank_->rerank(ins[i], outs[i], pool);
-  for (int64_t i = 0; i < n; ++i) count_selection(ins[i].n_tokens, outs[i], rerank_rows_[i]);
+    run(0, n_tasks, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    if (active[i]) rerank_rows_[i] = rerank_->finish(ins[i], rerank_work_[i], outs[i]);
+    count_selection(ins[i].n_tokens, outs[i], rerank_rows_[i]);
+  }
 }
 
 void SparseRuntime::count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows) {

@@ -126,7 +126,13 @@ class SparseRuntime {
   std::unique_ptr<ChunkValueMeans> means_;  // estimated tail only
   std::unique_ptr<ChunkSelector> selector_;   // with the rerank: the shortlist's selector
   std::unique_ptr<ExactReranker> rerank_;     // cfg.rerank_factor ≥ 2 only
-  std::vector<int64_t> rerank_rows_;          // [n selections] select_batch scratch
+  // select_batch scratch for the rerank.
+  struct RerankTask {
+    int64_t item, begin, end;  // score shortlisted chunks [begin, end) of selection `item`
+  };
+  std::vector<ExactReranker::Work> rerank_work_;  // [n selections]
+  std::vector<RerankTask> rerank_tasks_;
+  std::vector<int64_t> rerank_rows_;              // [n selections]
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
       kv_bytes_{0};

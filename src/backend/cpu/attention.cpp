@@ -1,6 +1,8 @@
 // backend/cpu/attention.cpp — dispatch and merge for the paged attention kernel.
 #include "backend/cpu/attention.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -11,15 +13,19 @@ namespace hs::cpu {
 namespace detail {
 void attention_partial_avx2(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
 void attention_partial_avx512(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
+void chunk_log_mass_avx2(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
+void chunk_log_mass_avx512(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 }  // namespace detail
 
 namespace {
 
 using PartialFn = void (*)(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
+using LogMassFn = void (*)(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 
 struct Dispatch {
   PartialFn fn;
   const char* name;
+  LogMassFn log_mass;
 };
 
 Dispatch pick() {
@@ -27,10 +33,12 @@ Dispatch pick() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (force && std::strcmp(force, "scalar") == 0) return {detail::attention_partial_impl, "scalar"};
-  if (avx512 && !(force && std::strcmp(force, "avx2") == 0)) return {detail::attention_partial_avx512, "avx512"};
-  if (avx2) return {detail::attention_partial_avx2, "avx2"};
-  return {detail::attention_partial_impl, "scalar"};
+  if (force && std::strcmp(force, "scalar") == 0)
+    return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl};
+  if (avx512 && !(force && std::strcmp(force, "avx2") == 0))
+    return {detail::attention_partial_avx512, "avx512", detail::chunk_log_mass_avx512};
+  if (avx2) return {detail::attention_partial_avx2, "avx2", detail::chunk_log_mass_avx2};
+  return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl};
 }
 
 const Dispatch& dispatch() {
@@ -69,6 +77,27 @@ void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head
   AttnPartial part{buf.data(), buf.data() + n_q, buf.data() + 2 * n_q};
   attention_partial(q, n_q, kv, kv_head, begin, end, scale, part);
   attention_merge(&part, 1, n_q, kv.head_dim, out);
+}
+
+void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* chunk_ids,
+                    int n_chunks, int chunk_tokens, int32_t n_tokens, float scale, float* out) {
+  if (n_q <= detail::kMaxGroup && chunk_tokens <= detail::kMaxPage && kv.page_tokens % chunk_tokens == 0) {
+    dispatch().log_mass(q, n_q, kv, kv_head, chunk_ids, n_chunks, chunk_tokens, n_tokens, scale, out);
+    return;
+  }
+  // Outside the kernel's limits: one attention partial per chunk (reads V too).
+  std::vector<float> buf(static_cast<size_t>(n_q) * (2 + kv.head_dim));
+  const AttnPartial part{buf.data(), buf.data() + n_q, buf.data() + 2 * n_q};
+  for (int i = 0; i < n_chunks; ++i) {
+    float* o = out + static_cast<int64_t>(i) * n_q;
+    const int32_t b = chunk_ids[i] * chunk_tokens, e = std::min(n_tokens, b + chunk_tokens);
+    if (b >= e) {
+      for (int g = 0; g < n_q; ++g) o[g] = -INFINITY;
+      continue;
+    }
+    attention_partial(q, n_q, kv, kv_head, b, e, scale, part);
+    for (int g = 0; g < n_q; ++g) o[g] = part.max[g] + std::log(part.sum[g]);
+  }
 }
 
 const char* attention_simd_level() { return dispatch().name; }

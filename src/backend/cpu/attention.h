@@ -41,6 +41,13 @@ void attention_merge(const AttnPartial* parts, int n_parts, int n_q, int head_di
 void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
                      int32_t end, float scale, float* out);
 
+// Log softmax mass of whole chunks of C = chunk_tokens keys (C divides the page size), from the
+// K rows alone: out [n_chunks][n_q], out[i][g] = log Σ_{t in chunk chunk_ids[i], t < n_tokens}
+// exp(scale · q_g·k_t), -inf for a chunk past n_tokens. Reads n_chunks · C · head_dim K
+// elements, no V (the exact rerank and the oracle selector, sparse/exact_chunk_mass.h).
+void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* chunk_ids,
+                    int n_chunks, int chunk_tokens, int32_t n_tokens, float scale, float* out);
+
 // The SIMD level the attention kernel dispatched to ("avx512", "avx2", "scalar").
 const char* attention_simd_level();
 

@@ -6,4 +6,8 @@ void attention_partial_avx512(const float* q, int n_q, const PagedKvView& kv, in
                               int32_t end, float scale, AttnPartial part) {
   attention_partial_impl(q, n_q, kv, kv_head, begin, end, scale, part);
 }
+void chunk_log_mass_avx512(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* ids,
+                         int n_ids, int C, int32_t n_tokens, float scale, float* out) {
+  chunk_log_mass_impl(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+}
 }  // namespace hs::cpu::detail

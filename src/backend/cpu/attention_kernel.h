@@ -183,5 +183,77 @@ void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int 
     attention_partial_dispatch<float>(q, n_q, kv, kv_head, begin, end, scale, part);
 }
 
+// Log softmax mass of whole chunks from the keys alone: out[i][g] = log Σ_{t∈chunk i}
+// exp(scale · q_g·k_t) (chunk i = tokens [c·C, min(n_tokens, (c+1)·C)) of chunk id c = ids[i],
+// one page run since C divides P; -inf if empty). K rows only: no V read, no output.
+// NV > 0: head_dim = 16·NV at compile time (q in registers); NV = 0: any head_dim.
+template <typename T, int NV>
+void chunk_log_mass_t(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* ids, int n_ids,
+                      int C, int32_t n_tokens, float scale, float* out) {
+  const int P = kv.page_tokens, hd = NV > 0 ? 16 * NV : kv.head_dim;
+  float s[kMaxGroup][kMaxPage];
+  for (int i = 0; i < n_ids; ++i) {
+    const int32_t b = ids[i] * C, e_full = b + C, e = e_full < n_tokens ? e_full : n_tokens;
+    float* o = out + static_cast<int64_t>(i) * n_q;
+    if (b >= e) {
+      for (int g = 0; g < n_q; ++g) o[g] = -INFINITY;
+      continue;
+    }
+    const int n = e - b;
+    const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[b / P]) * kv.page_elems +
+                    (static_cast<int64_t>(kv_head) * P + b % P) * 2 * hd;
+    if (i + 1 < n_ids && ids[i + 1] * C < n_tokens) {  // the next chunk's first key rows
+      const int32_t nb = ids[i + 1] * C;
+      const T* next = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[nb / P]) * kv.page_elems +
+                      (static_cast<int64_t>(kv_head) * P + nb % P) * 2 * hd;
+      for (int line = 0; line < 4; ++line) __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * line);
+    }
+    for (int j = 0; j < n; ++j) {
+      const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
+      for (int g = 0; g < n_q; ++g) {
+        const float* qg = q + g * hd;
+        float dot = 0.0f;
+        if (hd % 16 == 0) {
+          v16f acc = {};
+          for (int d = 0; d < hd; d += 16) acc += load_v16(qg + d) * load_v16(k + d);
+          dot = hsum_v16(acc);
+        } else {
+          for (int d = 0; d < hd; ++d) dot += qg[d] * static_cast<float>(k[d]);
+        }
+        s[g][j] = dot * scale;
+      }
+    }
+    for (int g = 0; g < n_q; ++g) {
+      float mx = s[g][0];
+      for (int j = 1; j < n; ++j) mx = s[g][j] > mx ? s[g][j] : mx;
+      float sum = 0.0f;
+      const float* sg = s[g];
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < n; ++j) sum += exp_nonpositive(sg[j] - mx);
+      o[g] = mx + logf(sum);
+    }
+  }
+}
+
+template <typename T>
+void chunk_log_mass_dispatch(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* ids,
+                             int n_ids, int C, int32_t n_tokens, float scale, float* out) {
+  switch (kv.head_dim) {
+    case 64: return chunk_log_mass_t<T, 4>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+    case 128: return chunk_log_mass_t<T, 8>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+    case 256: return chunk_log_mass_t<T, 16>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+    default: return chunk_log_mass_t<T, 0>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+  }
+}
+
+// Requires n_q <= kMaxGroup and C <= kMaxPage (checked by the caller, chunk_log_mass).
+void chunk_log_mass_impl(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* ids, int n_ids,
+                         int C, int32_t n_tokens, float scale, float* out) {
+  if (kv.f16)
+    chunk_log_mass_dispatch<_Float16>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+  else
+    chunk_log_mass_dispatch<float>(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+}
+
 }  // namespace
 }  // namespace hs::cpu::detail
