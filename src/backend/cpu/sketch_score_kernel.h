@@ -250,6 +250,7 @@ void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q,
                            for (int j0 = 0; j0 < n; j0 += C) {
                              const int m = n - j0 < C ? n - j0 : C;
                              float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
                              for (int j = 0; j < m; ++j) mx = sg[j0 + j] > mx ? sg[j0 + j] : mx;
                              float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
