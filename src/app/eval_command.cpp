@@ -6,9 +6,11 @@
 // 0–100%. Each needle is asked for through the model's chat template ("What is the special
 // magic number for <name>?"), answered greedily, and scored exactly (the digits appear in
 // the answer). The haystack is prefilled once (dense; its KV does not depend on the decode
-// mode) and shared by every question through ref-counted pages; each question's tokens and
-// the answer are then fed one token per step, so every one of them is a decode step that
-// attends sparsely in the sparse configurations — the first answer token too.
+// mode) and shared by every question through ref-counted pages. Each question's tokens are
+// then prefilled as one batch (--question prefill, the default: dense attention, as a
+// follow-up prompt gets in serving and as Quest / ShadowKV evaluate) or fed one decode step
+// per token (--question decode: every question token attends sparsely too, a harsher test
+// whose errors compound in the question's KV); every answer token is a sparse decode step.
 // Configurations: dense, then each selector (sketch, quest) at each budget. For the sparse
 // ones the attention-mass recall per layer (share of the dense softmax mass on the selected
 // tokens) is averaged over all steps, next to two oracle ceilings of the same steps and budget
@@ -55,6 +57,7 @@ struct EvalOptions {
   uint64_t seed = 7;
   std::string json_path;
   bool verbose = false;
+  std::string question_mode = "prefill";  // prefill | decode (how the question tokens are fed)
 };
 
 // The default haystack: the prose of /usr/share/doc (.md and .txt: package docs, release
@@ -177,7 +180,7 @@ std::string first_number(const std::string& answer) {
 
 // Feeds the question and generates the answer one token per step on a fork of `hay`.
 Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int32_t>& question, int max_tokens,
-                        bool measure_recall) {
+                        bool measure_recall, bool question_as_prefill) {
   SeqKv seq;
   seq.blocks = hay.blocks;
   for (int32_t b : seq.blocks) m.kv->pool().retain(b);
@@ -186,10 +189,17 @@ Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int3
   struct Release { KvCache& kv; SeqKv& s; ~Release() { kv.release(s); } } rel{*m.kv, seq};
   std::vector<float> logits;
   const int V = m.decoder->config().n_vocab;
-  for (int32_t t : question) {
+  if (question_as_prefill) {  // one prefill batch: dense attention, as a follow-up prompt gets in serving
     Batch b;
-    b.add(t, seq.n_tokens, 0, true);
+    for (size_t i = 0; i < question.size(); ++i)
+      b.add(question[i], seq.n_tokens + static_cast<int32_t>(i), 0, i + 1 == question.size());
     HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+  } else {  // one decode step per token: every question token attends sparsely too
+    for (int32_t t : question) {
+      Batch b;
+      b.add(t, seq.n_tokens, 0, true);
+      HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+    }
   }
   // Recall is measured on the answer tokens (the steps that retrieve), not while the
   // question is fed: the dense reference costs O(context) per step.
@@ -331,7 +341,8 @@ int run_needle(EvalOptions& o) {
       if (rt) rt->reset_stats();
       const auto c0 = std::chrono::steady_clock::now();
       for (size_t i = 0; i < cs->needles.size(); ++i) {
-        HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens, rt != nullptr));
+        HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens, rt != nullptr,
+                                                    o.question_mode == "prefill"));
         const bool ok = ans.find(cs->needles[i].value) != std::string::npos;
         if (o.verbose) fmt::print(stderr, "[{}] {} → expected {}, got {:?}\n", name, cs->needles[i].name,
                                   cs->needles[i].value, ans);
@@ -431,6 +442,11 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest, oracle (the best selection of the budget, from the exact keys); "
                   "'+' modifiers override the model flags for one configuration: +mass, +max (chunk score), "
                   "+rerankR, +norerank (e.g. sketch+mass, sketch+rerank4)")->capture_default_str();
+  cmd->add_option("--question", o->question_mode,
+                  "How each question's tokens are fed: prefill (one dense prefill batch, as a follow-up prompt is "
+                  "in serving; the answer is decoded sparsely) or decode (one sparse decode step per token)")
+      ->check(CLI::IsMember({"prefill", "decode"}))
+      ->capture_default_str();
   cmd->add_option("--answer-tokens", o->max_answer_tokens, "Answer length cap")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Needle placement seed")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the JSON result here");
