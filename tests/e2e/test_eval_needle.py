@@ -2,7 +2,8 @@
 JSON has every configuration; a budget covering the context answers exactly like dense
 (every answer identical, mass recall 1); with a small budget no selector keeps more softmax
 mass than the best selection of its size (the mass oracle of the same steps), with and
-without the exact rerank of a shortlist; a bad selector spec is refused."""
+without the exact rerank of a shortlist, whether the question is prefilled or decoded; a bad
+selector spec is refused."""
 from __future__ import annotations
 
 import json
@@ -13,13 +14,14 @@ import pytest
 from hs_server import hs_bin, hs_model
 
 
-def test_eval_needle_small(tmp_path):
+@pytest.mark.parametrize("question", ["prefill", "decode"])
+def test_eval_needle_small(tmp_path, question):
     if not hs_model().is_file():
         pytest.skip(f"model {hs_model()} is absent (run scripts/setup)")
     out = tmp_path / "eval.json"
     cmd = [str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048", "--needles", "3",
            "--budgets", "256", "4096", "--selectors", "sketch", "quest", "sketch+mass", "quest+rerank4",
-           "--sketch", "random", "--answer-tokens", "10", "--json", str(out)]
+           "--sketch", "random", "--answer-tokens", "10", "--question", question, "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 2048 | dense |" in proc.stdout
