@@ -20,6 +20,26 @@ namespace {
 constexpr int kMaxGroup = 16;   // query heads per kv head handled in one pass
 constexpr int kMaxPage = 64;    // page_tokens upper bound (scores scratch per page)
 
+// Scores of one page run of n keys (K|V rows interleaved, K first): s[g][j] = scale * q_g · k_j.
+template <typename T>
+void score_run(const float* q, int n_q, const T* rows, int n, int hd, float scale, float (*s)[kMaxPage]) {
+  for (int j = 0; j < n; ++j) {
+    const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
+    for (int g = 0; g < n_q; ++g) {
+      const float* qg = q + g * hd;
+      float dot = 0.0f;
+      if (hd % 16 == 0) {
+        v16f acc = {};
+        for (int d = 0; d < hd; d += 16) acc += load_v16(qg + d) * load_v16(k + d);
+        dot = hsum_v16(acc);
+      } else {
+        for (int d = 0; d < hd; ++d) dot += qg[d] * static_cast<float>(k[d]);
+      }
+      s[g][j] = dot * scale;
+    }
+  }
+}
+
 template <typename T>  // float or _Float16
 void attention_partial_t(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin, int32_t end,
                          float scale, AttnPartial part) {
@@ -36,22 +56,7 @@ void attention_partial_t(const float* q, int n_q, const PagedKvView& kv, int kv_
     const int n = run_end - pos;
     const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[pos / P]) * kv.page_elems +
                     (static_cast<int64_t>(kv_head) * P + pos % P) * 2 * hd;
-    // Scores for the run: s[g][j] = scale * q_g · k_j.
-    for (int j = 0; j < n; ++j) {
-      const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
-      for (int g = 0; g < n_q; ++g) {
-        const float* qg = q + g * hd;
-        float dot = 0.0f;
-        if (hd % 16 == 0) {
-          v16f acc = {};
-          for (int d = 0; d < hd; d += 16) acc += load_v16(qg + d) * load_v16(k + d);
-          dot = hsum_v16(acc);
-        } else {
-          for (int d = 0; d < hd; ++d) dot += qg[d] * static_cast<float>(k[d]);
-        }
-        s[g][j] = dot * scale;
-      }
-    }
+    score_run(q, n_q, rows, n, hd, scale, s);  // s[g][j] = scale * q_g · k_j
     // Online softmax update: rescale once per run, then accumulate V.
     for (int g = 0; g < n_q; ++g) {
       float run_max = part.max[g];
@@ -208,21 +213,7 @@ void chunk_log_mass_t(const float* q, int n_q, const PagedKvView& kv, int kv_hea
                       (static_cast<int64_t>(kv_head) * P + nb % P) * 2 * hd;
       for (int line = 0; line < 4; ++line) __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * line);
     }
-    for (int j = 0; j < n; ++j) {
-      const T* k = rows + static_cast<int64_t>(j) * 2 * hd;
-      for (int g = 0; g < n_q; ++g) {
-        const float* qg = q + g * hd;
-        float dot = 0.0f;
-        if (hd % 16 == 0) {
-          v16f acc = {};
-          for (int d = 0; d < hd; d += 16) acc += load_v16(qg + d) * load_v16(k + d);
-          dot = hsum_v16(acc);
-        } else {
-          for (int d = 0; d < hd; ++d) dot += qg[d] * static_cast<float>(k[d]);
-        }
-        s[g][j] = dot * scale;
-      }
-    }
+    score_run(q, n_q, rows, n, hd, scale, s);
     for (int g = 0; g < n_q; ++g) {
       float mx = s[g][0];
       for (int j = 1; j < n; ++j) mx = s[g][j] > mx ? s[g][j] : mx;
