@@ -28,6 +28,7 @@ SparseConfig ExactReranker::shortlist_config() const {
 }
 
 bool ExactReranker::plan(const SelectInput& in, std::span<const int32_t> chunks, Work& w) const {
+  w.active = false;
   w.forced.clear();
   w.shortlist.clear();
   if (candidates_fit(in.n_tokens, cfg_)) return false;  // the first stage selected every chunk already
@@ -35,6 +36,7 @@ bool ExactReranker::plan(const SelectInput& in, std::span<const int32_t> chunks,
   for (int32_t c : chunks) (c < first || c >= last ? w.forced : w.shortlist).push_back(c);
   if (static_cast<int32_t>(w.shortlist.size()) <= cfg_.budget_chunks()) return false;  // nothing to drop
   w.raw.resize(w.shortlist.size() * in.n_q);
+  w.active = true;
   return true;
 }
 
@@ -48,20 +50,16 @@ int64_t ExactReranker::finish(const SelectInput& in, Work& w, std::vector<int32_
   const auto [first, last] = candidate_range(in.n_tokens, cfg_);
   w.forced_raw.resize(w.forced.size() * G);
   exact_chunk_log_masses(kv_, scale_, C, in, w.forced, w.forced_raw.data());
-  std::vector<float> fixed(G, -INFINITY);  // [G] log mass of sinks + window
-  for (size_t i = 0; i < w.forced.size(); ++i)
-    for (int g = 0; g < G; ++g) {
-      const float l = w.forced_raw[i * G + g], hi = std::max(fixed[g], l);
-      if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(fixed[g] - hi) + std::exp(l - hi));
-    }
+  w.fixed.assign(G, -INFINITY);
+  for (size_t i = 0; i < w.forced.size(); ++i) log_add_exp(w.fixed.data(), w.forced_raw.data() + i * G, G);
   const int64_t n_short = static_cast<int64_t>(w.shortlist.size());
-  std::vector<float> ranking(n_short);
-  group_mass_ranking(w.raw.data(), G, static_cast<int32_t>(n_short), fixed.data(), ranking.data());
+  w.ranking.resize(n_short);
+  group_mass_ranking(w.raw.data(), G, static_cast<int32_t>(n_short), w.fixed.data(), w.ranking.data());
 
   // The shared top-k rule over every candidate: chunks outside the shortlist rank last (-inf).
-  std::vector<float> scores(last - first, -INFINITY);
-  for (int64_t i = 0; i < n_short; ++i) scores[w.shortlist[i] - first] = ranking[i];
-  select_top_chunks(scores, in.n_tokens, cfg_, chunks);
+  w.scores.assign(last - first, -INFINITY);
+  for (int64_t i = 0; i < n_short; ++i) w.scores[w.shortlist[i] - first] = w.ranking[i];
+  select_top_chunks(w.scores, in.n_tokens, cfg_, chunks);
 
   int64_t rows = 0;
   for (const auto* list : {&w.shortlist, &w.forced})

@@ -44,11 +44,15 @@ class ExactReranker {
   // over the pool: plan (split forced / shortlisted chunks; false: nothing to rerank), score
   // shortlisted chunks [b, e) (any thread, disjoint ranges), finish (rank, select, rows read).
   struct Work {
+    bool active = false;                     // plan() found chunks to drop
     std::vector<int32_t> forced, shortlist;  // chunk ids
     std::vector<float> raw;                  // [shortlist][G] exact log masses
     std::vector<float> forced_raw;           // [forced][G]
+    std::vector<float> fixed;                // [G] log mass of sinks + window
+    std::vector<float> ranking;              // [shortlist] group mass
+    std::vector<float> scores;               // [candidates] ranking, -inf outside the shortlist
   };
-  bool plan(const SelectInput& in, std::span<const int32_t> chunks, Work& w) const;
+  bool plan(const SelectInput& in, std::span<const int32_t> chunks, Work& w) const;  // sets w.active
   void score(const SelectInput& in, Work& w, int64_t b, int64_t e) const;
   int64_t finish(const SelectInput& in, Work& w, std::vector<int32_t>& chunks) const;
 

@@ -221,13 +221,17 @@ void ChunkSelector::forced_log_mass(const SelectInput& in, const float* prep, fl
   l.resize(G);
   auto add = [&](int32_t c) {
     chunk_scores(in, prep, c, c + 1, l.data());
-    for (int g = 0; g < G; ++g) {
-      const float hi = std::max(fixed[g], l[g]);
-      if (hi > -INFINITY) fixed[g] = hi + std::log(std::exp(fixed[g] - hi) + std::exp(l[g] - hi));
-    }
+    log_add_exp(fixed, l.data(), G);
   };
   for (int32_t c = 0; c < first; ++c) add(c);
   for (int32_t c = last; c < n_chunks; ++c) add(c);
+}
+
+void log_add_exp(float* acc, const float* l, int G) {
+  for (int g = 0; g < G; ++g) {
+    const float hi = std::max(acc[g], l[g]);
+    if (hi > -INFINITY) acc[g] = hi + std::log(std::exp(acc[g] - hi) + std::exp(l[g] - hi));
+  }
 }
 
 void group_mass_ranking(const float* raw, int n_q, int32_t n_cand, const float* fixed, float* ranking) {

@@ -93,6 +93,10 @@ std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig
 // when a partial last chunk makes them one more than budget_chunks()).
 bool candidates_fit(int32_t n_tokens, const SparseConfig& cfg);
 
+// acc[g] = log(exp(acc[g]) + exp(l[g])) for g < G, stable (-inf + -inf stays -inf): one more
+// chunk's per-head log masses added to running log totals.
+void log_add_exp(float* acc, const float* l, int G);
+
 // The group-mass ranking (SparseConfig::chunk_mass_scale): from per-head log masses raw
 // [n_cand][G] and each head's log mass outside the candidates (fixed [G]: sinks and window),
 // ranking[c] = Σ_g exp(raw[c][g] − lse_g), with lse_g the head's log total.

@@ -125,12 +125,9 @@ void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std
   // thread), then rank and select each.
   const int64_t n = static_cast<int64_t>(ins.size());
   if (static_cast<int64_t>(rerank_work_.size()) < n) rerank_work_.resize(n);
-  rerank_rows_.assign(n, 0);
   rerank_tasks_.clear();
-  std::vector<bool> active(n);
   for (int64_t i = 0; i < n; ++i) {
-    active[i] = rerank_->plan(ins[i], outs[i], rerank_work_[i]);
-    if (!active[i]) continue;
+    if (!rerank_->plan(ins[i], outs[i], rerank_work_[i])) continue;
     const int64_t n_short = static_cast<int64_t>(rerank_work_[i].shortlist.size());
     for (int64_t b = 0; b < n_short; b += ExactReranker::kRerankChunksPerTask)
       rerank_tasks_.push_back({i, b, std::min(n_short, b + ExactReranker::kRerankChunksPerTask)});
@@ -147,8 +144,8 @@ void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std
   else
     run(0, n_tasks, 0);
   for (int64_t i = 0; i < n; ++i) {
-    if (active[i]) rerank_rows_[i] = rerank_->finish(ins[i], rerank_work_[i], outs[i]);
-    count_selection(ins[i].n_tokens, outs[i], rerank_rows_[i]);
+    const int64_t rows = rerank_work_[i].active ? rerank_->finish(ins[i], rerank_work_[i], outs[i]) : 0;
+    count_selection(ins[i].n_tokens, outs[i], rows);
   }
 }
 

@@ -132,7 +132,6 @@ class SparseRuntime {
   };
   std::vector<ExactReranker::Work> rerank_work_;  // [n selections]
   std::vector<RerankTask> rerank_tasks_;
-  std::vector<int64_t> rerank_rows_;              // [n selections]
 
   std::atomic<int64_t> sparse_heads_{0}, dense_heads_{0}, keys_total_{0}, keys_selected_{0}, score_bytes_{0},
       kv_bytes_{0};
