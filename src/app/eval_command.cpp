@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -219,7 +220,8 @@ Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int3
 
 // A --selectors entry: a selector (sketch, quest, oracle) with optional "+" modifiers that
 // override the model flags for this configuration only: "mass" (--sparse-chunk-score mass),
-// "max", "rerankR" (--sparse-rerank R), "norerank". E.g. "sketch+mass", "sketch+rerank4".
+// "max", "rerankR" (--sparse-rerank R), "norerank", "resZ" (--sparse-residual Z), "f16" / "int8"
+// (--sketch-dtype). E.g. "sketch+mass", "sketch+rerank4", "sketch+f16+res2".
 Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
   size_t at = spec.find('+');
   mo.sparse = spec.substr(0, at);
@@ -232,6 +234,12 @@ Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
     at = next;
     if (mod == "mass" || mod == "max") {
       mo.chunk_score = mod;
+    } else if (mod == "f16" || mod == "int8") {
+      mo.sketch_dtype = mod;
+    } else if (float z = 0.0f; mod.rfind("res", 0) == 0 && mod.size() > 3 && mod.size() <= 7 &&
+               std::from_chars(mod.data() + 3, mod.data() + mod.size(), z).ptr == mod.data() + mod.size() &&
+               z >= 0.0f && z <= 16.0f) {
+      mo.sparse_cfg.residual_z = z;
     } else if (mod == "norerank") {
       mo.sparse_cfg.rerank_factor = 0;
     } else if (mod.rfind("rerank", 0) == 0 && mod.size() > 6 && mod.size() <= 8 &&
@@ -239,7 +247,7 @@ Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
       mo.sparse_cfg.rerank_factor = std::stoi(mod.substr(6));
     } else {
       return make_error(StatusCode::kInvalidArgument,
-                        "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank)", spec, mod);
+                        "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank, resZ, f16, int8)", spec, mod);
     }
   }
   return Status::ok();
@@ -268,7 +276,7 @@ int run_needle(EvalOptions& o) {
   const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
   // One device tier for every sparse configuration (they share the chunk size). Each
   // question's fork ends with KvCache::release, which ends its lease and frees its slots.
-  if (Status st = attach_device_tier(o.model, *m, o.model.sparse_cfg); !st.is_ok()) {
+  if (Status st = attach_device_tier(o.model, *m, resolved_sparse_config(o.model, *m->kv)); !st.is_ok()) {
     fmt::print(stderr, "error: {}\n", st.message());
     return 1;
   }
@@ -441,7 +449,8 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--budgets", o->budgets, "Sparse budgets in tokens")->capture_default_str();
   cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest, oracle (the best selection of the budget, from the exact keys); "
                   "'+' modifiers override the model flags for one configuration: +mass, +max (chunk score), "
-                  "+rerankR, +norerank (e.g. sketch+mass, sketch+rerank4)")->capture_default_str();
+                  "+rerankR, +norerank, +resZ (--sparse-residual Z), +f16, +int8 (sketch dtype) (e.g. sketch+mass, "
+                  "sketch+rerank4, sketch+f16+res2)")->capture_default_str();
   cmd->add_option("--question", o->question_mode,
                   "How each question's tokens are fed: prefill (one dense prefill batch, as a follow-up prompt is "
                   "in serving; the answer is decoded sparsely) or decode (one sparse decode step per token)")

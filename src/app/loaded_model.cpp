@@ -27,7 +27,10 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
   cmd->add_option("--sparse-min-context", opt.sparse_min_context, "Dense attention below this many tokens (-1: 4 x budget)")
       ->capture_default_str();
-  cmd->add_option("--sparse-chunk", opt.sparse_cfg.chunk_tokens, "Chunk size C in tokens (divides the page size 16)")
+  cmd->add_option("--sparse-chunk", opt.sparse_cfg.chunk_tokens,
+                  "Chunk size C in tokens (divides the page size 16; 0 = auto: the smallest C whose K|V piece of one "
+                  "kv head is >= 4 KiB, e.g. 4 for head_dim 256 in f16, 16 for head_dim 64)")
+      ->check(CLI::Range(0, 16))
       ->capture_default_str();
   cmd->add_option("--sparse-sinks", opt.sparse_cfg.sink_tokens, "First tokens always attended")->capture_default_str();
   cmd->add_option("--sparse-window", opt.sparse_cfg.window_tokens, "Last tokens always attended")->capture_default_str();
@@ -45,6 +48,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "keys) or estimate (add their attention back from sketch log masses and chunk mean values; "
                   "needs --sparse-chunk-score mass)")
       ->check(CLI::IsMember({"drop", "estimate"}))
+      ->capture_default_str();
+  cmd->add_option("--sparse-residual", opt.sparse_cfg.residual_z,
+                  "Sketch scores as upper confidence bounds: 0 = off; Z > 0 adds Z x the std of the part of q.k the "
+                  "rank-r sketch misses (one more sketch dimension: each key's residual norm)")
+      ->check(CLI::Range(0.0f, 16.0f))
       ->capture_default_str();
   cmd->add_option("--sparse-rerank", opt.sparse_cfg.rerank_factor,
                   "Two-stage selection: 0 = off; R >= 2 = the selector shortlists R x budget tokens and the exact "
@@ -72,6 +80,14 @@ std::string default_sketch_path(const std::string& model_path) {
   return p.string();
 }
 
+SparseConfig resolved_sparse_config(const ModelOptions& opt, const KvCache& kv) {
+  SparseConfig cfg = opt.sparse_cfg;
+  if (cfg.chunk_tokens == 0)
+    cfg.chunk_tokens = auto_chunk_tokens(kv_token_bytes(kv.geometry().dtype, kv.geometry().head_dim),
+                                         kv.geometry().page_tokens);
+  return cfg;
+}
+
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m) {
   return make_sparse_runtime(opt, *m.decoder, *m.kv);
 }
@@ -84,7 +100,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
   const ModelConfig& c = dec.config();
-  SparseConfig cfg = opt.sparse_cfg;
+  SparseConfig cfg = resolved_sparse_config(opt, kv);
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;

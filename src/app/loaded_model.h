@@ -22,7 +22,12 @@ struct ModelOptions {
   // Sparse attention (docs/sparse-attention.md).
   std::string sparse = "auto";  // auto (sketch when the sketch file exists) | off | sketch | quest
   std::string sketch;           // basis file (default: MODEL with .sketch.safetensors)
-  SparseConfig sparse_cfg;      // budget, chunk, sinks, window, min context
+  // Budget, chunk (0 = auto: auto_chunk_tokens for the KV dtype), sinks, window, min context.
+  SparseConfig sparse_cfg = [] {
+    SparseConfig c;
+    c.chunk_tokens = 0;
+    return c;
+  }();
   int sparse_min_context = -1;  // -1: 4 x budget
   std::string sketch_dtype = "int8";  // how each key's sketch is stored: f16 | int8 (per-token scale)
   std::string chunk_score = "max";    // sketch chunk score: max (token max) | mass (group softmax share)
@@ -53,6 +58,9 @@ struct LoadedModel {
 
 // Default sketch file beside a model: foo.gguf → foo.sketch.safetensors.
 std::string default_sketch_path(const std::string& model_path);
+// opt.sparse_cfg with the chunk size resolved for kv (--sparse-chunk 0: auto_chunk_tokens of
+// the KV dtype's token bytes).
+SparseConfig resolved_sparse_config(const ModelOptions& opt, const KvCache& kv);
 // Builds the sparse runtime `opt` asks for over m's decoder and KV cache (null for off).
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m);
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const Decoder& dec,

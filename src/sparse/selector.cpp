@@ -16,10 +16,22 @@ Status SparseConfig::validate(int page_tokens) const {
     return make_error(StatusCode::kInvalidArgument,
                       "sparse: budget {}, sinks {}, window {}, min context {} must be non-negative", budget_tokens,
                       sink_tokens, window_tokens, min_context);
+  if (residual_z < 0.0f || !(residual_z <= 16.0f))
+    return make_error(StatusCode::kInvalidArgument, "sparse: residual z {} must be in [0, 16]", residual_z);
+  if (residual_z > 0.0f && sketch_elem == cpu::SketchElem::kInt8)
+    return make_error(StatusCode::kInvalidArgument,
+                      "sparse: --sparse-residual needs f16 sketches (--sketch-dtype f16): an int8 sketch's per-token "
+                      "scale would be set by the residual norm, not the sketch");
   if (rerank_factor != 0 && (rerank_factor < 2 || rerank_factor > 64))
     return make_error(StatusCode::kInvalidArgument, "sparse: rerank factor {} must be 0 (off) or 2..64",
                       rerank_factor);
   return Status::ok();
+}
+
+int32_t auto_chunk_tokens(int64_t token_bytes, int32_t page_tokens) {
+  for (int32_t c = 1; c < page_tokens; c *= 2)
+    if (page_tokens % c == 0 && c * token_bytes >= kMinFetchPieceBytes) return c;
+  return page_tokens;
 }
 
 std::pair<int32_t, int32_t> candidate_range(int32_t n_tokens, const SparseConfig& cfg) {

@@ -32,11 +32,14 @@ class SketchStore;
 
 struct SparseConfig {
   int32_t budget_tokens = 2048;  // tokens of top-scoring chunks, on top of sinks and window
-  int32_t chunk_tokens = 16;     // C; must divide the KV page size P
+  int32_t chunk_tokens = 16;     // C; must divide the KV page size P (0 = auto_chunk_tokens)
   int32_t sink_tokens = 16;      // S: chunks covering tokens [0, S) are always selected
   int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
   int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
   cpu::SketchElem sketch_elem = cpu::SketchElem::kF16;  // how the sketch store keeps each sketch
+  // > 0: sketch scores become upper confidence bounds, + z × the std of what the rank-r sketch
+  // misses (SketchStore, residual_z; --sparse-residual Z).
+  float residual_z = 0.0f;
   // Sketch chunk score: 0 = the max token score (GQA max); α > 0 = the group mass: per query
   // head g the chunk's estimated share of g's softmax mass, Σ_t∈chunk exp(α s_gt) / Σ_all t
   // exp(α s_gt) (sinks and window included in the denominator), summed over the group —
@@ -61,6 +64,17 @@ struct SparseConfig {
     return budget_chunks() + 1 + sink_chunks() + (window_tokens + chunk_tokens - 1) / chunk_tokens + 1;
   }
 };
+
+// The smallest piece (one kv head's K|V of one chunk) a host → device fetch moves at the bus's
+// full rate (ARCHITECTURE.md, measured bus limits: ≥ 2 KiB to use the bus, ≥ 4 KiB for ~47 GB/s).
+inline constexpr int64_t kMinFetchPieceBytes = 4096;
+
+// The default chunk size (--sparse-chunk 0): the smallest power of two C dividing the page
+// size whose piece, C · token_bytes (K|V of one token of one kv head, scales included), is at
+// least kMinFetchPieceBytes; the page size if none is. Smaller chunks select more finely (more
+// attention mass per budget token), so C is as small as the bus allows: f16 KV gives C = 4
+// for head_dim 256 (Gemma 3), 16 for head_dim 64 (SmolLM2); int8 KV gives 8 and 16.
+int32_t auto_chunk_tokens(int64_t token_bytes, int32_t page_tokens);
 
 inline int32_t n_chunks_of(int32_t n_tokens, int chunk_tokens) { return (n_tokens + chunk_tokens - 1) / chunk_tokens; }
 

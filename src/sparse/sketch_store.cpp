@@ -2,6 +2,7 @@
 #include "sparse/sketch_store.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
@@ -14,11 +15,12 @@ constexpr int32_t kChunksPerTask = 512;  // chunk-score split when a pool is giv
 
 }  // namespace
 
-SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem)
-    : basis_(basis) {
+SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem,
+                         float residual_z)
+    : basis_(basis), residual_z_(residual_z) {
   g_.n_layer = basis.n_layer;
   g_.n_kv_heads = basis.n_kv_heads;
-  g_.rank = basis.rank;
+  g_.rank = basis.rank + (residual_z > 0.0f ? 1 : 0);
   g_.page_tokens = page_tokens;
   g_.elem = elem;
   n_blocks_ = n_blocks;
@@ -29,10 +31,10 @@ SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_bl
 
 void SketchStore::write(std::span<const int32_t> blocks, int layer, int head, int32_t pos, const float* k) {
   if (!basis_.has_layer(layer)) return;
-  const int hd = basis_.head_dim, r = g_.rank, P = g_.page_tokens;
+  const int hd = basis_.head_dim, r = basis_.rank, P = g_.page_tokens;
   const float* B = basis_.B(layer, head);  // [head_dim][rank]
   const float* mu = basis_.mu(layer, head);
-  float s[kMaxRank];  // [rank]
+  float s[kMaxRank + 1];  // [g_.rank]: the sketch (+ the residual norm)
   for (int j = 0; j < r; ++j) s[j] = 0.0f;
   for (int d = 0; d < hd; ++d) {
     const float x = k[d] - mu[d];
@@ -40,7 +42,19 @@ void SketchStore::write(std::span<const int32_t> blocks, int layer, int head, in
 #pragma omp simd
     for (int j = 0; j < r; ++j) s[j] += x * row[j];
   }
-  cpu::sketch_encode(g_.elem, s, r, P, pos % P, head_block(blocks, layer, head, pos));
+  if (residual_z_ > 0.0f) {
+    // r_t = (k − mu) − A s: what the score q·mu + (Aᵀq)·s leaves out is exactly q·r_t.
+    const float* A = basis_.A(layer, head);  // [head_dim][rank]
+    double norm2 = 0.0;
+    for (int d = 0; d < hd; ++d) {
+      const float* row = A + static_cast<int64_t>(d) * r;
+      float x = k[d] - mu[d];
+      for (int j = 0; j < r; ++j) x -= row[j] * s[j];
+      norm2 += static_cast<double>(x) * x;
+    }
+    s[r] = static_cast<float>(std::sqrt(norm2));
+  }
+  cpu::sketch_encode(g_.elem, s, g_.rank, P, pos % P, head_block(blocks, layer, head, pos));
 }
 
 void SketchStore::read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const {
@@ -58,8 +72,18 @@ cpu::PagedSketchView SketchStore::view(int layer, std::span<const int32_t> block
 
 void SketchStore::project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const {
   // Query side: A (query-aware basis) or B itself (sketch_basis.h).
-  cpu::sketch_project_queries(q, n_q, basis_.A(layer, head), basis_.mu(layer, head), basis_.head_dim, g_.rank, q_hat,
-                              bias);
+  const int r = basis_.rank, hd = basis_.head_dim;
+  cpu::sketch_project_queries(q, n_q, basis_.A(layer, head), basis_.mu(layer, head), hd, r, q_hat, bias);
+  if (residual_z_ <= 0.0f) return;
+  // Re-stride [G][r] → [G][r + 1] from the last head down, appending z ‖q_g‖ / √head_dim.
+  for (int g = n_q - 1; g >= 0; --g) {
+    const float* qg = q + static_cast<int64_t>(g) * hd;
+    double norm2 = 0.0;
+    for (int d = 0; d < hd; ++d) norm2 += static_cast<double>(qg[d]) * qg[d];
+    float* dst = q_hat + static_cast<int64_t>(g) * (r + 1);
+    std::memmove(dst, q_hat + static_cast<int64_t>(g) * r, sizeof(float) * r);
+    dst[r] = residual_z_ * static_cast<float>(std::sqrt(norm2 / hd));
+  }
 }
 
 void SketchStore::score_tokens(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,

@@ -38,7 +38,13 @@ struct SketchGeometry {
 class SketchStore {
  public:
   // `basis` must outlive the store. n_blocks: the KV cache's pool size (same ids).
-  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem = cpu::SketchElem::kF16);
+  // residual_z > 0 adds one sketch dimension (rank = basis rank + 1): the norm of the key's
+  // residual ‖(k − mu) − A s‖, the part the rank-r score cannot see, and project() gives it the
+  // query coordinate z · ‖q_g‖ / √head_dim, so every score becomes an upper confidence bound
+  // q_g·mu + q̂_g·s + z σ_gt, σ_gt = ‖q_g‖ ‖r_t‖ / √head_dim being the std of the missed part
+  // q_g·r_t if r_t's direction were random (--sparse-residual Z).
+  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem = cpu::SketchElem::kF16,
+              float residual_z = 0.0f);
 
   const SketchGeometry& geometry() const { return g_; }
   const SketchBasis& basis() const { return basis_; }
@@ -79,6 +85,7 @@ class SketchStore {
 
   const SketchBasis& basis_;
   SketchGeometry g_;
+  float residual_z_ = 0.0f;  // > 0: the last sketch dimension holds the residual norm
   int32_t n_blocks_ = 0;
   std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_kv_heads][n_blocks][head_bytes]
 };

@@ -64,7 +64,8 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     if (!basis) return make_error(StatusCode::kInvalidArgument, "sparse mode 'sketch' needs a sketch basis (--sketch FILE)");
     HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
     rt->basis_ = std::move(basis);
-    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem);
+    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem,
+                                                   cfg.residual_z);
     HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, sel_cfg));
     rt->selector_ = std::move(sel);
   } else if (mode == SparseMode::kOracle) {

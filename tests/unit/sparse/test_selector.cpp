@@ -403,5 +403,26 @@ TEST(SparseSelector, SketchFindsNeedleAt16K) {
   EXPECT_TRUE(std::binary_search(chunks.begin(), chunks.end(), needle)) << "quest: needle chunk not selected";
 }
 
+// The default chunk size is the smallest power of two dividing the page whose K|V piece of one
+// kv head reaches the 4 KiB fetch floor; the page itself when no smaller one does.
+TEST(SparseSelector, AutoChunkIsTheSmallestPieceOfFourKiB) {
+  EXPECT_EQ(auto_chunk_tokens(kv_token_bytes(KvDtype::kF16, 256), 16), 4);   // Gemma 3: 1 KiB per token
+  EXPECT_EQ(auto_chunk_tokens(kv_token_bytes(KvDtype::kF16, 64), 16), 16);   // SmolLM2: 256 B per token
+  EXPECT_EQ(auto_chunk_tokens(kv_token_bytes(KvDtype::kF32, 256), 16), 2);
+  EXPECT_EQ(auto_chunk_tokens(kv_token_bytes(KvDtype::kInt8, 256), 16), 8);  // 512 B + scales
+  EXPECT_EQ(auto_chunk_tokens(kv_token_bytes(KvDtype::kInt8, 64), 16), 16);
+  EXPECT_EQ(auto_chunk_tokens(8192, 16), 1);
+  EXPECT_EQ(auto_chunk_tokens(4096, 16), 1);
+  EXPECT_EQ(auto_chunk_tokens(4095, 16), 2);
+  EXPECT_EQ(auto_chunk_tokens(1, 16), 16);
+  EXPECT_EQ(auto_chunk_tokens(1, 8), 8);
+  for (int64_t b = 1; b < 10000; b += 97) {
+    const int32_t c = auto_chunk_tokens(b, 16);
+    EXPECT_EQ(16 % c, 0);
+    if (c < 16) { EXPECT_GE(c * b, kMinFetchPieceBytes); }
+    if (c > 1) { EXPECT_LT((c / 2) * b, kMinFetchPieceBytes); }
+  }
+}
+
 }  // namespace
 }  // namespace hs

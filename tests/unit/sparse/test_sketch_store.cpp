@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu/sketch_score.h"
+#include "sparse/selector.h"
 #include "sparse/sketch_store.h"
 #include "sparse_test_util.h"
 
@@ -100,6 +102,70 @@ TEST(SparseSketchStore, FullRankScoresEqualExactDots) {
       EXPECT_NEAR(scores[t], best, 1e-4 * (8 + std::fabs(best))) << "variant " << variant << " token " << t;
     }
   }
+}
+
+// --sparse-residual: the store keeps one more dimension, the norm of the key's residual
+// r_t = (k − mu) − A s, and each score becomes the upper confidence bound
+// max_g (q_g·mu + q̂_g·s_t + z ‖q_g‖ ‖r_t‖ / √head_dim). A full-rank basis leaves no residual.
+TEST(SparseSketchStore, ResidualNormMakesScoresUpperConfidenceBounds) {
+  const unsigned seed = sparse_seed();
+  std::mt19937 rng(seed);
+  const int hd = 64, r = 16, P = 16, n = 150, G = 3;
+  const float z = 1.5f;
+  const SketchBasis basis = random_basis(rng, 1, 2, hd, r, true);
+  const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
+  SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
+  ASSERT_EQ(store.geometry().rank, r + 1);
+  const std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);  // [n][head_dim]
+  for (int t = 0; t < n; ++t) store.write(blocks, 0, 1, t, keys.data() + t * hd);
+  const std::vector<float> q = randn(rng, G * hd);  // [G][head_dim]
+  std::vector<float> scores(n);
+  store.score_tokens(blocks, 0, 1, q.data(), G, 0, n, scores.data());
+  const float* B = basis.B(0, 1);
+  const float* mu = basis.mu(0, 1);
+  for (int t = 0; t < n; ++t) {
+    std::vector<double> x(hd), s(r, 0.0);
+    for (int d = 0; d < hd; ++d) x[d] = keys[t * hd + d] - mu[d];
+    for (int j = 0; j < r; ++j)
+      for (int d = 0; d < hd; ++d) s[j] += x[d] * B[d * r + j];
+    double res2 = 0;  // ‖x − B s‖² (A = B for a plain basis)
+    for (int d = 0; d < hd; ++d) {
+      double e = x[d];
+      for (int j = 0; j < r; ++j) e -= B[d * r + j] * s[j];
+      res2 += e * e;
+    }
+    std::vector<float> stored(r + 1);
+    store.read(blocks, 0, 1, t, stored.data());
+    EXPECT_NEAR(stored[r], std::sqrt(res2), 1e-4 * (1 + std::sqrt(res2))) << "token " << t;
+    double best = -1e30;
+    for (int g = 0; g < G; ++g) {
+      double qmu = 0, qn2 = 0, qs = 0;
+      for (int d = 0; d < hd; ++d) qmu += static_cast<double>(q[g * hd + d]) * mu[d], qn2 += q[g * hd + d] * q[g * hd + d];
+      for (int j = 0; j < r; ++j) {
+        double qb = 0;
+        for (int d = 0; d < hd; ++d) qb += static_cast<double>(q[g * hd + d]) * B[d * r + j];
+        qs += qb * s[j];
+      }
+      best = std::max(best, qmu + qs + z * std::sqrt(qn2 / hd) * std::sqrt(res2));
+    }
+    EXPECT_NEAR(scores[t], best, 1e-4 * (8 + std::fabs(best))) << "token " << t;
+  }
+  // Full rank: the residual is zero and the scores are the exact dots.
+  const SketchBasis full = random_basis(rng, 1, 1, hd, hd, true);
+  SketchStore exact(full, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
+  for (int t = 0; t < n; ++t) exact.write(blocks, 0, 0, t, keys.data() + t * hd);
+  for (int t = 0; t < n; ++t) {
+    std::vector<float> stored(hd + 1);
+    exact.read(blocks, 0, 0, t, stored.data());
+    EXPECT_NEAR(stored[hd], 0.0f, 1e-3f) << "token " << t;
+  }
+  // int8 sketches would let the residual set each token's scale: refused.
+  SparseConfig cfg;
+  cfg.residual_z = 1.0f;
+  cfg.sketch_elem = SketchElem::kInt8;
+  EXPECT_FALSE(cfg.validate(P).is_ok());
+  cfg.sketch_elem = SketchElem::kF16;
+  EXPECT_TRUE(cfg.validate(P).is_ok());
 }
 
 // Every kernel path (fixed ranks 16..128, generic ranks, f16/f32, G up to 8, page sizes 16/32,
