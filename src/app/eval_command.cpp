@@ -241,10 +241,10 @@ Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
                z >= 0.0f && z <= 16.0f) {
       mo.sparse_cfg.residual_z = z;
     } else if (mod == "norerank") {
-      mo.sparse_cfg.rerank_factor = 0;
+      mo.sparse_rerank = "0";
     } else if (mod.rfind("rerank", 0) == 0 && mod.size() > 6 && mod.size() <= 8 &&
                std::all_of(mod.begin() + 6, mod.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      mo.sparse_cfg.rerank_factor = std::stoi(mod.substr(6));
+      mo.sparse_rerank = mod.substr(6);
     } else {
       return make_error(StatusCode::kInvalidArgument,
                         "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank, resZ, f16, int8)", spec, mod);

@@ -4,7 +4,11 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <charconv>
 #include <filesystem>
+
+#include "sparse/exact_rerank.h"
 
 namespace hs::app {
 
@@ -39,9 +43,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->check(CLI::IsMember({"f16", "int8"}))
       ->capture_default_str();
   cmd->add_option("--sparse-chunk-score", opt.chunk_score,
-                  "Sketch chunk score: max (the best token's score, GQA max) or mass (the chunk's estimated share of each "
-                  "query head's softmax mass, summed over the group)")
-      ->check(CLI::IsMember({"max", "mass"}))
+                  "Sketch chunk score: max (the best token's score, GQA max), mass (the chunk's estimated share of each "
+                  "query head's softmax mass, summed over the group) or auto (mass when the exact rerank is on, else max)")
+      ->check(CLI::IsMember({"auto", "max", "mass"}))
       ->capture_default_str();
   cmd->add_option("--sparse-tail", opt.sparse_tail,
                   "What sparse attention does with the unselected chunks: drop (exact softmax over the selected "
@@ -54,10 +58,17 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "rank-r sketch misses (one more sketch dimension: each key's residual norm)")
       ->check(CLI::Range(0.0f, 16.0f))
       ->capture_default_str();
-  cmd->add_option("--sparse-rerank", opt.sparse_cfg.rerank_factor,
-                  "Two-stage selection: 0 = off; R >= 2 = the selector shortlists R x budget tokens and the exact "
-                  "keys of the shortlist pick the budget (reads R x budget more keys per step; f16/f32 KV)")
-      ->check(CLI::Range(0, 64))
+  cmd->add_option("--sparse-rerank", opt.sparse_rerank,
+                  "Two-stage selection: the selector shortlists R x budget tokens and the exact keys of the shortlist "
+                  "pick the budget (reads R x budget more keys per step; f16/f32 KV). auto = 4 when those reads are at "
+                  "most 1/8 of the step's weight bytes (Gemma 3 270M: on; SmolLM2: off), else 0; 0 = off; R in 2..64")
+      ->check([](const std::string& v) -> std::string {
+        if (v == "auto") return {};
+        int r = -1;
+        const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+        if (ec == std::errc() && p == v.data() + v.size() && (r == 0 || (r >= 2 && r <= 64))) return {};
+        return "must be auto, 0 or 2..64";
+      })
       ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
@@ -103,7 +114,23 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   SparseConfig cfg = resolved_sparse_config(opt, kv);
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
-  cfg.chunk_mass_scale = opt.chunk_score == "mass" ? c.attn_scale : 0.0f;
+  if (opt.sparse_rerank == "auto") {
+    uint64_t weight_bytes = 0;
+    for (const auto& t : dec.file().tensors()) weight_bytes += t.n_bytes;
+    const auto full = full_attention_layers(c);
+    const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
+    const KvDtype kvt = kv.geometry().dtype;
+    cfg.rerank_factor = mode == SparseMode::kSketch || mode == SparseMode::kQuest
+                            ? auto_rerank_factor(static_cast<int64_t>(weight_bytes), full_heads,
+                                                 kv_row_bytes(kvt, c.head_dim), cfg.budget_tokens, kv_dtype_plain(kvt))
+                            : 0;
+  } else {
+    int r = 0;
+    std::from_chars(opt.sparse_rerank.data(), opt.sparse_rerank.data() + opt.sparse_rerank.size(), r);
+    cfg.rerank_factor = r;
+  }
+  const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0);
+  cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;
   cfg.tail_estimate = opt.sparse_tail == "estimate";
   SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
                             kv_token_bytes(kv.geometry().dtype, c.head_dim), full_attention_layers(c)};
@@ -121,9 +148,10 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
     }
   }
   HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale));
-  spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{}{})",
+  spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{}{}{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
                cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string(),
+               mode == SparseMode::kSketch ? (mass ? ", chunk score mass" : ", chunk score max") : std::string(),
                cfg.rerank_factor ? fmt::format(", exact rerank of a {}x shortlist", cfg.rerank_factor) : std::string());
   return rt;
 }

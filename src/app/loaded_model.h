@@ -30,7 +30,12 @@ struct ModelOptions {
   }();
   int sparse_min_context = -1;  // -1: 4 x budget
   std::string sketch_dtype = "int8";  // how each key's sketch is stored: f16 | int8 (per-token scale)
-  std::string chunk_score = "max";    // sketch chunk score: max (token max) | mass (group softmax share)
+  // Sketch chunk score: max (token max) | mass (group softmax share) | auto (mass when the
+  // rerank is on: the shortlist by the rule the rerank ranks by; else max).
+  std::string chunk_score = "auto";
+  // Two-stage selection: auto (auto_rerank_factor: on when its key reads are cheap against
+  // the weights) | 0 (off) | R in 2..64 (sparse/exact_rerank.h).
+  std::string sparse_rerank = "auto";
   std::string sparse_tail = "drop";   // unselected chunks: drop | estimate (sparse/tail_estimate.h)
   // Device tier of the sparse path: hot chunk slots (sparse/hot_chunks.h). 0: none, sparse
   // attention reads the KV pages directly.

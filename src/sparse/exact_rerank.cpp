@@ -8,6 +8,14 @@
 
 namespace hs {
 
+int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64_t k_row_bytes, int32_t budget_tokens,
+                           bool plain_kv) {
+  if (!plain_kv || weight_bytes <= 0) return 0;
+  const int64_t rerank_bytes = int64_t{kAutoRerankFactor} * budget_tokens * full_layer_heads * k_row_bytes;
+  return rerank_bytes * 8 <= weight_bytes ? kAutoRerankFactor : 0;
+}
+
+
 Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const KvCache& kv, float attn_scale,
                                                              const SparseConfig& cfg, int factor) {
   HS_RETURN_IF_ERROR(cfg.validate(kv.geometry().page_tokens));

@@ -25,6 +25,17 @@
 
 namespace hs {
 
+// --sparse-rerank auto (the default): the factor the two-stage selection runs with when it is
+// cheap. The rerank reads R × budget key rows per full-attention (layer, kv head) per decode
+// step; auto turns it on (R = kAutoRerankFactor) when those bytes are at most 1/8 of the
+// weight bytes the step reads anyway, and the KV dtype is plain (f32 / f16). Gemma 3
+// 270M: 4 × 2048 × 512 B × 3 layers = 12.6 MB against 253 MB of weights → on. SmolLM2-135M:
+// 4 × 2048 × 128 B × 30 layers × 3 heads = 94 MB against 98 MB → off (its sparse step reads
+// far less than that: the rerank would cost ~2x its speed).
+inline constexpr int32_t kAutoRerankFactor = 4;
+int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64_t k_row_bytes, int32_t budget_tokens,
+                           bool plain_kv);
+
 class ExactReranker {
  public:
   static constexpr int64_t kRerankChunksPerTask = 64;  // shortlisted chunks per scoring task
