@@ -221,7 +221,7 @@ void chunk_log_mass_t(const float* q, int n_q, const PagedKvView& kv, int kv_hea
       const float* sg = s[g];
 #pragma omp simd reduction(+ : sum)
       for (int j = 0; j < n; ++j) sum += exp_nonpositive(sg[j] - mx);
-      o[g] = mx + logf(sum);
+      o[g] = mx + fast_log(sum);  // sum in [1, C]
     }
   }
 }

@@ -198,20 +198,6 @@ void sketch_score_impl(const float* q_hat, const float* bias, int n_q, const Pag
   });
 }
 
-// ln x for a positive normal x (here a sum of exps in [1, C]): exponent from the bits, then
-// ln m = 2 atanh((m − 1)/(m + 1)) by its series to z⁷, m ∈ [1, 2); abs error < 2e-5.
-float fast_log(float x) {
-  int32_t i;
-  std::memcpy(&i, &x, 4);
-  const int e = ((i >> 23) & 255) - 127;
-  i = (i & 0x7FFFFF) | 0x3F800000;
-  float m;
-  std::memcpy(&m, &i, 4);
-  const float z = (m - 1.0f) / (m + 1.0f), z2 = z * z;
-  const float ln_m = 2.0f * z * (1.0f + z2 * (1.0f / 3 + z2 * (1.0f / 5 + z2 * (1.0f / 7))));
-  return static_cast<float>(e) * 0.69314718f + ln_m;
-}
-
 void sketch_chunk_max_impl(const float* q_hat, const float* bias, int n_q, const PagedSketchView& v, int kv_head,
                            int32_t n_tokens, int C, int32_t chunk_begin, int32_t chunk_end, float* chunk_max) {
   for (int32_t c = chunk_begin; c < chunk_end; ++c) chunk_max[c - chunk_begin] = -INFINITY;
@@ -245,6 +231,29 @@ void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q,
     for_each_run_heads(q_hat + static_cast<int64_t>(g0) * v.rank, bias + g0, ng, v, kv_head, begin, end, buf,
                        [&](int32_t pos, int n, const float* s, int stride) {
                          // A run starts on a chunk boundary (C divides P); chunks are whole but the last.
+                         if (C < n) {
+                           // Several chunks per run (small C): one max and one vector exp over the
+                           // run per head, then per-chunk sums. A chunk more than 87 nats under the
+                           // run's max reads as e^-87 per token (exp_nonpositive's floor): never
+                           // one a budget would pick over the chunks near the max.
+                           float e[kSketchMaxPage];
+                           for (int g = 0; g < ng; ++g) {
+                             const float* sg = s + static_cast<int64_t>(g) * stride;
+                             float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+                             for (int j = 0; j < n; ++j) mx = sg[j] > mx ? sg[j] : mx;
+#pragma omp simd
+                             for (int j = 0; j < n; ++j) e[j] = exp_nonpositive((sg[j] - mx) * alpha);
+                             for (int j0 = 0; j0 < n; j0 += C) {
+                               const int m = n - j0 < C ? n - j0 : C;
+                               float sum = 0.0f;
+                               for (int j = 0; j < m; ++j) sum += e[j0 + j];
+                               out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g0 + g] =
+                                   mx * alpha + fast_log(sum);
+                             }
+                           }
+                           return;
+                         }
                          for (int g = 0; g < ng; ++g) {
                            const float* sg = s + static_cast<int64_t>(g) * stride;
                            for (int j0 = 0; j0 < n; j0 += C) {
