@@ -197,32 +197,43 @@ void chunk_log_mass_t(const float* q, int n_q, const PagedKvView& kv, int kv_hea
                       int C, int32_t n_tokens, float scale, float* out) {
   const int P = kv.page_tokens, hd = NV > 0 ? 16 * NV : kv.head_dim;
   float s[kMaxGroup][kMaxPage];
-  for (int i = 0; i < n_ids; ++i) {
-    const int32_t b = ids[i] * C, e_full = b + C, e = e_full < n_tokens ? e_full : n_tokens;
-    float* o = out + static_cast<int64_t>(i) * n_q;
-    if (b >= e) {
-      for (int g = 0; g < n_q; ++g) o[g] = -INFINITY;
+  int i = 0;
+  while (i < n_ids) {
+    const int32_t b = ids[i] * C;
+    if (b >= n_tokens) {
+      for (int g = 0; g < n_q; ++g) out[static_cast<int64_t>(i) * n_q + g] = -INFINITY;
+      ++i;
       continue;
     }
+    // One run: chunks i..j-1 with consecutive ids in the same page (their key rows are
+    // contiguous), scored together; each chunk's log mass from its slice of the run.
+    int j = i + 1;
+    while (j < n_ids && ids[j] == ids[j - 1] + 1 && (ids[j] * C) / P == b / P && ids[j] * C < n_tokens) ++j;
+    const int32_t e_full = (ids[j - 1] + 1) * C, e = e_full < n_tokens ? e_full : n_tokens;
     const int n = e - b;
     const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[b / P]) * kv.page_elems +
                     (static_cast<int64_t>(kv_head) * P + b % P) * 2 * hd;
-    if (i + 1 < n_ids && ids[i + 1] * C < n_tokens) {  // the next chunk's first key rows
-      const int32_t nb = ids[i + 1] * C;
+    if (j < n_ids && ids[j] * C < n_tokens) {  // the next run's first key rows
+      const int32_t nb = ids[j] * C;
       const T* next = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[nb / P]) * kv.page_elems +
                       (static_cast<int64_t>(kv_head) * P + nb % P) * 2 * hd;
       for (int line = 0; line < 4; ++line) __builtin_prefetch(reinterpret_cast<const char*>(next) + 64 * line);
     }
     score_run(q, n_q, rows, n, hd, scale, s);
-    for (int g = 0; g < n_q; ++g) {
-      float mx = s[g][0];
-      for (int j = 1; j < n; ++j) mx = s[g][j] > mx ? s[g][j] : mx;
-      float sum = 0.0f;
-      const float* sg = s[g];
+    for (int k = i; k < j; ++k) {
+      const int j0 = (k - i) * C, m = n - j0 < C ? n - j0 : C;
+      float* o = out + static_cast<int64_t>(k) * n_q;
+      for (int g = 0; g < n_q; ++g) {
+        const float* sg = s[g] + j0;
+        float mx = sg[0];
+        for (int t = 1; t < m; ++t) mx = sg[t] > mx ? sg[t] : mx;
+        float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-      for (int j = 0; j < n; ++j) sum += exp_nonpositive(sg[j] - mx);
-      o[g] = mx + fast_log(sum);  // sum in [1, C]
+        for (int t = 0; t < m; ++t) sum += exp_nonpositive(sg[t] - mx);
+        o[g] = mx + fast_log(sum);  // sum in [1, C]
+      }
     }
+    i = j;
   }
 }
 

@@ -73,6 +73,10 @@ TEST(SparseExactRerank, ChunkLogMassMatchesReference) {
       std::vector<int32_t> ids;
       for (int i = 0; i < 40; ++i) ids.push_back(std::uniform_int_distribution<int32_t>(0, n_chunks + 2)(rng));
       ids.push_back(n_chunks - 1);  // the partial (or full) last chunk
+      // Runs of consecutive ids (scored as one run while they stay in a page): across page
+      // boundaries, and into the partial last chunk and past the end.
+      for (int32_t c = 3; c < 3 + 3 * 16 / C && c < n_chunks; ++c) ids.push_back(c);
+      for (int32_t c = std::max(0, n_chunks - 40 / C - 2); c < n_chunks + 2; ++c) ids.push_back(c);
       std::vector<float> got(ids.size() * G);
       const cpu::PagedKvView view{ctx.cache.layer_base(0), kg.page_elems(), ctx.seq.blocks.data(), 16, hd,
                                   dt == KvDtype::kF16};
