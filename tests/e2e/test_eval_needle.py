@@ -20,14 +20,15 @@ def test_eval_needle_small(tmp_path, question):
         pytest.skip(f"model {hs_model()} is absent (run scripts/setup)")
     out = tmp_path / "eval.json"
     cmd = [str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048", "--needles", "3",
-           "--budgets", "256", "4096", "--selectors", "sketch", "quest", "sketch+mass", "quest+rerank4",
+           "--budgets", "256", "4096", "--selectors", "sketch", "quest", "sketch+mass", "quest+rerank4", "sketch+f16+res1",
            "--sketch", "random", "--answer-tokens", "10", "--question", question, "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 2048 | dense |" in proc.stdout
     result = json.loads(out.read_text())
     configs = {c["config"]: c for c in result["contexts"][0]["configs"]}
-    assert set(configs) == {"dense"} | {f"{s}@{b}" for s in ("sketch", "quest", "sketch+mass", "quest+rerank4")
+    assert set(configs) == {"dense"} | {f"{s}@{b}" for s in ("sketch", "quest", "sketch+mass", "quest+rerank4",
+                                                                  "sketch+f16+res1")
                                         for b in (256, 4096)}
     for name, c in configs.items():
         assert c["total"] == 3 and 0 <= c["correct"] <= 3, name
@@ -48,3 +49,9 @@ def test_eval_needle_refuses_unknown_selector_modifier():
                            "--needles", "2", "--selectors", "sketch+fast"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1
     assert "unknown modifier 'fast'" in proc.stderr
+    # A residual bound needs f16 sketches (the default is int8): a clear refusal, not a crash.
+    proc = subprocess.run([str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048",
+                           "--needles", "2", "--selectors", "sketch+res1", "--sketch", "random"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1
+    assert "--sparse-residual needs f16 sketches" in proc.stderr
