@@ -120,7 +120,8 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
     const auto full = full_attention_layers(c);
     const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
     const KvDtype kvt = kv.geometry().dtype;
-    cfg.rerank_factor = mode == SparseMode::kSketch || mode == SparseMode::kQuest
+    // Not with the oracle (exact already) nor the estimated tail (it reads the first stage's masses).
+    cfg.rerank_factor = (mode == SparseMode::kSketch || mode == SparseMode::kQuest) && opt.sparse_tail != "estimate"
                             ? auto_rerank_factor(static_cast<int64_t>(weight_bytes), full_heads,
                                                  kv_row_bytes(kvt, c.head_dim), cfg.budget_tokens, kv_dtype_plain(kvt))
                             : 0;
