@@ -165,8 +165,7 @@ int run_bench(BenchOptions& o) {
     results.push_back(r);
   }
   const ModelConfig& c = m->decoder->config();
-  uint64_t weight_bytes = 0;
-  for (const auto& t : m->decoder->file().tensors()) weight_bytes += t.n_bytes;
+  const int64_t weight_bytes = m->decoder->weight_bytes();
   SparseRuntime* sparse = m->sparse.get();
   if (o.sparse_compare && !sparse)
     fmt::print(stderr, "warning: --sparse-compare without a sparse runtime (--sparse sketch|quest): dense only\n");

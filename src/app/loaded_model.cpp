@@ -7,10 +7,20 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <optional>
 
 #include "sparse/exact_rerank.h"
 
 namespace hs::app {
+namespace {
+// A fixed --sparse-rerank value: 0 (off) or 2..64; nullopt for anything else.
+std::optional<int> rerank_factor_of(const std::string& v) {
+  int r = -1;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
+  if (ec == std::errc() && p == v.data() + v.size() && (r == 0 || (r >= 2 && r <= 64))) return r;
+  return std::nullopt;
+}
+}  // namespace
 
 void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
@@ -63,11 +73,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "pick the budget (reads R x budget more keys per step; f16/f32 KV). auto = 4 when those reads are at "
                   "most 1/8 of the step's weight bytes (Gemma 3 270M: on; SmolLM2: off), else 0; 0 = off; R in 2..64")
       ->check([](const std::string& v) -> std::string {
-        if (v == "auto") return {};
-        int r = -1;
-        const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), r);
-        if (ec == std::errc() && p == v.data() + v.size() && (r == 0 || (r >= 2 && r <= 64))) return {};
-        return "must be auto, 0 or 2..64";
+        return v == "auto" || rerank_factor_of(v) ? std::string() : "must be auto, 0 or 2..64";
       })
       ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
@@ -115,20 +121,16 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
   if (opt.sparse_rerank == "auto") {
-    uint64_t weight_bytes = 0;
-    for (const auto& t : dec.file().tensors()) weight_bytes += t.n_bytes;
     const auto full = full_attention_layers(c);
     const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
     const KvDtype kvt = kv.geometry().dtype;
     // Not with the oracle (exact already) nor the estimated tail (it reads the first stage's masses).
     cfg.rerank_factor = (mode == SparseMode::kSketch || mode == SparseMode::kQuest) && opt.sparse_tail != "estimate"
-                            ? auto_rerank_factor(static_cast<int64_t>(weight_bytes), full_heads,
+                            ? auto_rerank_factor(dec.weight_bytes(), full_heads,
                                                  kv_row_bytes(kvt, c.head_dim), cfg.budget_tokens, kv_dtype_plain(kvt))
                             : 0;
   } else {
-    int r = 0;
-    std::from_chars(opt.sparse_rerank.data(), opt.sparse_rerank.data() + opt.sparse_rerank.size(), r);
-    cfg.rerank_factor = r;
+    cfg.rerank_factor = rerank_factor_of(opt.sparse_rerank).value_or(-1);  // -1: refused by validate
   }
   const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0);
   cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;

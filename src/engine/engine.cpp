@@ -27,12 +27,6 @@ const char* event_finish_name(EventFinish f) {
 
 namespace {
 using Clock = std::chrono::steady_clock;
-
-int64_t weight_bytes(const Decoder& m) {
-  int64_t n = 0;
-  for (const auto& t : m.file().tensors()) n += static_cast<int64_t>(t.n_bytes);
-  return n;
-}
 }  // namespace
 
 struct Engine::Impl {
@@ -69,7 +63,7 @@ struct Engine::Impl {
     SchedulerConfig sc{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_cost_ratio};
     sched = std::make_unique<Scheduler>(
         kv, prefix.get(), sc,
-        StepCostModel::from_config(m.config(), weight_bytes(m),
+        StepCostModel::from_config(m.config(), m.weight_bytes(),
                                   static_cast<double>(kv_token_bytes(kv.geometry().dtype, m.config().head_dim))));
     publish();
   }

@@ -11,6 +11,12 @@
 
 namespace hs {
 
+int64_t Decoder::weight_bytes() const {
+  int64_t n = 0;
+  for (const auto& t : file_->tensors()) n += static_cast<int64_t>(t.n_bytes);
+  return n;
+}
+
 Result<std::unique_ptr<Decoder>> Decoder::load(const std::string& path) {
   std::unique_ptr<Decoder> d(new Decoder());
   HS_ASSIGN_OR_RETURN(d->file_, gguf::File::open(path));

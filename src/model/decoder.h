@@ -45,6 +45,8 @@ class Decoder {
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return *file_; }
+  // Bytes of every tensor in the file: what one decode step streams from memory for weights.
+  int64_t weight_bytes() const;
   void set_matmul_precision(MatmulPrecision p) { precision_ = p; }
   MatmulPrecision matmul_precision() const { return precision_; }
 

@@ -15,7 +15,6 @@ int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64
   return rerank_bytes * 8 <= weight_bytes ? kAutoRerankFactor : 0;
 }
 
-
 Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const KvCache& kv, float attn_scale,
                                                              const SparseConfig& cfg, int factor) {
   HS_RETURN_IF_ERROR(cfg.validate(kv.geometry().page_tokens));

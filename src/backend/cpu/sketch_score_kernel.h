@@ -230,40 +230,23 @@ void sketch_chunk_head_mass_impl(const float* q_hat, const float* bias, int n_q,
     const int ng = n_q - g0 < kMaxHeads ? n_q - g0 : kMaxHeads;
     for_each_run_heads(q_hat + static_cast<int64_t>(g0) * v.rank, bias + g0, ng, v, kv_head, begin, end, buf,
                        [&](int32_t pos, int n, const float* s, int stride) {
-                         // A run starts on a chunk boundary (C divides P); chunks are whole but the last.
-                         if (C < n) {
-                           // Several chunks per run (small C): one max and one vector exp over the
-                           // run per head, then per-chunk sums. A chunk more than 87 nats under the
-                           // run's max reads as e^-87 per token (exp_nonpositive's floor): never
-                           // one a budget would pick over the chunks near the max.
-                           float e[kSketchMaxPage];
-                           for (int g = 0; g < ng; ++g) {
-                             const float* sg = s + static_cast<int64_t>(g) * stride;
-                             float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                             for (int j = 0; j < n; ++j) mx = sg[j] > mx ? sg[j] : mx;
-#pragma omp simd
-                             for (int j = 0; j < n; ++j) e[j] = exp_nonpositive((sg[j] - mx) * alpha);
-                             for (int j0 = 0; j0 < n; j0 += C) {
-                               const int m = n - j0 < C ? n - j0 : C;
-                               float sum = 0.0f;
-                               for (int j = 0; j < m; ++j) sum += e[j0 + j];
-                               out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g0 + g] =
-                                   mx * alpha + fast_log(sum);
-                             }
-                           }
-                           return;
-                         }
+                         // A run starts on a chunk boundary (C divides P); chunks are whole but the
+                         // last. Per head one max and one vector exp over the run, then per-chunk
+                         // sums (several chunks per run when C < P). A chunk more than 87 nats
+                         // under the run's max reads as e^-87 per token (exp_nonpositive's floor):
+                         // never one a budget would pick over the chunks near the max.
+                         float e[kSketchMaxPage];
                          for (int g = 0; g < ng; ++g) {
                            const float* sg = s + static_cast<int64_t>(g) * stride;
+                           float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
+                           for (int j = 0; j < n; ++j) mx = sg[j] > mx ? sg[j] : mx;
+#pragma omp simd
+                           for (int j = 0; j < n; ++j) e[j] = exp_nonpositive((sg[j] - mx) * alpha);
                            for (int j0 = 0; j0 < n; j0 += C) {
                              const int m = n - j0 < C ? n - j0 : C;
-                             float mx = -INFINITY;
-#pragma omp simd reduction(max : mx)
-                             for (int j = 0; j < m; ++j) mx = sg[j0 + j] > mx ? sg[j0 + j] : mx;
                              float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-                             for (int j = 0; j < m; ++j) sum += exp_nonpositive((sg[j0 + j] - mx) * alpha);
+                             for (int j = 0; j < m; ++j) sum += e[j0 + j];
                              out[static_cast<int64_t>((pos + j0) / C - chunk_begin) * n_q + g0 + g] =
                                  mx * alpha + fast_log(sum);
                            }
