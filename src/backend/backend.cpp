@@ -1,0 +1,87 @@
+// backend/backend.cpp — what every backend shares: Buffer, the default matmul_multi, the
+// device names and the factory (backend.h).
+#include "backend/backend.h"
+
+#include "backend/cpu_backend.h"
+#if HS_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace hs {
+
+Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    owner_ = o.owner_;
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.owner_ = nullptr;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+void Buffer::reset() {
+  if (owner_ && ptr_) owner_->free_memory(ptr_);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+Status Backend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
+  if (ws.size() != ys.size()) return make_error(StatusCode::kInvalidArgument, "matmul_multi: {} weights, {} outputs", ws.size(), ys.size());
+  for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(matmul(ws[i], x, ys[i]));
+  return Status::ok();
+}
+
+Status Backend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
+  if (rt || hot)
+    return make_error(StatusCode::kUnsupported, "sparse attention is not implemented on the {} backend (it runs dense)",
+                      device_name(device()));
+  return Status::ok();
+}
+
+const char* matmul_precision_name(MatmulPrecision p) {
+  switch (p) {
+    case MatmulPrecision::kExact: return "exact";
+    case MatmulPrecision::kInt8x2: return "int8x2";
+    case MatmulPrecision::kInt8: return "int8";
+  }
+  return "?";
+}
+
+Result<MatmulPrecision> parse_matmul_precision(std::string_view name) {
+  for (auto p : {MatmulPrecision::kExact, MatmulPrecision::kInt8x2, MatmulPrecision::kInt8})
+    if (name == matmul_precision_name(p)) return p;
+  return make_error(StatusCode::kInvalidArgument, "unknown matmul precision '{}' (exact, int8x2, int8)", name);
+}
+
+bool cuda_compiled() {
+#if HS_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+Result<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::kCpu;
+  if (name == "cuda") {
+    if (!cuda_compiled())
+      return make_error(StatusCode::kUnsupported, "--device cuda: this build has no CUDA backend (build the cuda preset: make cuda)");
+    return Device::kCuda;
+  }
+  return make_error(StatusCode::kInvalidArgument, "unknown device '{}' (cpu, cuda)", name);
+}
+
+Result<std::unique_ptr<Backend>> make_backend(Device device) {
+  if (device == Device::kCpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
+#if HS_WITH_CUDA
+  return cuda::make_cuda_backend(0);
+#else
+  return make_error(StatusCode::kUnsupported, "this build has no CUDA backend (build the cuda preset: make cuda)");
+#endif
+}
+
+}  // namespace hs

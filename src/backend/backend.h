@@ -1,0 +1,163 @@
+// backend/backend.h — the op table every architecture's forward pass is written against.
+//
+// A Backend owns device memory (weights, KV pages of the caches it is handed, scratch) and
+// runs the op set of ARCHITECTURE.md ("Backends") on Tensor views in that memory. A model
+// file calls only these ops; `backend/cpu_backend.*` implements them with the CPU kernels of
+// backend/cpu/ (thread pool behind the interface), `backend/cuda/` with cuBLAS and CUDA
+// kernels. Activations are f32 rows ([n_tokens][width]); weights are whatever
+// prepare_weight made of the GGUF tensor (the CPU keeps the quantized view in place, CUDA
+// uploads bf16).
+//
+// Plan / run (FlashInfer's split): the host builds a ForwardPlan (tokens, positions, CSR page
+// tables, which rows want logits), begin_step() copies it into the backend's fixed buffers,
+// then the layer ops run over those buffers without further host decisions; end_step() ends
+// the step (the CPU's sparse fetch counters, a CUDA stream sync). Ops are asynchronous on a
+// device backend: only to_host() and end_step() wait.
+//
+// Cost: a virtual call per op (~30 per layer); nothing is allocated per step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+
+namespace hs {
+
+class SparseRuntime;
+class HotChunks;
+
+// How the CPU's matmuls treat activations (docs/cpu-engine.md, "Matmul precision"):
+//  kExact  float32 activations, weights dequantized in registers (cpu::matmul_exact);
+//  kInt8x2 8-bit activations plus an 8-bit residual, integer dots (cpu::matmul);
+//  kInt8   8-bit activations as llama.cpp does: fastest, but moves logits by ~0.1.
+// kExact and kInt8x2 both agree with transformers (golden tests); kInt8 does not. The CUDA
+// backend always computes bf16 x bf16 with fp32 accumulation and ignores this.
+enum class MatmulPrecision { kExact, kInt8x2, kInt8 };
+inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::kInt8x2;
+const char* matmul_precision_name(MatmulPrecision p);
+Result<MatmulPrecision> parse_matmul_precision(std::string_view name);  // exact | int8x2 | int8
+
+// One forward step, planned on the host. Token i is at positions[i] of seqs[seq_index[i]];
+// its keys are [0, positions[i]] of that sequence (KV written by kv_write of this step).
+struct ForwardPlan {
+  std::span<const int32_t> tokens;     // [n]
+  std::span<const int32_t> positions;  // [n]
+  std::span<const int32_t> seq_index;  // [n]
+  std::span<SeqKv* const> seqs;        // [n_seqs] pages reserved for this step's tokens
+  KvCache* kv = nullptr;
+  std::vector<int32_t> seq_tokens;     // [n_seqs] batch tokens per sequence (1: a decode token)
+  std::vector<int32_t> logit_rows;     // [n_out] batch rows that want logits, in order
+  std::vector<int32_t> page_indptr;    // [n_seqs + 1] CSR: pages of seq s are page_indices[indptr[s], indptr[s+1])
+  std::vector<int32_t> page_indices;   // [total pages] block ids
+  int32_t max_kv_len = 0;              // longest key range of any token
+  ThreadPool* pool = nullptr;          // host threads (the CPU backend's workers)
+  int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
+};
+
+struct AttentionParams {
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  float scale = 1.0f;  // softmax scale
+  int window = 0;      // > 0: sliding window, key j visible to position p iff p - j < window
+};
+
+enum class GluKind { kSilu, kGeluTanh };  // out = act(gate) * up
+
+class Backend;
+
+// Memory from a backend, freed by it when this handle dies.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* ptr, size_t bytes) : owner_(owner), ptr_(ptr), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+  void reset();
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Backend* owner_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // "cpu (avx512, 16 threads)", "cuda:0 NVIDIA H200"
+
+  // ---- memory ------------------------------------------------------------------------
+  // Zero-initialised; errors name the size and what is free.
+  virtual Result<Buffer> alloc(size_t bytes, std::string_view what) = 0;
+  virtual void free_memory(void* ptr) = 0;  // Buffer's deleter
+  // A GGUF weight (host view, mmap'd) in the form this backend's matmul and embedding read;
+  // `name` for errors. The CPU returns the view itself; CUDA uploads it as bf16.
+  virtual Result<Tensor> prepare_weight(const Tensor& host, std::string_view name) = 0;
+  // A small f32 vector (norm weights) on this device; the host span must outlive a CPU view.
+  virtual Result<Tensor> prepare_vector(std::span<const float> host, std::string_view name) = 0;
+  // Copies `src` (contiguous rows) to host memory; waits for the work queued before it.
+  virtual Status to_host(const Tensor& src, void* dst) = 0;
+  // Copies host memory into `dst` (contiguous rows).
+  virtual Status from_host(const void* src, Tensor dst) = 0;
+
+  // ---- step --------------------------------------------------------------------------
+  virtual Status begin_step(const ForwardPlan& plan) = 0;
+  virtual Status end_step() = 0;
+  const ForwardPlan& plan() const { return *plan_; }
+
+  // ---- ops (activations f32 [rows][cols]) -------------------------------------------
+  // out[i] = table[plan.tokens[i]] as f32. out: [n][n_embd].
+  virtual Status embedding(const Tensor& table, Tensor out) = 0;
+  // y = x · wᵀ. w: [n_out][n_in] (prepared), x: [n][n_in], y: [n][n_out].
+  virtual Status matmul(const Tensor& w, const Tensor& x, Tensor y) = 0;
+  // Several weights over one input (q/k/v, gate/up); the default runs them one by one.
+  virtual Status matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys);
+  // out = x / rms(x) * w per row (w: [cols] f32; empty: no scale). out may be x.
+  virtual Status rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) = 0;
+  // In place: x [n][n_heads * head_dim], row i rotated at plan.positions[i]; neox rotates
+  // halves (x[j], x[j + d/2]), else adjacent pairs; freq_j = theta^(-2j/head_dim).
+  virtual Status rope(Tensor x, int head_dim, float theta, bool neox) = 0;
+  virtual Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) = 0;
+  virtual Status add(Tensor x, const Tensor& y) = 0;   // x += y
+  virtual Status scale(Tensor x, float s) = 0;         // x *= s
+  virtual Status softcap(Tensor x, float cap) = 0;     // x = cap * tanh(x / cap)
+  virtual Status copy(const Tensor& src, Tensor dst) = 0;
+  // dst[j] = src[plan.logit_rows[j]].
+  virtual Status logit_rows(const Tensor& src, Tensor dst) = 0;
+  // K and V of every plan token (post-RoPE, [n][n_kv_heads * head_dim]) into its page of
+  // `layer` in plan.kv, converting to the cache dtype.
+  virtual Status kv_write(int layer, const Tensor& k, const Tensor& v) = 0;
+  // Exact softmax attention of every plan token over its keys (causal; GQA; window) in
+  // plan.kv's `layer`: q, out [n][n_head * head_dim]. The CPU backend also runs the sparse
+  // path here when one is attached.
+  virtual Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) = 0;
+
+  // ---- CPU-only extensions (the CUDA backend refuses them) ------------------------------
+  virtual void set_matmul_precision(MatmulPrecision) {}
+  virtual MatmulPrecision matmul_precision() const { return kDefaultMatmulPrecision; }
+  // Sparse attention and its device tier (sparse/); null: dense.
+  virtual Status set_sparse(SparseRuntime* rt, HotChunks* hot);
+
+ protected:
+  const ForwardPlan* plan_ = nullptr;
+};
+
+// Which backends this build has; "cuda" errors clearly when the build or the machine has none.
+Result<Device> parse_device(std::string_view name);  // cpu | cuda
+// A backend for `device` (cuda: device 0; fails without a GPU, naming why).
+Result<std::unique_ptr<Backend>> make_backend(Device device);
+bool cuda_compiled();
+
+}  // namespace hs

@@ -1,0 +1,143 @@
+// backend/cuda/cuda_backend.h — the Backend of one CUDA device: cuBLAS matmuls on bf16
+// weights, the kernels of kernels.h, a device copy of the KV pages.
+//
+// What it owns: one non-blocking stream (every op is enqueued on it; only to_host, from_host
+// and end_step wait), one cuBLAS handle bound to that stream with a fixed 32 MiB workspace
+// (so the GEMMs can be captured in a CUDA graph later), the prepared weights (GGUF tensors
+// dequantized on the host, uploaded as bf16 [rows][cols]; one upload per host pointer, so
+// tied embeddings share it), the step's device tables (tokens, positions, sequence index,
+// CSR page table, logit rows; one pinned staging buffer, one copy per step) and a device
+// copy of the KV pages of the KvCache the plans name, in the host's plain layout
+// (kv/kv_cache.h) with f16, bf16 or f32 elements. The host cache's pages are never read or
+// written by this backend: its geometry and pool size only decide the device copy's shape.
+// Scratch (the bf16 copy of a matmul input, attention partials, step tables) grows when a
+// step needs more and is never shrunk; growth synchronises the stream first.
+//
+// Cost: prepare_weight dequantizes on host threads and uploads in 16 MiB chunks (double
+// buffered); a step costs one host-to-device copy of its tables plus the kernels; see
+// docs/cuda-backend.md for each op's cost and what is left for speed.
+//
+// The header keeps CUDA's headers out (opaque stream / handle types), so plain C++ files can
+// include it. Not thread-safe: the engine thread owns it (the device is made current at
+// every entry point that starts work: alloc, prepare_*, copies, begin_step).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/backend.h"
+
+struct CUstream_st;    // cudaStream_t
+struct CUevent_st;     // cudaEvent_t
+struct cublasContext;  // cublasHandle_t
+
+namespace hs::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  // Device `device_index` (cudaSetDevice), its stream, cuBLAS handle and workspace.
+  static Result<std::unique_ptr<CudaBackend>> create(int device_index);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }  // "cuda:0 NVIDIA H200 (cc 9.0, 139 GiB)"
+
+  Result<Buffer> alloc(size_t bytes, std::string_view what) override;
+  void free_memory(void* ptr) override;
+  Result<Tensor> prepare_weight(const Tensor& host, std::string_view name) override;
+  Result<Tensor> prepare_vector(std::span<const float> host, std::string_view name) override;
+  Status to_host(const Tensor& src, void* dst) override;
+  Status from_host(const void* src, Tensor dst) override;
+
+  Status begin_step(const StepPlan& plan) override;
+  Status end_step() override;
+
+  Status embedding(const Tensor& table, Tensor out) override;
+  Status matmul(const Tensor& w, const Tensor& x, Tensor y) override;
+  Status matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) override;
+  Status rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override;
+  Status rope(Tensor x, int head_dim, float theta, bool neox) override;
+  Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) override;
+  Status add(Tensor x, const Tensor& y) override;
+  Status scale(Tensor x, float s) override;
+  Status softcap(Tensor x, float cap) override;
+  Status copy(const Tensor& src, Tensor dst) override;
+  Status logit_rows(const Tensor& src, Tensor dst) override;
+  Status kv_write(int layer, const Tensor& k, const Tensor& v) override;
+  Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) override;
+
+  // Bytes of device memory this backend holds for weights and vectors (prepare_*).
+  size_t weight_bytes() const { return weight_bytes_; }
+
+ private:
+  // A device allocation that grows (scratch); contents are not kept across growth.
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+
+  CudaBackend() = default;
+  Status init(int device_index);
+  Status device_malloc(void** ptr, size_t bytes, std::string_view what);
+  Status grow(Scratch& s, size_t bytes, std::string_view what);
+  Status ensure_load_staging(size_t bytes);
+  Status bind_kv(const KvCache& kv);
+  Status gemm_bf16(const Tensor& w, const void* xb, int64_t n, Tensor y);
+  Status convert_input(const Tensor& x, const char* op);
+  Status need_step(const char* op) const;
+
+  int device_ = 0;
+  int n_sm_ = 1;
+  std::string name_;
+  CUstream_st* stream_ = nullptr;
+  CUevent_st* tables_copied_ = nullptr;  // the last step-table copy out of the pinned staging
+  CUevent_st* load_copied_[2] = {nullptr, nullptr};  // prepare_weight's two staging halves
+  cublasContext* cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;  // [kCublasWorkspaceBytes]
+
+  // Prepared weights and vectors, freed with the backend; cache keyed by host pointer.
+  std::vector<void*> owned_;
+  std::unordered_map<const void*, Tensor> weight_cache_;
+  size_t weight_bytes_ = 0;
+  std::unique_ptr<ThreadPool> load_pool_;  // host threads for dequantization (first prepare)
+  void* load_staging_[2] = {nullptr, nullptr};  // pinned, [load_staging_bytes_] bf16 rows each
+  size_t load_staging_bytes_ = 0;
+
+  // Step tables: one pinned staging buffer and one device buffer of int32, laid out as
+  // [tokens n][positions n][seq_index n][page_indptr n_seqs+1][page_indices total][logit_rows n_out].
+  void* tables_host_ = nullptr;  // pinned
+  size_t tables_host_bytes_ = 0;
+  Scratch tables_dev_;
+  const int32_t* d_tokens_ = nullptr;
+  const int32_t* d_positions_ = nullptr;
+  const int32_t* d_seq_index_ = nullptr;
+  const int32_t* d_page_indptr_ = nullptr;
+  const int32_t* d_page_indices_ = nullptr;
+  const int32_t* d_logit_rows_ = nullptr;
+  bool in_step_ = false;
+  bool kv_ready_ = false;   // plan has a KV cache, sequences and a page table covering its tokens
+  int32_t max_pos1_ = 0;    // max over tokens of positions[i] + 1
+
+  Scratch xb_;     // [n][n_in] bf16: matmul input
+  Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
+
+  // Device KV copy: n_layer layers of n_blocks pages, layer l at kv_base_ + l * kv_layer_bytes_.
+  const KvCache* kv_bound_ = nullptr;
+  KvGeometry kv_geom_;
+  int32_t kv_blocks_ = 0;
+  void* kv_base_ = nullptr;
+  int64_t kv_page_elems_ = 0;
+  int64_t kv_layer_bytes_ = 0;
+};
+
+// The backend of CUDA device `device_index`. Errors: no CUDA device (with the runtime's
+// reason), an index out of range, a failed stream / cuBLAS set-up.
+Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index);
+
+}  // namespace hs::cuda

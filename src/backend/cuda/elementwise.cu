@@ -1,0 +1,261 @@
+// backend/cuda/elementwise.cu — the CUDA backend's row-wise and element-wise kernels:
+// embedding gather, RMSNorm, RoPE, the GLU gates, add / scale / softcap, logit-row gather and
+// the f32 -> bf16 conversion that feeds cuBLAS.
+//
+// Numerics follow backend/cpu/ops.cpp: RMSNorm sums squares in double, RoPE takes cos/sin of
+// pos * theta^(-2i/d) in double (at position 1e5 a float angle would be off by ~1e-2 rad),
+// the gates use the CPU's overflow-free sigmoid with an accurate expf. Products that the
+// CPU rounds separately use __fmul_rn / __fadd_rn so nvcc cannot fuse them into FMAs.
+// Cost: all memory-bound, one read and one write of each element (RMSNorm reads its row
+// twice, from L1/L2); RoPE does one double sincos per (token, pair) shared by all heads.
+// Shapes are strided rows; a 2-D grid (x over columns, y over rows, both grid-strided)
+// covers any size, and contiguous operands are flattened into one long row.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace hs::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxGridX = 1024;   // column blocks (grid-strided beyond)
+constexpr int64_t kMaxGridY = 65535;  // row blocks (grid-strided beyond)
+
+__device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
+
+// The CPU's sigmoid (simd_math.h): e = exp(-|z|) never overflows.
+__device__ __forceinline__ float sigmoid_f(float z) {
+  const float e = expf(z < 0.0f ? z : -z);
+  const float inv = 1.0f / (1.0f + e);
+  return z >= 0.0f ? inv : e * inv;
+}
+
+dim3 grid_for(int64_t rows, int64_t cols) {
+  const int64_t gx = std::min<int64_t>(kMaxGridX, (cols + kThreads - 1) / kThreads);
+  const int64_t gy = std::min<int64_t>(kMaxGridY, rows);
+  return dim3(static_cast<unsigned>(std::max<int64_t>(gx, 1)), static_cast<unsigned>(std::max<int64_t>(gy, 1)), 1);
+}
+
+bool empty(int64_t rows, int64_t cols) { return rows <= 0 || cols <= 0; }
+
+// Contiguous operands of the same shape: one row of rows * cols elements.
+template <typename A, typename B>
+bool flatten2(A& a, B& b) {
+  if (a.stride != a.cols || b.stride != b.cols || a.rows != b.rows || a.cols != b.cols) return false;
+  a.cols = b.cols = a.rows * a.cols;
+  a.stride = b.stride = a.cols;
+  a.rows = b.rows = 1;
+  return true;
+}
+
+#define HS_ROWS_LOOP(rows, cols)                                                           \
+  for (int64_t r = blockIdx.y; r < (rows); r += gridDim.y)                                 \
+    for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < (cols); \
+         c += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+// ---- embedding ---------------------------------------------------------------------------
+
+template <typename T>
+__device__ __forceinline__ float load_table(const T* p);
+template <>
+__device__ __forceinline__ float load_table<uint16_t>(const uint16_t* p) { return bf16_bits_to_f32(*p); }
+template <>
+__device__ __forceinline__ float load_table<float>(const float* p) { return *p; }
+
+template <typename T>
+__global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stride, const int32_t* __restrict__ tokens,
+                                 Rows out) {
+  HS_ROWS_LOOP(out.rows, out.cols) {
+    const int64_t tok = tokens[r];
+    out.p[r * out.stride + c] = load_table<T>(table + tok * table_stride + c);
+  }
+}
+
+// ---- RMSNorm -----------------------------------------------------------------------------
+
+// One block per row (grid-strided over rows). Pass 1 sums squares in double; the block
+// reduction's __syncthreads orders every read of the row before pass 2 writes (out may be x).
+__global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
+  __shared__ double partial[32];  // [warps]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
+  for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
+    const float* xr = x.p + r * x.stride;
+    double ss = 0.0;
+    for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) {
+      const double v = xr[c];
+      ss += v * v;
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if (lane == 0) partial[warp] = ss;
+    __syncthreads();
+    double total = 0.0;
+    for (int i = 0; i < n_warps; ++i) total += partial[i];
+    const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(x.cols) + static_cast<double>(eps)));
+    float* orow = out.p + r * out.stride;
+    if (w) {
+      for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) orow[c] = __fmul_rn(__fmul_rn(xr[c], inv), w[c]);
+    } else {
+      for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) orow[c] = __fmul_rn(xr[c], inv);
+    }
+    __syncthreads();  // `partial` is rewritten by the next row
+  }
+}
+
+// ---- RoPE --------------------------------------------------------------------------------
+
+// One block per row (grid-strided); thread i owns pair i of every head, so cos/sin of the
+// pair are computed once per row.
+__global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions) {
+  const int half = head_dim / 2;
+  const int64_t n_heads = x.cols / head_dim;
+  for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
+    const int32_t pos = positions[r];
+    float* row = x.p + r * x.stride;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      // As backend/cpu/ops.cpp rope_table: pos * pow(double(theta), -2.0 * i / head_dim).
+      const double a = pos * pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      double sd, cd;
+      sincos(a, &sd, &cd);
+      const float cs = static_cast<float>(cd), sn = static_cast<float>(sd);
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* hr = row + h * head_dim;
+        float* pa = neox ? hr + i : hr + 2 * i;
+        float* pb = neox ? hr + i + half : hr + 2 * i + 1;
+        const float va = *pa, vb = *pb;
+        *pa = __fsub_rn(__fmul_rn(va, cs), __fmul_rn(vb, sn));
+        *pb = __fadd_rn(__fmul_rn(va, sn), __fmul_rn(vb, cs));
+      }
+    }
+  }
+}
+
+// ---- gates and element-wise ----------------------------------------------------------------
+
+__global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  HS_ROWS_LOOP(out.rows, out.cols) {
+    const float g = gate.p[r * gate.stride + c];
+    const float u = up.p[r * up.stride + c];
+    float a;
+    if (kind == 0) {
+      a = __fmul_rn(g, sigmoid_f(g));
+    } else {
+      const float inner = __fadd_rn(g, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g));
+      a = __fmul_rn(g, sigmoid_f(__fmul_rn(2.0f * kSqrt2OverPi, inner)));
+    }
+    out.p[r * out.stride + c] = __fmul_rn(a, u);
+  }
+}
+
+__global__ void add_kernel(Rows x, CRows y) {
+  HS_ROWS_LOOP(x.rows, x.cols) x.p[r * x.stride + c] += y.p[r * y.stride + c];
+}
+
+__global__ void scale_kernel(Rows x, float v) {
+  HS_ROWS_LOOP(x.rows, x.cols) x.p[r * x.stride + c] *= v;
+}
+
+__global__ void softcap_kernel(Rows x, float cap) {
+  HS_ROWS_LOOP(x.rows, x.cols) {
+    float* p = x.p + r * x.stride + c;
+    *p = cap * tanhf(*p / cap);
+  }
+}
+
+__global__ void gather_rows_kernel(CRows src, const int32_t* __restrict__ rows, Rows dst) {
+  HS_ROWS_LOOP(dst.rows, dst.cols) dst.p[r * dst.stride + c] = src.p[static_cast<int64_t>(rows[r]) * src.stride + c];
+}
+
+__global__ void f32_to_bf16_kernel(CRows x, uint16_t* __restrict__ out) {
+  HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __bfloat16_as_ushort(__float2bfloat16_rn(x.p[r * x.stride + c]));
+}
+
+#undef HS_ROWS_LOOP
+
+// Threads for a one-block-per-row kernel over `n` items per row: a warp multiple, <= 256.
+unsigned row_threads(int64_t n) {
+  const int64_t t = std::min<int64_t>(kThreads, ((std::max<int64_t>(n, 1) + 31) / 32) * 32);
+  return static_cast<unsigned>(t);
+}
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min<int64_t>(rows, 65535 * 16)); }
+
+}  // namespace
+
+cudaError_t launch_embedding_bf16(const uint16_t* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                  cudaStream_t s) {
+  if (empty(out.rows, out.cols)) return cudaSuccess;
+  embedding_kernel<uint16_t><<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(table, table_stride, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                 cudaStream_t s) {
+  if (empty(out.rows, out.cols)) return cudaSuccess;
+  embedding_kernel<float><<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(table, table_stride, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  rms_norm_kernel<<<row_blocks(x.rows), row_threads(x.cols), 0, s>>>(x, w, eps, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s) {
+  if (empty(x.rows, x.cols) || head_dim < 2) return cudaSuccess;
+  rope_kernel<<<row_blocks(x.rows), row_threads(head_dim / 2), 0, s>>>(x, head_dim, theta, neox, positions);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s) {
+  if (empty(out.rows, out.cols)) return cudaSuccess;
+  if (gate.stride == gate.cols && up.stride == up.cols && out.stride == out.cols) {
+    const int64_t n = out.rows * out.cols;
+    gate = CRows{gate.p, 1, n, n};
+    up = CRows{up.p, 1, n, n};
+    out = Rows{out.p, 1, n, n};
+  }
+  glu_kernel<<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(kind, gate, up, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add(Rows x, CRows y, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  flatten2(x, y);
+  add_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scale(Rows x, float v, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  if (x.stride == x.cols) x = Rows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
+  scale_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, v);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  if (x.stride == x.cols) x = Rows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
+  softcap_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, cap);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_rows(CRows src, const int32_t* rows, Rows dst, cudaStream_t s) {
+  if (empty(dst.rows, dst.cols)) return cudaSuccess;
+  gather_rows_kernel<<<grid_for(dst.rows, dst.cols), kThreads, 0, s>>>(src, rows, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
+  f32_to_bf16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, out);
+  return cudaGetLastError();
+}
+
+}  // namespace hs::cuda

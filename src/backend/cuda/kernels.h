@@ -1,0 +1,105 @@
+// backend/cuda/kernels.h — launchers of the CUDA backend's kernels (internal to backend/cuda).
+//
+// The kernels live in elementwise.cu and attention.cu (nvcc, C++17); the backend class that
+// calls them is host C++20 (cuda_backend.cpp, which includes backend.h: std::span and the
+// defaulted comparisons of kv/ do not compile under nvcc's C++17, and nvcc's C++20 mode
+// rejects fmt 9). So this header is the seam: plain structs of pointers and sizes, no fmt,
+// no std::span, only <cuda_runtime_api.h> (a C header). Every launcher enqueues on `s`,
+// launches nothing for an empty shape, and returns cudaGetLastError() after its launches
+// (configuration errors; execution errors surface at the next synchronisation).
+// Cost: one call per op, nothing allocated; bf16 travels as uint16_t bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace hs::cuda {
+
+// A strided f32 matrix in device memory: rows of `cols` floats, `stride` floats apart.
+struct Rows {
+  float* p = nullptr;
+  int64_t rows = 0, cols = 0, stride = 0;  // stride in elements (>= cols)
+};
+struct CRows {
+  const float* p = nullptr;
+  int64_t rows = 0, cols = 0, stride = 0;
+};
+inline CRows as_const(const Rows& r) { return CRows{r.p, r.rows, r.cols, r.stride}; }
+
+// ---- elementwise.cu ----------------------------------------------------------------------
+// out[i][:] = float(table[tokens[i]][:]); table: [vocab][cols] bf16 bits (or f32), rows
+// table_stride elements apart; tokens: [out.rows] device ids (validated by the caller).
+cudaError_t launch_embedding_bf16(const uint16_t* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                  cudaStream_t s);
+cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                 cudaStream_t s);
+// out = x * (1 / sqrt(mean(x^2) + eps)) * w per row (sum of squares in double, as the CPU);
+// w: [x.cols] or null (no scale). out may alias x.
+cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s);
+// In place: row r of x ([n_heads * head_dim]) rotated at positions[r] (device [x.rows]);
+// cos/sin of pos * theta^(-2i/head_dim) computed in double as backend/cpu/ops.cpp does.
+cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s);
+// out = act(gate) * up; kind 0: silu, 1: gelu (tanh form, written as g * sigmoid(2u)).
+cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s);
+cudaError_t launch_add(Rows x, CRows y, cudaStream_t s);             // x += y
+cudaError_t launch_scale(Rows x, float v, cudaStream_t s);           // x *= v
+cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s);       // x = cap * tanh(x / cap)
+// dst[j][:] = src[rows[j]][:], rows: [dst.rows] device indices into src.
+cudaError_t launch_gather_rows(CRows src, const int32_t* rows, Rows dst, cudaStream_t s);
+// out [x.rows][x.cols] contiguous bf16 bits = round-to-nearest-even(x).
+cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s);
+
+// ---- attention.cu ------------------------------------------------------------------------
+enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+
+// One layer of the device KV copy: page b at base + b * page_elems elements; inside a page
+// kv head h at h * P * 2 * head_dim, token t of the page at t * 2 * head_dim, K then V.
+struct KvLayerView {
+  void* base = nullptr;
+  int64_t page_elems = 0;  // n_kv_heads * P * 2 * head_dim
+  int page_tokens = 16;    // P
+  int n_kv_heads = 0;
+  int head_dim = 0;
+  KvElem elem = KvElem::kF16;
+};
+
+// The step's device tables (begin_step): token i is at positions[i] of sequence
+// seq_index[i], whose pages are page_indices[page_indptr[s] .. page_indptr[s + 1]).
+struct StepTables {
+  const int32_t* positions = nullptr;     // [n]
+  const int32_t* seq_index = nullptr;     // [n]
+  const int32_t* page_indptr = nullptr;   // [n_seqs + 1]
+  const int32_t* page_indices = nullptr;  // [total pages]
+};
+
+// K and V rows of every token ([n][n_kv_heads * head_dim] f32) into their page slots.
+cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cudaStream_t s);
+
+// How the keys are split (flash-decoding): each (token, kv head) runs n_splits blocks of
+// split_len keys from its first visible key; n_splits == 1 writes `out` directly, more write
+// partials that a merge kernel combines.
+struct AttnSplit {
+  int n_splits = 1;
+  int split_len = 0;
+};
+// max_range: the longest key range of any token (window applied). Aims at ~4 blocks per SM
+// and splits no finer than 256 keys; the partial scratch stays under ~2 * 4 * n_sm blocks.
+AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_range, int n_sm);
+// Floats of partial scratch a launch with this split needs (0 when n_splits == 1).
+size_t attention_scratch_floats(int64_t n_tokens, int n_kv_heads, int group, int head_dim, AttnSplit split);
+// head_dim in {64, 128, 256} and 1 <= group <= 8.
+bool attention_shape_supported(int head_dim, int group);
+
+struct AttnArgs {
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  float scale = 1.0f;
+  int window = 0;        // > 0: key j visible to position p iff p - j < window
+  AttnSplit split;
+  float* scratch = nullptr;  // [attention_scratch_floats] when split.n_splits > 1
+};
+// q, out: [n][n_head * head_dim] f32 (n = q.rows).
+cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, const AttnArgs& a, cudaStream_t s);
+
+}  // namespace hs::cuda
