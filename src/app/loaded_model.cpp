@@ -24,6 +24,10 @@ std::optional<int> rerank_factor_of(const std::string& v) {
 
 void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
+  cmd->add_option("--device", opt.device,
+                  "Backend: cpu, or cuda (GPU 0; weights uploaded as bf16, dense attention, KV pages on the GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "KV cache capacity in tokens")->check(CLI::Range(16, 1 << 22));
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype,
@@ -116,6 +120,14 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
+  if (dec.device() != Device::kCpu) {
+    if (opt.sparse != "auto")
+      return make_error(StatusCode::kUnsupported, "--sparse {}: sparse attention runs on --device cpu only so far",
+                        opt.sparse);
+    spdlog::info("--device {} runs dense attention: the sketch {} is not used (sparse attention on the GPU is not "
+                 "built yet)", device_name(dec.device()), path);
+    return std::unique_ptr<SparseRuntime>();
+  }
   const ModelConfig& c = dec.config();
   SparseConfig cfg = resolved_sparse_config(opt, kv);
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
@@ -210,17 +222,24 @@ Result<SamplingParams> SamplingOptions::resolve() const {
   return p;
 }
 
+std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const Decoder& dec, KvDtype dtype, int32_t n_pages) {
+  const ModelConfig& c = dec.config();
+  KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, dtype};
+  const bool host_pages = dec.device() == Device::kCpu;
+  return std::make_unique<KvCache>(g, n_pages, KvCache::kDefaultMaxLeases, host_pages);
+}
+
 Result<LoadedModel> load_model(const ModelOptions& opt) {
   LoadedModel m;
-  HS_ASSIGN_OR_RETURN(m.decoder, Decoder::load(opt.model));
+  HS_ASSIGN_OR_RETURN(Device device, parse_device(opt.device));
+  HS_ASSIGN_OR_RETURN(m.decoder, Decoder::load(opt.model, device));
   HS_ASSIGN_OR_RETURN(m.tokenizer, make_tokenizer(m.decoder->file()));
   const ModelConfig& c = m.decoder->config();
   if (m.tokenizer->n_vocab() < c.n_vocab)
     return make_error(StatusCode::kCorrupt, "tokenizer has {} tokens but the embedding has {} rows",
                       m.tokenizer->n_vocab(), c.n_vocab);
   HS_ASSIGN_OR_RETURN(KvDtype dtype, parse_kv_dtype(opt.kv_cache_dtype));
-  KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, dtype};
-  m.kv = std::make_unique<KvCache>(g, (opt.ctx_size + g.page_tokens - 1) / g.page_tokens);
+  m.kv = make_kv_cache(opt, *m.decoder, dtype, (opt.ctx_size + 15) / 16);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   HS_RETURN_IF_ERROR(attach_sparse(opt, m));
   if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config(), kDefaultResidentSeqs));

@@ -16,6 +16,7 @@ namespace hs::app {
 
 struct ModelOptions {
   std::string model;
+  std::string device = "cpu";  // cpu | cuda (the backend that runs the forward pass)
   int ctx_size = 4096;  // KV capacity in tokens
   int threads = 0;      // 0: all hardware threads
   std::string kv_cache_dtype = kv_dtype_name(kDefaultKvDtype);
@@ -42,6 +43,9 @@ struct ModelOptions {
   int64_t device_kv_budget = 256ll << 20;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
+// The KV cache `opt` asks for over `dec`: host pages on the CPU backend; on CUDA the pages
+// live on the device and the host cache keeps only the block tables.
+std::unique_ptr<KvCache> make_kv_cache(const ModelOptions& opt, const Decoder& dec, KvDtype dtype, int32_t n_pages);
 
 // Sampling flags shared by `generate` and `chat` (llama.cpp's names and defaults).
 struct SamplingOptions {

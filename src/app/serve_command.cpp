@@ -105,7 +105,12 @@ int run_serve(ServeOptions& o) {
   spdlog::info("listening on http://{}:{} (model '{}' loading)", o.http.host, http.port(), o.http.served_model_name);
 
   // Load the model; the KV capacity depends on its context length.
-  auto decoder = Decoder::load(o.model.model);
+  auto device = parse_device(o.model.device);
+  if (!device.is_ok()) {
+    spdlog::error("{}", device.status().message());
+    return 1;
+  }
+  auto decoder = Decoder::load(o.model.model, *device);
   if (!decoder.is_ok()) {
     spdlog::error("{}", decoder.status().message());
     return 1;
@@ -131,7 +136,8 @@ int run_serve(ServeOptions& o) {
   const int ctx = o.ctx_given ? o.model.ctx_size : std::max(wanted_len * 2, 16384);
   KvGeometry g{mc.n_layer, mc.n_head_kv, mc.head_dim, 16, *dtype};
   const int32_t n_pages = (ctx + g.page_tokens - 1) / g.page_tokens;
-  KvCache kv(g, n_pages);
+  std::unique_ptr<KvCache> kv_owner = make_kv_cache(o.model, model, *dtype, n_pages);
+  KvCache& kv = *kv_owner;
   ThreadPool pool(o.model.threads);
   // Sparse attention for long contexts (--sparse; auto: when the sketch file exists) and its
   // device tier, with resident sinks + window for every running sequence. Declared after kv:
@@ -158,6 +164,10 @@ int run_serve(ServeOptions& o) {
 
   o.engine.max_model_len = wanted_len;
   o.engine.enable_prefix_caching = !o.no_prefix_caching;
+  if (Status st = model.reserve(o.engine.max_num_batched_tokens); !st.is_ok()) {
+    spdlog::error("{}", st.message());
+    return 1;
+  }
   Engine engine(model, tok, kv, pool, o.engine);
   engine.start();
   spdlog::info("model {} ({}); KV {} tokens in {} pages ({:.0f} MiB {}); max_model_len {}; max_num_seqs {}; "

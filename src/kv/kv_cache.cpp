@@ -12,11 +12,12 @@ const char* kv_dtype_name(KvDtype t) { return kv_store_dtype_name(t); }
 
 Result<KvDtype> parse_kv_dtype(std::string_view name) { return parse_kv_store_dtype(name); }
 
-KvCache::KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases)
+KvCache::KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases, bool host_pages)
     : g_(g), layout_(g.head_layout()), head_bytes_(layout_.stride), page_bytes_(g.page_bytes()), pool_(n_blocks),
       leases_(max_leases) {
   // Plain dtypes are read as [P][K|V][head_dim] elements: no padding between heads.
   assert(!kv_dtype_plain(g.dtype) || layout_.stride == layout_.bytes);
+  if (!host_pages) return;
   layer_data_.resize(g.n_layer);
   for (auto& d : layer_data_) d.assign(static_cast<size_t>(n_blocks) * page_bytes_, 0);
 }

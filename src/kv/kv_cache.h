@@ -79,7 +79,10 @@ class KvCache {
  public:
   static constexpr int32_t kDefaultMaxLeases = 1024;
   // max_leases: sequences that may hold a lease at once (lease() fails beyond).
-  KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases = kDefaultMaxLeases);
+  // host_pages = false: block tables only, no page memory here (a device backend keeps the
+  // pages: write/read/row/head_block must not be called).
+  KvCache(const KvGeometry& g, int32_t n_blocks, int32_t max_leases = kDefaultMaxLeases, bool host_pages = true);
+  bool has_host_pages() const { return !layer_data_.empty(); }
 
   const KvGeometry& geometry() const { return g_; }
   BlockPool& pool() { return pool_; }
