@@ -2,7 +2,11 @@
 
 Matches tests by (kind, n_tokens, depth): pp = n_prompt>0, tg = n_gen>0. Prints a markdown
 table with both tokens/s (mean ± std) and the ratio hindsight / llama.cpp, then the same as
-JSON. Usage: compare_llamacpp.py HINDSIGHT.json LLAMACPP.json MODEL
+JSON. Usage: compare_llamacpp.py HINDSIGHT.json LLAMACPP.json MODEL [HINDSIGHT_SPARSE.json]
+The first file must be a dense run (--sparse off): its rows are compared with llama.cpp's
+(dense) ones. The optional sparse run's decode rows follow, labelled "sparse": hindsight's
+sparse path against llama.cpp's dense attention at the same depth, never mixed into the
+dense rows.
 """
 import datetime
 import json
@@ -12,7 +16,10 @@ import sys
 
 def main() -> None:
     hs_path, lc_path, model = sys.argv[1:4]
+    sparse_path = sys.argv[4] if len(sys.argv) > 4 else None
     hs = json.load(open(hs_path))
+    if any(r.get("attention", "dense") != "dense" for r in hs["results"]):
+        sys.exit(f"{hs_path}: not a dense run (use hindsight bench --sparse off)")
     lc = json.load(open(lc_path))
     ours = {}
     for r in hs["results"]:
@@ -36,6 +43,18 @@ def main() -> None:
         name = f"{key[0]}{key[1]}" + (f" @ d{key[2]}" if key[2] else "")
         print(f"| {name} | {a:.2f} ± {sa:.2f} | {b:.2f} ± {sb:.2f} | {a / b:.2f}x |")
         rows.append({"test": name, "hindsight_tps": a, "llamacpp_tps": b, "ratio": a / b})
+    if sparse_path:
+        for r in json.load(open(sparse_path))["results"]:
+            if not r["test"].startswith("tg") or r.get("attention", "dense") == "dense":
+                continue
+            key = ("tg", r["n_tokens"], r["depth"])
+            if key not in theirs:
+                continue
+            a, sa = r["tokens_per_second"], r["stddev"]
+            b, sb = theirs[key]
+            name = f"tg{key[1]}" + (f" @ d{key[2]}" if key[2] else "") + f" (hindsight sparse {r['attention']} vs llama.cpp dense)"
+            print(f"| {name} | {a:.2f} ± {sa:.2f} | {b:.2f} ± {sb:.2f} | {a / b:.2f}x |")
+            rows.append({"test": name, "hindsight_tps": a, "llamacpp_tps": b, "ratio": a / b, "hindsight_attention": r["attention"]})
     print()
     print(json.dumps({"model": model, "llamacpp_build": build, "rows": rows}))
 

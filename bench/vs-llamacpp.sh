@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # bench/vs-llamacpp.sh — hindsight bench vs llama.cpp's llama-bench on the same GGUF, same
 # tests (pp512, tg128, tg128 @ d4096, d16384), same threads; prints both tables and ratios.
+# Dense against dense: hindsight runs with --sparse off, as llama.cpp has no sparse path. When
+# a sketch file sits beside the model, hindsight's sparse decode at the same depths follows as
+# its own rows, labelled "sparse", against the same llama.cpp (dense) numbers.
+# HS_BIN=PATH times another hindsight binary (e.g. a build of an earlier commit).
 #
 # llama.cpp is built from the source vendored in the `llama-cpp-python` sdist on PyPI
 # (pinned below), cached in .cache/llama.cpp (git-ignored); the first run takes minutes.
@@ -30,11 +34,20 @@ if [ ! -x "$CACHE/build/bin/llama-bench" ]; then
   cmake --build "$CACHE/build" --target llama-bench -j "${BUILD_JOBS:-$(nproc)}" >/dev/null
 fi
 
-[ -x build/bin/hindsight ] || make build >/dev/null
+HS=${HS_BIN:-build/bin/hindsight}
+[ -x "$HS" ] || make build >/dev/null
 OUTDIR=$ROOT/.cache/bench
 mkdir -p "$OUTDIR"
 echo "[vs-llamacpp] llama-bench" >&2
 "$CACHE/build/bin/llama-bench" -m "$MODEL" -p 512 -n 128 -d "$DEPTHS" -t "$THREADS" -r "$REPS" -o json "$@" > "$OUTDIR/llamacpp.json"
 echo "[vs-llamacpp] hindsight bench" >&2
-build/bin/hindsight bench -m "$MODEL" -p 512 -n 128 -d ${DEPTHS//,/ } -t "$THREADS" -r "$REPS" --json "$OUTDIR/hindsight.json" "$@" >/dev/null
-.venv/bin/python bench/compare_llamacpp.py "$OUTDIR/hindsight.json" "$OUTDIR/llamacpp.json" "$MODEL"
+"$HS" bench -m "$MODEL" -p 512 -n 128 -d ${DEPTHS//,/ } -t "$THREADS" -r "$REPS" --sparse off \
+  --json "$OUTDIR/hindsight.json" "$@" >/dev/null
+SPARSE_JSON=()
+if [ -f "${MODEL%.gguf}.sketch.safetensors" ]; then
+  echo "[vs-llamacpp] hindsight bench, sparse decode (the sketch beside the model)" >&2
+  "$HS" bench -m "$MODEL" -p 0 -n 128 -d ${DEPTHS//,/ } -t "$THREADS" -r "$REPS" --sparse sketch \
+    --json "$OUTDIR/hindsight-sparse.json" "$@" >/dev/null
+  SPARSE_JSON=("$OUTDIR/hindsight-sparse.json")
+fi
+.venv/bin/python bench/compare_llamacpp.py "$OUTDIR/hindsight.json" "$OUTDIR/llamacpp.json" "$MODEL" "${SPARSE_JSON[@]}"

@@ -221,16 +221,21 @@ int run_bench(BenchOptions& o) {
       m->decoder->set_sparse(sparse);
     }
 
-  fmt::print("\n| model | size | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | MB/step sketch | "
-             "MB/step KV | fetch MB/step | hit rate |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  const std::string backend = m->decoder->backend().name();
+  const bool on_cpu = m->decoder->device() == Device::kCpu;
+  fmt::print("\nbackend: {}\n", backend);
+  fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | "
+             "MB/step sketch | MB/step KV | fetch MB/step | hit rate |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = o.model.model;
   j["arch"] = c.arch_name;
   j["weight_bytes"] = weight_bytes;
+  j["device"] = device_name(m->decoder->device());
+  j["backend"] = backend;
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
-  j["matmul"] = o.matmul;
+  j["matmul"] = on_cpu ? o.matmul : "bf16";
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
   if (const HotChunks* hot = m->decoder->hot_chunks())
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
@@ -239,8 +244,9 @@ int run_bench(BenchOptions& o) {
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
     const bool decode = r.test.rfind("tg", 0) == 0;
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} |\n",
-               c.arch_name, weight_bytes / 1048576.0, m->pool->n_threads(), cpu::simd_level(), o.matmul,
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} |\n",
+               c.arch_name, weight_bytes / 1048576.0, device_name(m->decoder->device()), m->pool->n_threads(),
+               on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "bf16",
                kv_dtype_name(m->kv->geometry().dtype), r.test, r.attention, r.mean(), r.stddev(),
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",

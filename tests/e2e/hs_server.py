@@ -102,6 +102,8 @@ class ServerProcess:
         if threads:
             self.cmd += ["-t", str(threads)]
         self.cmd += list(args)
+        # HS_SERVE_EXTRA_ARGS (e.g. "--device cuda"): appended to every server the tests start.
+        self.cmd += os.environ.get("HS_SERVE_EXTRA_ARGS", "").split()
         fd, self.log_path = tempfile.mkstemp(prefix="hindsight-serve-", suffix=".log", dir=log_dir)
         os.close(fd)
         self.proc: subprocess.Popen | None = None
