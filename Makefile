@@ -69,6 +69,8 @@ asan:
 	# they take many minutes and exercise no parsing or bounds logic that the other tests do not.
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel|SparseDecoder"
 
+# nvcc from PATH, else the toolkit's default place (CI machines may not have it on PATH).
+cuda: export CUDACXX ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
 cuda:
 	@test -f build/cuda/build.ninja || cmake --preset cuda
 	cmake --build build/cuda -j $(JOBS)

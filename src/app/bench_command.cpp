@@ -235,7 +235,7 @@ int run_bench(BenchOptions& o) {
   j["backend"] = backend;
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
-  j["matmul"] = on_cpu ? o.matmul : "bf16";
+  j["matmul"] = on_cpu ? o.matmul : "16-bit (f16 for GGUF blocks)";
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
   if (const HotChunks* hot = m->decoder->hot_chunks())
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
@@ -246,7 +246,7 @@ int run_bench(BenchOptions& o) {
     const bool decode = r.test.rfind("tg", 0) == 0;
     fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} |\n",
                c.arch_name, weight_bytes / 1048576.0, device_name(m->decoder->device()), m->pool->n_threads(),
-               on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "bf16",
+               on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "f16/bf16",
                kv_dtype_name(m->kv->geometry().dtype), r.test, r.attention, r.mean(), r.stddev(),
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",

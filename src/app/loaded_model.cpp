@@ -25,7 +25,7 @@ std::optional<int> rerank_factor_of(const std::string& v) {
 void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
   cmd->add_option("--device", opt.device,
-                  "Backend: cpu, or cuda (GPU 0; weights uploaded as bf16, dense attention, KV pages on the GPU)")
+                  "Backend: cpu, or cuda (GPU 0; weights uploaded as f16 or bf16, dense attention, KV pages on the GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "KV cache capacity in tokens")->check(CLI::Range(16, 1 << 22));

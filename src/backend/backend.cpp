@@ -9,36 +9,9 @@
 
 namespace hs {
 
-Buffer& Buffer::operator=(Buffer&& o) noexcept {
-  if (this != &o) {
-    reset();
-    owner_ = o.owner_;
-    ptr_ = o.ptr_;
-    bytes_ = o.bytes_;
-    o.owner_ = nullptr;
-    o.ptr_ = nullptr;
-    o.bytes_ = 0;
-  }
-  return *this;
-}
-
-void Buffer::reset() {
-  if (owner_ && ptr_) owner_->free_memory(ptr_);
-  owner_ = nullptr;
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
 Status Backend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
   if (ws.size() != ys.size()) return make_error(StatusCode::kInvalidArgument, "matmul_multi: {} weights, {} outputs", ws.size(), ys.size());
   for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(matmul(ws[i], x, ys[i]));
-  return Status::ok();
-}
-
-Status Backend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
-  if (rt || hot)
-    return make_error(StatusCode::kUnsupported, "sparse attention is not implemented on the {} backend (it runs dense)",
-                      device_name(device()));
   return Status::ok();
 }
 

@@ -6,7 +6,7 @@
 // backend/cpu/ (thread pool behind the interface), `backend/cuda/` with cuBLAS and CUDA
 // kernels. Activations are f32 rows ([n_tokens][width]); weights are whatever
 // prepare_weight made of the GGUF tensor (the CPU keeps the quantized view in place, CUDA
-// uploads bf16).
+// uploads 16-bit: f16 for GGUF block types, bf16 for BF16/F32).
 //
 // Plan / run (FlashInfer's split): the host builds a ForwardPlan (tokens, positions, CSR page
 // tables, which rows want logits), begin_step() copies it into the backend's fixed buffers,
@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -39,7 +40,7 @@ class HotChunks;
 //  kInt8x2 8-bit activations plus an 8-bit residual, integer dots (cpu::matmul);
 //  kInt8   8-bit activations as llama.cpp does: fastest, but moves logits by ~0.1.
 // kExact and kInt8x2 both agree with transformers (golden tests); kInt8 does not. The CUDA
-// backend always computes bf16 x bf16 with fp32 accumulation and ignores this.
+// backend computes 16-bit x 16-bit (the weight's f16 or bf16) with fp32 accumulation and ignores this.
 enum class MatmulPrecision { kExact, kInt8x2, kInt8 };
 inline constexpr MatmulPrecision kDefaultMatmulPrecision = MatmulPrecision::kInt8x2;
 const char* matmul_precision_name(MatmulPrecision p);
@@ -103,7 +104,9 @@ class Backend {
   virtual Result<Buffer> alloc(size_t bytes, std::string_view what) = 0;
   virtual void free_memory(void* ptr) = 0;  // Buffer's deleter
   // A GGUF weight (host view, mmap'd) in the form this backend's matmul and embedding read;
-  // `name` for errors. The CPU returns the view itself; CUDA uploads it as bf16.
+  // `name` for errors. The CPU returns the view itself; CUDA uploads it as f16 or bf16, once per
+  // host address (tied embeddings share it): the host weight must stay mapped and unchanged
+  // for the backend's lifetime.
   virtual Result<Tensor> prepare_weight(const Tensor& host, std::string_view name) = 0;
   // A small f32 vector (norm weights) on this device; the host span must outlive a CPU view.
   virtual Result<Tensor> prepare_vector(std::span<const float> host, std::string_view name) = 0;
@@ -114,6 +117,14 @@ class Backend {
 
   // ---- step --------------------------------------------------------------------------
   virtual Status begin_step(const ForwardPlan& plan) = 0;
+  // Runs `body`, the step's ops (between begin_step and end_step). A device backend may
+  // capture it into a graph when a step of the same shape repeats (same token count, logit
+  // rows and attention split, no buffer reallocated since) and replay the graph instead:
+  // the body then reads only the fixed buffers begin_step filled. The CPU just calls it.
+  virtual Status run_step(const std::function<Status()>& body) { return body(); }
+  // Graph capture on (default; HS_CUDA_GRAPHS=0 turns it off) or off: eager and graph steps
+  // give bitwise-identical results (the golden tests check it).
+  virtual void set_graphs(bool) {}
   virtual Status end_step() = 0;
   const ForwardPlan& plan() const { return *plan_; }
 
@@ -148,11 +159,36 @@ class Backend {
   virtual void set_matmul_precision(MatmulPrecision) {}
   virtual MatmulPrecision matmul_precision() const { return kDefaultMatmulPrecision; }
   // Sparse attention and its device tier (sparse/); null: dense.
-  virtual Status set_sparse(SparseRuntime* rt, HotChunks* hot);
+  virtual Status set_sparse(SparseRuntime* rt, HotChunks* hot) {
+    if (rt || hot)
+      return make_error(StatusCode::kUnsupported,
+                        "sparse attention is not implemented on the {} backend (it runs dense)", device_name(device()));
+    return Status::ok();
+  }
 
  protected:
   const ForwardPlan* plan_ = nullptr;
 };
+
+inline Buffer& Buffer::operator=(Buffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    owner_ = o.owner_;
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.owner_ = nullptr;
+    o.ptr_ = nullptr;
+    o.bytes_ = 0;
+  }
+  return *this;
+}
+
+inline void Buffer::reset() {
+  if (owner_ && ptr_) owner_->free_memory(ptr_);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
 
 // Which backends this build has; "cuda" errors clearly when the build or the machine has none.
 Result<Device> parse_device(std::string_view name);  // cpu | cuda

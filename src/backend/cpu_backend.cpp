@@ -67,6 +67,8 @@ ThreadPool& CpuBackend::pool() const { return *plan_->pool; }
 
 Status CpuBackend::begin_step(const ForwardPlan& plan) {
   if (!plan.pool) return make_error(StatusCode::kInvalidArgument, "cpu backend: the step plan has no thread pool");
+  if (plan.kv && !plan.kv->has_host_pages())
+    return make_error(StatusCode::kInvalidArgument, "cpu backend: the KV cache has no host pages (made for a device backend)");
   plan_ = &plan;
   n_rope_tables_ = 0;
   return Status::ok();

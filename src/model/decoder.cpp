@@ -116,7 +116,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
   HS_RETURN_IF_ERROR(backend_->begin_step(plan_));
   // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs).
-  Status st = run_layers(n);
+  Status st = backend_->run_step([&] { return run_layers(n); });
   Status end = backend_->end_step();
   if (!st.is_ok()) return st;
   HS_RETURN_IF_ERROR(end);

@@ -8,7 +8,7 @@
 // of several sequences as backend ops: matmuls over all batch tokens at once, attention
 // per (token, head) over each sequence's pages. No kernel is called from here.
 // Memory: the backend's copy of the weights (the CPU reads the mmap'd GGUF in place; CUDA
-// holds bf16) and a Workspace of activations sized for the largest step (grown, never per
+// holds f16 or bf16) and a Workspace of activations sized for the largest step (grown, never per
 // step). Cost per token: the weights once per batch (matmul), plus O(context * q_dim)
 // attention.
 #pragma once
@@ -34,7 +34,7 @@ namespace hs {
 class Decoder {
  public:
   // Opens and maps the GGUF file, reads config and weights (checked) and hands the weights
-  // to a backend for `device` (cuda: uploaded, bf16; a clear error when no GPU or too little
+  // to a backend for `device` (cuda: uploaded as f16 or bf16; a clear error when no GPU or too little
   // memory).
   static Result<std::unique_ptr<Decoder>> load(const std::string& path, Device device = Device::kCpu);
 

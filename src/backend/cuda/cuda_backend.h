@@ -34,6 +34,7 @@
 struct CUstream_st;    // cudaStream_t
 struct CUevent_st;     // cudaEvent_t
 struct cublasContext;  // cublasHandle_t
+struct CUgraphExec_st; // cudaGraphExec_t
 
 namespace hs::cuda {
 
@@ -55,8 +56,15 @@ class CudaBackend final : public Backend {
   Status to_host(const Tensor& src, void* dst) override;
   Status from_host(const void* src, Tensor dst) override;
 
-  Status begin_step(const StepPlan& plan) override;
+  Status begin_step(const ForwardPlan& plan) override;
+  // Decode-sized steps (<= kMaxGraphTokens tokens) run as CUDA graphs: a shape seen once
+  // eagerly (scratch grows to it) is captured the second time and replayed from then on.
+  // The key is (tokens, logit rows, the attention key-range bucket); a graph is dropped when
+  // any device buffer was allocated or freed after its capture (its pointers may be stale).
+  Status run_step(const std::function<Status()>& body) override;
+  void set_graphs(bool on) override { graphs_on_ = on; }
   Status end_step() override;
+  static constexpr int64_t kMaxGraphTokens = 256;
 
   Status embedding(const Tensor& table, Tensor out) override;
   Status matmul(const Tensor& w, const Tensor& x, Tensor y) override;
@@ -88,8 +96,9 @@ class CudaBackend final : public Backend {
   Status grow(Scratch& s, size_t bytes, std::string_view what);
   Status ensure_load_staging(size_t bytes);
   Status bind_kv(const KvCache& kv);
-  Status gemm_bf16(const Tensor& w, const void* xb, int64_t n, Tensor y);
-  Status convert_input(const Tensor& x, const char* op);
+  // y = x16 · wᵀ with w f16 or bf16 and x16 the input converted to w's dtype.
+  Status gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y);
+  Status convert_input(const Tensor& x, DType type, const char* op);
   Status need_step(const char* op) const;
 
   int device_ = 0;
@@ -101,9 +110,16 @@ class CudaBackend final : public Backend {
   cublasContext* cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;  // [kCublasWorkspaceBytes]
 
-  // Prepared weights and vectors, freed with the backend; cache keyed by host pointer.
+  // Prepared weights and vectors, freed with the backend. The cache is keyed by the host
+  // address (plus type and shape): the host tensor must stay mapped and unchanged while this
+  // backend lives (an mmap'd GGUF does).
+  struct CachedWeight {
+    Tensor dev;  // [rows][cols] bf16
+    DType src = DType::F32;
+    int64_t rows = 0, cols = 0;
+  };
   std::vector<void*> owned_;
-  std::unordered_map<const void*, Tensor> weight_cache_;
+  std::unordered_map<const void*, CachedWeight> weight_cache_;
   size_t weight_bytes_ = 0;
   std::unique_ptr<ThreadPool> load_pool_;  // host threads for dequantization (first prepare)
   void* load_staging_[2] = {nullptr, nullptr};  // pinned, [load_staging_bytes_] bf16 rows each
@@ -122,7 +138,35 @@ class CudaBackend final : public Backend {
   const int32_t* d_logit_rows_ = nullptr;
   bool in_step_ = false;
   bool kv_ready_ = false;   // plan has a KV cache, sequences and a page table covering its tokens
-  int32_t max_pos1_ = 0;    // max over tokens of positions[i] + 1
+  int32_t max_pos1_ = 0;    // max over tokens of positions[i] + 1, rounded up to its bucket
+                            // (range_bucket): the attention split depends only on the bucket
+
+  // Step-table capacities (ints; grown by doubling, never shrunk): fixed offsets, so a graph
+  // captured for one step reads the next step's tables at the same addresses.
+  size_t cap_tokens_ = 0, cap_indptr_ = 0, cap_pages_ = 0;
+
+  // CUDA graphs of decode steps.
+  struct GraphKey {
+    int64_t n_tokens = 0, n_logits = 0;
+    int32_t range_bucket = 0;
+    bool operator==(const GraphKey& o) const {
+      return n_tokens == o.n_tokens && n_logits == o.n_logits && range_bucket == o.range_bucket;
+    }
+  };
+  struct GraphKeyHash {
+    size_t operator()(const GraphKey& k) const {
+      return std::hash<int64_t>()(k.n_tokens * 1000003 + k.n_logits * 8191 + k.range_bucket);
+    }
+  };
+  struct Graph {
+    CUgraphExec_st* exec = nullptr;  // null: seen once (eager), capture next time
+    uint64_t generation = 0;         // alloc_generation_ at capture
+    bool failed = false;             // capture failed: always eager
+  };
+  bool graphs_on_ = true;
+  uint64_t alloc_generation_ = 0;  // bumped by every device allocation and free
+  std::unordered_map<GraphKey, Graph, GraphKeyHash> graphs_;
+  int64_t graph_replays_ = 0, graph_captures_ = 0;
 
   Scratch xb_;     // [n][n_in] bf16: matmul input
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)

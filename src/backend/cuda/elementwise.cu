@@ -11,6 +11,7 @@
 // Shapes are strided rows; a 2-D grid (x over columns, y over rows, both grid-strided)
 // covers any size, and contiguous operands are flattened into one long row.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -66,6 +67,8 @@ template <>
 __device__ __forceinline__ float load_table<uint16_t>(const uint16_t* p) { return bf16_bits_to_f32(*p); }
 template <>
 __device__ __forceinline__ float load_table<float>(const float* p) { return *p; }
+template <>
+__device__ __forceinline__ float load_table<__half>(const __half* p) { return __half2float(*p); }
 
 template <typename T>
 __global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stride, const int32_t* __restrict__ tokens,
@@ -175,6 +178,12 @@ __global__ void f32_to_bf16_kernel(CRows x, uint16_t* __restrict__ out) {
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __bfloat16_as_ushort(__float2bfloat16_rn(x.p[r * x.stride + c]));
 }
 
+// Saturating: a value past the f16 range becomes +-65504 (never inf), so one outlier in an
+// activation row cannot turn a GEMM into NaN.
+__global__ void f32_to_f16_kernel(CRows x, __half* __restrict__ out) {
+  HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __float2half_rn(fminf(fmaxf(x.p[r * x.stride + c], -65504.0f), 65504.0f));
+}
+
 #undef HS_ROWS_LOOP
 
 // Threads for a one-block-per-row kernel over `n` items per row: a warp multiple, <= 256.
@@ -190,6 +199,14 @@ cudaError_t launch_embedding_bf16(const uint16_t* table, int64_t table_stride, c
                                   cudaStream_t s) {
   if (empty(out.rows, out.cols)) return cudaSuccess;
   embedding_kernel<uint16_t><<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(table, table_stride, tokens, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding_f16(const uint16_t* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                 cudaStream_t s) {
+  if (empty(out.rows, out.cols)) return cudaSuccess;
+  embedding_kernel<__half><<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(reinterpret_cast<const __half*>(table),
+                                                                              table_stride, tokens, out);
   return cudaGetLastError();
 }
 
@@ -255,6 +272,13 @@ cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
   f32_to_bf16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
+  f32_to_f16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, reinterpret_cast<__half*>(out));
   return cudaGetLastError();
 }
 

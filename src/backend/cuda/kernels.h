@@ -1,9 +1,9 @@
 // backend/cuda/kernels.h — launchers of the CUDA backend's kernels (internal to backend/cuda).
 //
 // The kernels live in elementwise.cu and attention.cu (nvcc, C++17); the backend class that
-// calls them is host C++20 (cuda_backend.cpp, which includes backend.h: std::span and the
-// defaulted comparisons of kv/ do not compile under nvcc's C++17, and nvcc's C++20 mode
-// rejects fmt 9). So this header is the seam: plain structs of pointers and sizes, no fmt,
+// calls them is host C++20 (cuda_backend.cpp and cuda_ops.cpp include backend.h: std::span
+// and the defaulted comparisons of kv/ do not compile under nvcc's C++17, and nvcc's C++20
+// mode rejects fmt 9). So this header is the seam: plain structs of pointers and sizes, no fmt,
 // no std::span, only <cuda_runtime_api.h> (a C header). Every launcher enqueues on `s`,
 // launches nothing for an empty shape, and returns cudaGetLastError() after its launches
 // (configuration errors; execution errors surface at the next synchronisation).
@@ -50,6 +50,11 @@ cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s);       // x = cap 
 cudaError_t launch_gather_rows(CRows src, const int32_t* rows, Rows dst, cudaStream_t s);
 // out [x.rows][x.cols] contiguous bf16 bits = round-to-nearest-even(x).
 cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s);
+// f32 -> f16 bits, round to nearest, saturating at +-65504. out: [rows][cols] dense.
+cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s);
+// out[i] = f16 table row tokens[i] as f32.
+cudaError_t launch_embedding_f16(const uint16_t* table, int64_t table_stride, const int32_t* tokens, Rows out,
+                                 cudaStream_t s);
 
 // ---- attention.cu ------------------------------------------------------------------------
 enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };

@@ -1,0 +1,260 @@
+// backend/cuda/cuda_ops.cpp — the ops of CudaBackend (cuda_backend.h): host checks of every
+// operand (device, dtype, shape, strides, the step's tables), then one launcher of kernels.h
+// or one cuBLAS call on the backend's stream. Nothing here waits or allocates, except the
+// scratch growth of matmul (bf16 input copy) and attention (partials) on a larger step.
+// Cost: the kernels' own (docs/cuda-backend.md); the host side is a few comparisons per op,
+// plus an O(n) token-id check in embedding.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace hs::cuda {
+
+Status CudaBackend::embedding(const Tensor& table, Tensor out) {
+  HS_RETURN_IF_ERROR(need_step("embedding"));
+  HS_RETURN_IF_ERROR(check_on_device(table, "embedding", "the table"));
+  HS_RETURN_IF_ERROR(check_f32(out, "embedding", "out"));
+  const int64_t n = plan_->n_tokens();
+  HS_RETURN_IF_ERROR(check_rows(out, n, "embedding", "out"));
+  if (out.cols != table.cols)
+    return make_error(StatusCode::kInvalidArgument, "cuda embedding: out has {} columns, the table {}", out.cols,
+                      table.cols);
+  for (int64_t i = 0; i < n; ++i)
+    if (plan_->tokens[i] < 0 || plan_->tokens[i] >= table.rows)
+      return make_error(StatusCode::kInvalidArgument, "cuda embedding: token {} is {}, the table has {} rows", i,
+                        plan_->tokens[i], table.rows);
+  if (table.dtype == DType::F16)
+    return launched(launch_embedding_f16(table.as<const uint16_t>(), table.row_stride / 2, d_tokens_, rows_of(out), stream_),
+                    "embedding");
+  if (table.dtype == DType::BF16)
+    return launched(launch_embedding_bf16(table.as<const uint16_t>(), table.row_stride / 2, d_tokens_, rows_of(out), stream_),
+                    "embedding");
+  if (table.dtype == DType::F32)
+    return launched(launch_embedding_f32(table.as<const float>(), table.row_stride / 4, d_tokens_, rows_of(out), stream_),
+                    "embedding");
+  return make_error(StatusCode::kInvalidArgument, "cuda embedding: the table is {}, want f16 / bf16 (prepare_weight) or f32",
+                    dtype_name(table.dtype));
+}
+
+Status CudaBackend::convert_input(const Tensor& x, DType type, const char* op) {
+  const size_t bytes = static_cast<size_t>(x.rows) * static_cast<size_t>(x.cols) * 2;
+  HS_RETURN_IF_ERROR(grow(xb_, bytes, "the 16-bit copy of a matmul input"));
+  if (type == DType::F16) return launched(launch_f32_to_f16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op);
+  return launched(launch_f32_to_bf16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op);
+}
+
+Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y) {
+  const cudaDataType_t t = w.dtype == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
+  const int64_t lda = w.row_stride / 2, ldc = y.row_stride / 4;
+  if (w.rows > INT_MAX || w.cols > INT_MAX || n > INT_MAX || lda > INT_MAX || ldc > INT_MAX)
+    return make_error(StatusCode::kUnsupported, "cuda matmul: {} x {} over {} rows exceeds cuBLAS's int sizes", w.rows,
+                      w.cols, n);
+  const float one = 1.0f, zero = 0.0f;
+  // Column-major view: yᵀ [n_out x n] = wᵀᵀ · xᵀ, with w stored as a [n_in x n_out] matrix.
+  HS_CUBLAS(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(n),
+                         static_cast<int>(w.cols), &one, w.data, t, static_cast<int>(lda), xb, t,
+                         static_cast<int>(w.cols), &zero, y.data, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
+                         CUBLAS_GEMM_DEFAULT));
+  return Status::ok();
+}
+
+namespace {
+Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
+  HS_RETURN_IF_ERROR(check_on_device(w, "matmul", "the weight"));
+  if ((w.dtype != DType::BF16 && w.dtype != DType::F16) || w.row_stride % 2 != 0)
+    return make_error(StatusCode::kInvalidArgument, "cuda matmul: the weight is {}, want f16 / bf16 from prepare_weight",
+                      shape(w));
+  HS_RETURN_IF_ERROR(check_f32(x, "matmul", "x"));
+  HS_RETURN_IF_ERROR(check_f32(y, "matmul", "y"));
+  if (x.cols != w.cols || y.cols != w.rows || y.rows != x.rows)
+    return make_error(StatusCode::kInvalidArgument, "cuda matmul: w {} with x {} into y {}", shape(w), shape(x), shape(y));
+  return Status::ok();
+}
+}  // namespace
+
+Status CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor y) {
+  HS_RETURN_IF_ERROR(check_matmul(w, x, y));
+  if (x.rows == 0 || w.rows == 0) return Status::ok();
+  if (x.cols == 0) return launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul");  // empty sum
+  HS_RETURN_IF_ERROR(convert_input(x, w.dtype, "matmul"));
+  return gemm16(w, xb_.ptr, x.rows, y);
+}
+
+Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
+  if (ws.size() != ys.size())
+    return make_error(StatusCode::kInvalidArgument, "cuda matmul_multi: {} weights for {} outputs", ws.size(), ys.size());
+  for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(check_matmul(ws[i], x, ys[i]));
+  if (ws.empty() || x.rows == 0) return Status::ok();
+  if (x.cols == 0) {
+    for (const Tensor& y : ys) HS_RETURN_IF_ERROR(launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul_multi"));
+    return Status::ok();
+  }
+  // The input once per weight dtype (every weight of a GGUF model has the same one).
+  DType converted = DType::F32;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    if (ws[i].rows == 0) continue;
+    if (ws[i].dtype != converted) {
+      HS_RETURN_IF_ERROR(convert_input(x, ws[i].dtype, "matmul_multi"));
+      converted = ws[i].dtype;
+    }
+    HS_RETURN_IF_ERROR(gemm16(ws[i], xb_.ptr, x.rows, ys[i]));
+  }
+  return Status::ok();
+}
+
+Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
+  HS_RETURN_IF_ERROR(check_f32(x, "rms_norm", "x"));
+  HS_RETURN_IF_ERROR(check_f32(out, "rms_norm", "out"));
+  HS_RETURN_IF_ERROR(check_same_shape(x, out, "rms_norm", "x", "out"));
+  const float* wp = nullptr;
+  if (!w.empty()) {
+    HS_RETURN_IF_ERROR(check_f32(w, "rms_norm", "the weight"));
+    if (w.rows * w.cols != x.cols || !(w.rows == 1 || w.contiguous()))
+      return make_error(StatusCode::kInvalidArgument, "cuda rms_norm: weight {} for rows of {}", shape(w), x.cols);
+    wp = w.f32();
+  }
+  return launched(launch_rms_norm(crows_of(x), wp, eps, rows_of(out), stream_), "rms_norm");
+}
+
+Status CudaBackend::rope(Tensor x, int head_dim, float theta, bool neox) {
+  HS_RETURN_IF_ERROR(need_step("rope"));
+  HS_RETURN_IF_ERROR(check_f32(x, "rope", "x"));
+  HS_RETURN_IF_ERROR(check_rows(x, plan_->n_tokens(), "rope", "x"));
+  if (head_dim <= 0 || head_dim % 2 != 0 || x.cols % head_dim != 0)
+    return make_error(StatusCode::kInvalidArgument, "cuda rope: head_dim {} for rows of {}", head_dim, x.cols);
+  return launched(launch_rope(rows_of(x), head_dim, theta, neox, d_positions_, stream_), "rope");
+}
+
+Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) {
+  HS_RETURN_IF_ERROR(check_f32(gate, "glu", "gate"));
+  HS_RETURN_IF_ERROR(check_f32(up, "glu", "up"));
+  HS_RETURN_IF_ERROR(check_f32(out, "glu", "out"));
+  HS_RETURN_IF_ERROR(check_same_shape(gate, up, "glu", "gate", "up"));
+  HS_RETURN_IF_ERROR(check_same_shape(gate, out, "glu", "gate", "out"));
+  const int k = kind == GluKind::kSilu ? 0 : 1;
+  return launched(launch_glu(k, crows_of(gate), crows_of(up), rows_of(out), stream_), "glu");
+}
+
+Status CudaBackend::add(Tensor x, const Tensor& y) {
+  HS_RETURN_IF_ERROR(check_f32(x, "add", "x"));
+  HS_RETURN_IF_ERROR(check_f32(y, "add", "y"));
+  HS_RETURN_IF_ERROR(check_same_shape(x, y, "add", "x", "y"));
+  return launched(launch_add(rows_of(x), crows_of(y), stream_), "add");
+}
+
+Status CudaBackend::scale(Tensor x, float s) {
+  HS_RETURN_IF_ERROR(check_f32(x, "scale", "x"));
+  return launched(launch_scale(rows_of(x), s, stream_), "scale");
+}
+
+Status CudaBackend::softcap(Tensor x, float cap) {
+  HS_RETURN_IF_ERROR(check_f32(x, "softcap", "x"));
+  if (!(cap > 0.0f) || !std::isfinite(cap))
+    return make_error(StatusCode::kInvalidArgument, "cuda softcap: cap {} must be positive", cap);
+  return launched(launch_softcap(rows_of(x), cap, stream_), "softcap");
+}
+
+Status CudaBackend::copy(const Tensor& src, Tensor dst) {
+  HS_RETURN_IF_ERROR(check_on_device(src, "copy", "src"));
+  HS_RETURN_IF_ERROR(check_on_device(dst, "copy", "dst"));
+  HS_RETURN_IF_ERROR(check_same_shape(src, dst, "copy", "src", "dst"));
+  if (src.dtype != dst.dtype)
+    return make_error(StatusCode::kInvalidArgument, "cuda copy: src is {}, dst {}", dtype_name(src.dtype),
+                      dtype_name(dst.dtype));
+  if (src.rows == 0 || src.cols == 0) return Status::ok();
+  const int64_t row_b = src.row_bytes();
+  HS_CUDA(cudaMemcpy2DAsync(dst.data, static_cast<size_t>(dst.row_stride), src.data, static_cast<size_t>(src.row_stride),
+                            static_cast<size_t>(row_b), static_cast<size_t>(src.rows), cudaMemcpyDeviceToDevice, stream_));
+  return Status::ok();
+}
+
+Status CudaBackend::logit_rows(const Tensor& src, Tensor dst) {
+  HS_RETURN_IF_ERROR(need_step("logit_rows"));
+  HS_RETURN_IF_ERROR(check_f32(src, "logit_rows", "src"));
+  HS_RETURN_IF_ERROR(check_f32(dst, "logit_rows", "dst"));
+  const auto& rows = plan_->logit_rows;
+  if (dst.rows != static_cast<int64_t>(rows.size()) || dst.cols != src.cols)
+    return make_error(StatusCode::kInvalidArgument, "cuda logit_rows: dst {} for {} rows of src {}", shape(dst),
+                      rows.size(), shape(src));
+  for (int32_t r : rows)
+    if (r >= src.rows)
+      return make_error(StatusCode::kInvalidArgument, "cuda logit_rows: row {} of a {}-row src", r, src.rows);
+  return launched(launch_gather_rows(crows_of(src), d_logit_rows_, rows_of(dst), stream_), "logit_rows");
+}
+
+Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
+  HS_RETURN_IF_ERROR(need_step("kv_write"));
+  if (!kv_ready_)
+    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: the step has no KV cache, sequences or page table");
+  const KvGeometry& g = kv_geom_;
+  if (layer < 0 || layer >= g.n_layer)
+    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: layer {} of {}", layer, g.n_layer);
+  HS_RETURN_IF_ERROR(check_f32(k, "kv_write", "k"));
+  HS_RETURN_IF_ERROR(check_f32(v, "kv_write", "v"));
+  HS_RETURN_IF_ERROR(check_rows(k, plan_->n_tokens(), "kv_write", "k"));
+  HS_RETURN_IF_ERROR(check_same_shape(k, v, "kv_write", "k", "v"));
+  if (k.cols != static_cast<int64_t>(g.n_kv_heads) * g.head_dim)
+    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: k has {} columns, the cache {} kv heads x {}", k.cols,
+                      g.n_kv_heads, g.head_dim);
+  const KvElem elem = g.dtype == KvDtype::kF32 ? KvElem::kF32 : g.dtype == KvDtype::kBF16 ? KvElem::kBF16 : KvElem::kF16;
+  const KvLayerView view{static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_, g.page_tokens,
+                         g.n_kv_heads, g.head_dim, elem};
+  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+  return launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write");
+}
+
+Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) {
+  HS_RETURN_IF_ERROR(need_step("attention"));
+  if (!kv_ready_)
+    return make_error(StatusCode::kInvalidArgument, "cuda attention: the step has no KV cache, sequences or page table");
+  const KvGeometry& g = kv_geom_;
+  if (layer < 0 || layer >= g.n_layer)
+    return make_error(StatusCode::kInvalidArgument, "cuda attention: layer {} of {}", layer, g.n_layer);
+  if (p.n_head_kv != g.n_kv_heads || p.head_dim != g.head_dim || p.n_head <= 0 || p.n_head % p.n_head_kv != 0)
+    return make_error(StatusCode::kInvalidArgument,
+                      "cuda attention: {} heads over {} kv heads of {} (the cache has {} kv heads of {})", p.n_head,
+                      p.n_head_kv, p.head_dim, g.n_kv_heads, g.head_dim);
+  const int group = p.n_head / p.n_head_kv;
+  if (!attention_shape_supported(p.head_dim, group))
+    return make_error(StatusCode::kUnsupported,
+                      "cuda attention: head_dim {} with {} query heads per kv head is not supported (head_dim 64, 128 or "
+                      "256; at most 8 per kv head)",
+                      p.head_dim, group);
+  HS_RETURN_IF_ERROR(check_f32(q, "attention", "q"));
+  HS_RETURN_IF_ERROR(check_f32(out, "attention", "out"));
+  const int64_t n = plan_->n_tokens();
+  HS_RETURN_IF_ERROR(check_rows(q, n, "attention", "q"));
+  HS_RETURN_IF_ERROR(check_same_shape(q, out, "attention", "q", "out"));
+  if (q.cols != static_cast<int64_t>(p.n_head) * p.head_dim)
+    return make_error(StatusCode::kInvalidArgument, "cuda attention: q has {} columns for {} heads of {}", q.cols, p.n_head,
+                      p.head_dim);
+  if (n == 0) return Status::ok();
+
+  const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window) : max_pos1_;
+  AttnArgs a;
+  a.n_head = p.n_head;
+  a.n_head_kv = p.n_head_kv;
+  a.head_dim = p.head_dim;
+  a.scale = p.scale;
+  a.window = p.window > 0 ? p.window : 0;
+  a.split = plan_attention_split(n, p.n_head_kv, max_range, n_sm_);
+  const size_t floats = attention_scratch_floats(n, p.n_head_kv, group, p.head_dim, a.split);
+  if (floats > 0) {
+    HS_RETURN_IF_ERROR(grow(attn_, floats * sizeof(float), "attention partials"));
+    a.scratch = static_cast<float*>(attn_.ptr);
+  }
+  const KvElem elem = g.dtype == KvDtype::kF32 ? KvElem::kF32 : g.dtype == KvDtype::kBF16 ? KvElem::kBF16 : KvElem::kF16;
+  const KvLayerView view{static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_, g.page_tokens,
+                         g.n_kv_heads, g.head_dim, elem};
+  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+  return launched(launch_attention(view, t, crows_of(q), rows_of(out), a, stream_), "attention");
+}
+
+}  // namespace hs::cuda

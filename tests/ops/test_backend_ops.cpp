@@ -1,0 +1,663 @@
+// tests/ops/test_backend_ops.cpp — every op of every present non-CPU backend against the CPU
+// backend (the reference), llama.cpp test-backend-ops style.
+//
+// Inputs are fresh each run (std::random_device, or HS_TEST_SEED=<n> to replay; the seed is
+// printed with every failure). Outputs are poisoned with NaN before each op, so an output
+// the op fails to write shows up. Thresholds by what the backend is allowed to differ in:
+//   16-bit weights (CUDA uploads GGUF block types and F16 as f16, F32 / BF16 as bf16, and
+//   rounds matmul inputs to the weight's dtype):
+//     embedding rows within 2^-8 relative per element, matmul within 1e-2 relative norm;
+//   f32 element-wise math (norms, RoPE with double angles, gates, softcap): 1e-5 of max|ref|;
+//   attention over f16 / bf16 / f32 KV (both backends round K/V identically): 2e-3.
+// A compact table (op, shape, max abs error, relative error) goes to stdout for the GPU
+// check log. Without a CUDA device (or a build without CUDA) every test skips.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/fp16.h"
+#include "core/quant.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+
+namespace hs {
+namespace {
+
+uint64_t test_seed() {
+  static const uint64_t seed = [] {
+    if (const char* s = std::getenv("HS_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return seed;
+}
+
+std::string seed_note() { return "seed " + std::to_string(test_seed()) + " (rerun with HS_TEST_SEED=<seed>)"; }
+
+#define HS_ASSERT_OK(expr)                                                        \
+  do {                                                                            \
+    const ::hs::Status hs_st_ = (expr);                                           \
+    ASSERT_TRUE(hs_st_.is_ok()) << #expr << ": " << hs_st_.to_string() << "; " << seed_note(); \
+  } while (0)
+
+// ---- comparison and the printed table ----------------------------------------------------
+
+struct Diff {
+  double max_abs = 0;   // max |got - ref|
+  double max_ref = 0;   // max |ref|
+  double rel = 0;       // ||got - ref|| / ||ref||
+  int64_t bad = 0;      // non-finite outputs where the reference is finite
+};
+
+Diff compare(const std::vector<float>& got, const std::vector<float>& ref) {
+  Diff d;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = ref[i], g = got[i];
+    if (std::isfinite(r) && !std::isfinite(g)) {
+      ++d.bad;
+      continue;
+    }
+    const double e = std::fabs(g - r);
+    d.max_abs = std::max(d.max_abs, e);
+    d.max_ref = std::max(d.max_ref, std::fabs(r));
+    num += e * e;
+    den += r * r;
+  }
+  d.rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  return d;
+}
+
+void print_header() {
+  static bool printed = false;
+  if (printed) return;
+  printed = true;
+  std::printf("%-12s %-46s %12s %12s %10s\n", "op", "shape", "max_abs_err", "rel_err", "tol");
+}
+
+// Checks rel (norm-relative) and max_abs / max_ref against `tol`, prints one table row.
+void check(const char* op, const std::string& shape, const std::vector<float>& got, const std::vector<float>& ref,
+           double tol, double max_tol = -1) {
+  ASSERT_EQ(got.size(), ref.size());
+  const Diff d = compare(got, ref);
+  const double max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : d.max_abs;
+  if (max_tol < 0) max_tol = tol;
+  const bool ok = d.bad == 0 && d.rel <= tol && max_rel <= max_tol;
+  print_header();
+  std::printf("%-12s %-46s %12.3e %12.3e %10.1e%s\n", op, shape.c_str(), d.max_abs, d.rel, tol, ok ? "" : "  FAIL");
+  EXPECT_EQ(d.bad, 0) << op << " " << shape << ": unwritten / non-finite outputs; " << seed_note();
+  EXPECT_LE(d.rel, tol) << op << " " << shape << "; " << seed_note();
+  EXPECT_LE(max_rel, max_tol) << op << " " << shape << " (max abs " << d.max_abs << " of max " << d.max_ref << "); "
+                              << seed_note();
+}
+
+// ---- tensors on a backend ------------------------------------------------------------------
+
+struct Mat {
+  Buffer buf;
+  Tensor t;
+};
+
+Mat make_mat(Backend& b, int64_t rows, int64_t cols) {
+  Mat m;
+  auto r = b.alloc(static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * 4, "test tensor");
+  EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+  if (!r.is_ok()) return m;
+  m.buf = std::move(*r);
+  m.t = Tensor::matrix(m.buf.data(), DType::F32, rows, cols, b.device());
+  return m;
+}
+
+void upload(Backend& b, const Mat& m, const std::vector<float>& v) {
+  ASSERT_EQ(static_cast<int64_t>(v.size()), m.t.rows * m.t.cols);
+  HS_ASSERT_OK(b.from_host(v.data(), m.t));
+}
+
+void poison(Backend& b, const Mat& m) {
+  upload(b, m, std::vector<float>(static_cast<size_t>(m.t.rows * m.t.cols), std::numeric_limits<float>::quiet_NaN()));
+}
+
+std::vector<float> download(Backend& b, const Mat& m) {
+  std::vector<float> v(static_cast<size_t>(m.t.rows * m.t.cols));
+  const Status st = b.to_host(m.t, v.data());
+  EXPECT_TRUE(st.is_ok()) << st.to_string();
+  return v;
+}
+
+std::vector<float> normal(std::mt19937_64& rng, size_t n, float sd = 1.0f, bool outliers = false) {
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    x = nd(rng);
+    if (outliers && u(rng) < 0.01f) x *= 20.0f;
+  }
+  return v;
+}
+
+// Random GGUF weight bytes [rows][row_bytes] of `type`, scales in a sane range (every quant
+// bit pattern occurs; fp16 scale fields are finite by construction).
+std::vector<uint8_t> random_weight(DType type, int64_t rows, int64_t cols, std::mt19937_64& rng) {
+  const int64_t row_bytes = tensor_row_bytes(type, cols);
+  std::vector<uint8_t> w(static_cast<size_t>(row_bytes * rows));
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : w) b = static_cast<uint8_t>(byte(rng));
+  std::uniform_real_distribution<float> sym(-1.0f, 1.0f), pos(0.001f, 0.02f);
+  auto put_half = [](uint8_t* p, float v) {
+    const uint16_t h = fp32_to_fp16(v);
+    std::memcpy(p, &h, 2);
+  };
+  const int64_t n = rows * cols;
+  if (type == DType::F32) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float v = sym(rng);
+      std::memcpy(&w[static_cast<size_t>(4 * i)], &v, 4);
+    }
+    return w;
+  }
+  if (type == DType::F16 || type == DType::BF16) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t h = type == DType::F16 ? fp32_to_fp16(sym(rng)) : fp32_to_bf16(sym(rng));
+      std::memcpy(&w[static_cast<size_t>(2 * i)], &h, 2);
+    }
+    return w;
+  }
+  const auto info = *dtype_info(type);
+  for (int64_t blk = 0; blk < n / info.block_elems; ++blk) {
+    uint8_t* p = &w[static_cast<size_t>(blk * info.block_bytes)];
+    switch (type) {
+      case DType::Q4_0: case DType::Q5_0: case DType::Q8_0: put_half(p, sym(rng) * 0.05f); break;
+      case DType::Q4_1: case DType::Q5_1:
+        put_half(p, pos(rng) * 3.0f);
+        put_half(p + 2, sym(rng) * 0.5f);
+        break;
+      case DType::Q4_K: case DType::Q5_K:
+        put_half(p, pos(rng) * 0.2f);
+        put_half(p + 2, pos(rng) * 0.2f);
+        break;
+      case DType::Q6_K: put_half(p + offsetof(BlockQ6K, d), pos(rng) * 0.1f); break;
+      default: break;
+    }
+  }
+  return w;
+}
+
+// ---- plans -----------------------------------------------------------------------------------
+
+// A step over tokens of the given sequences; owns every array the plan's spans point into.
+struct Step {
+  std::vector<int32_t> tokens, positions, seq_index;
+  std::vector<SeqKv*> seqs;
+  ForwardPlan plan;
+
+  void finish(KvCache* kv, ThreadPool& pool, std::vector<int32_t> logit_rows = {}) {
+    if (tokens.empty()) tokens.assign(positions.size(), 0);
+    plan.tokens = tokens;
+    plan.positions = positions;
+    plan.seq_index = seq_index;
+    plan.seqs = seqs;
+    plan.kv = kv;
+    plan.pool = &pool;
+    plan.seq_tokens.assign(seqs.size(), 0);
+    for (int32_t s : seq_index) ++plan.seq_tokens[static_cast<size_t>(s)];
+    plan.logit_rows = std::move(logit_rows);
+    plan.max_kv_len = 0;
+    for (int32_t p : positions) plan.max_kv_len = std::max(plan.max_kv_len, p + 1);
+    plan.page_indptr.assign(1, 0);
+    plan.page_indices.clear();
+    for (SeqKv* s : seqs) {
+      plan.page_indices.insert(plan.page_indices.end(), s->blocks.begin(), s->blocks.end());
+      plan.page_indptr.push_back(static_cast<int32_t>(plan.page_indices.size()));
+    }
+  }
+};
+
+// ---- the fixture -------------------------------------------------------------------------------
+
+class BackendOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dev = make_backend(Device::kCuda);
+    if (!dev.is_ok()) GTEST_SKIP() << "no CUDA backend: " << dev.status().message();
+    dev_ = std::move(*dev);
+    auto cpu = make_backend(Device::kCpu);
+    ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
+    cpu_ = std::move(*cpu);
+    cpu_->set_matmul_precision(MatmulPrecision::kExact);  // the float reference
+    pool_ = std::make_unique<ThreadPool>(0);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    rng_.seed(test_seed() ^ std::hash<std::string>{}(info->name()));
+    static bool announced = false;
+    if (!announced) {
+      announced = true;
+      std::printf("backend ops: %s vs %s, %s\n", dev_->name().c_str(), cpu_->name().c_str(), seed_note().c_str());
+    }
+  }
+  void TearDown() override {
+    // Buffers must die before their backend.
+    cpu_.reset();
+    dev_.reset();
+  }
+
+  // An element-wise / row op on fresh tensors of both backends: `ins` are uploaded, `outs`
+  // (shapes) poisoned, `op` runs inside a step of `plan`; returns each backend's outputs.
+  template <typename Op>
+  void run_both(const ForwardPlan& plan, const std::vector<std::pair<std::vector<int64_t>, std::vector<float>>>& ins,
+                const std::vector<std::vector<int64_t>>& outs, Op op, std::vector<std::vector<float>>& ref,
+                std::vector<std::vector<float>>& got) {
+    for (int which = 0; which < 2; ++which) {
+      Backend& b = which == 0 ? *cpu_ : *dev_;
+      std::vector<Mat> in_m, out_m;
+      for (const auto& [shape, data] : ins) {
+        in_m.push_back(make_mat(b, shape[0], shape[1]));
+        upload(b, in_m.back(), data);
+      }
+      for (const auto& shape : outs) {
+        out_m.push_back(make_mat(b, shape[0], shape[1]));
+        poison(b, out_m.back());
+      }
+      HS_ASSERT_OK(b.begin_step(plan));
+      std::vector<Tensor> it, ot;
+      for (auto& m : in_m) it.push_back(m.t);
+      for (auto& m : out_m) ot.push_back(m.t);
+      const Status st = op(b, it, ot);
+      const Status end = b.end_step();
+      HS_ASSERT_OK(st);
+      HS_ASSERT_OK(end);
+      auto& dst = which == 0 ? ref : got;
+      dst.clear();
+      for (auto& m : out_m) dst.push_back(download(b, m));
+      for (auto& m : in_m) dst.push_back(download(b, m));  // in-place ops write their inputs
+    }
+  }
+
+  // A plan of n tokens at `positions` (no KV).
+  Step simple_step(std::vector<int32_t> positions, std::vector<int32_t> logit_rows = {}) {
+    Step s;
+    s.positions = std::move(positions);
+    s.finish(nullptr, *pool_, std::move(logit_rows));
+    return s;
+  }
+
+  // Host weights stay alive for the whole test: prepare_weight may cache by host address.
+  const std::vector<uint8_t>& keep(std::vector<uint8_t> bytes) {
+    kept_.push_back(std::move(bytes));
+    return kept_.back();
+  }
+
+  std::unique_ptr<Backend> cpu_, dev_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::mt19937_64 rng_;
+  std::deque<std::vector<uint8_t>> kept_;
+};
+
+std::string dims(int64_t r, int64_t c) { return "[" + std::to_string(r) + "][" + std::to_string(c) + "]"; }
+
+// ---- tests -------------------------------------------------------------------------------------
+
+TEST_F(BackendOps, Embedding) {
+  const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+  const int64_t vocab = 50, n_embd = 512;
+  std::vector<int32_t> tokens = {0, 49, 7, 7, 13, 1, 48, 25, 3};
+  Step step = simple_step(std::vector<int32_t>(tokens.size(), 0));
+  step.tokens = tokens;
+  step.finish(nullptr, *pool_);
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  for (DType type : types) {
+    const auto& bytes = keep(random_weight(type, vocab, n_embd, rng_));
+    const Tensor host = Tensor::matrix(bytes.data(), type, vocab, n_embd);
+    std::vector<float> out[2];
+    for (int which = 0; which < 2; ++which) {
+      Backend& b = which == 0 ? *cpu_ : *dev_;
+      auto w = b.prepare_weight(host, "token_embd.weight");
+      ASSERT_TRUE(w.is_ok()) << w.status().to_string();
+      if (which == 1) {  // tied output: the same host tensor is uploaded once
+        auto again = b.prepare_weight(host, "output.weight");
+        ASSERT_TRUE(again.is_ok());
+        EXPECT_EQ(again->data, w->data);
+      }
+      Mat o = make_mat(b, n, n_embd);
+      poison(b, o);
+      HS_ASSERT_OK(b.begin_step(step.plan));
+      HS_ASSERT_OK(b.embedding(*w, o.t));
+      HS_ASSERT_OK(b.end_step());
+      out[which] = download(b, o);
+    }
+    const std::string shape = dims(vocab, n_embd) + " " + std::string(dtype_name(type)) + " x" + std::to_string(n);
+    // 16-bit rows: f16 (|error| <= 2^-11 |x|) for F16 and block types, bf16 (2^-9) for F32;
+    // exact for F16 and BF16 sources.
+    check("embedding", shape, out[1], out[0], type == DType::BF16 ? 0.0 : 4e-3, type == DType::BF16 ? 0.0 : 4e-3);
+  }
+}
+
+TEST_F(BackendOps, Matmul) {
+  struct TypeCase {
+    DType type;
+    std::vector<int64_t> n_in;
+  };
+  const TypeCase types[] = {
+      {DType::F32, {64, 96, 1000}}, {DType::F16, {64, 544}},  {DType::BF16, {96, 992}},
+      {DType::Q4_0, {96, 544, 992}}, {DType::Q4_1, {544}},     {DType::Q5_0, {544}},
+      {DType::Q5_1, {544}},          {DType::Q8_0, {96, 544, 992}}, {DType::Q4_K, {256, 768}},
+      {DType::Q5_K, {768}},          {DType::Q6_K, {256, 768}},
+  };
+  const int64_t n_out = 67;
+  for (const auto& tc : types) {
+    for (int64_t n_in : tc.n_in) {
+      const auto& bytes = keep(random_weight(tc.type, n_out, n_in, rng_));
+      const Tensor host = Tensor::matrix(bytes.data(), tc.type, n_out, n_in);
+      Tensor w[2];
+      for (int which = 0; which < 2; ++which) {
+        auto r = (which == 0 ? *cpu_ : *dev_).prepare_weight(host, "blk.0.attn_q.weight");
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        w[which] = *r;
+      }
+      for (int64_t n : {1, 7, 64}) {
+        Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
+        std::vector<std::vector<float>> ref, got;
+        run_both(step.plan, {{{n, n_in}, normal(rng_, static_cast<size_t>(n * n_in), 1.0f, true)}}, {{n, n_out}},
+                 [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                   return b.matmul(w[&b == cpu_.get() ? 0 : 1], in[0], out[0]);
+                 },
+                 ref, got);
+        if (HasFatalFailure()) return;
+        check("matmul", dims(n, n_in) + " x " + std::string(dtype_name(tc.type)) + dims(n_out, n_in), got[0], ref[0],
+              1e-2, 3e-2);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, MatmulMulti) {
+  const int64_t n = 7, n_in = 544;
+  const int64_t outs[] = {96, 32, 32};
+  std::vector<std::vector<uint8_t>> bytes;
+  for (int64_t o : outs) bytes.push_back(random_weight(DType::Q8_0, o, n_in, rng_));
+  Tensor w[2][3];
+  for (int which = 0; which < 2; ++which)
+    for (int i = 0; i < 3; ++i) {
+      auto r = (which == 0 ? *cpu_ : *dev_).prepare_weight(Tensor::matrix(bytes[i].data(), DType::Q8_0, outs[i], n_in), "w");
+      ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+      w[which][i] = *r;
+    }
+  Step step = simple_step(std::vector<int32_t>(n, 0));
+  std::vector<std::vector<float>> ref, got;
+  run_both(step.plan, {{{n, n_in}, normal(rng_, n * n_in)}}, {{n, outs[0]}, {n, outs[1]}, {n, outs[2]}},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+             const int which = &b == cpu_.get() ? 0 : 1;
+             return b.matmul_multi(std::span<const Tensor>(w[which], 3), in[0], std::span<const Tensor>(out.data(), 3));
+           },
+           ref, got);
+  if (HasFatalFailure()) return;
+  for (int i = 0; i < 3; ++i) check("matmul_multi", dims(n, n_in) + " x q8_0" + dims(outs[i], n_in), got[i], ref[i], 1e-2, 3e-2);
+}
+
+TEST_F(BackendOps, RmsNorm) {
+  std::uniform_int_distribution<int64_t> rows_d(1, 33);
+  for (int64_t width : {64, 576, 640}) {
+    for (int variant = 0; variant < 3; ++variant) {  // 0: weight, 1: no weight, 2: weight, in place
+      const int64_t rows = rows_d(rng_);
+      const std::vector<float> w = normal(rng_, static_cast<size_t>(width), 1.0f);
+      Tensor wt[2];
+      for (int which = 0; which < 2; ++which) {
+        auto r = (which == 0 ? *cpu_ : *dev_).prepare_vector(w, "norm.weight");
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        wt[which] = variant == 1 ? Tensor{} : *r;
+      }
+      Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
+      std::vector<std::vector<float>> ref, got;
+      const bool in_place = variant == 2;
+      run_both(step.plan, {{{rows, width}, normal(rng_, static_cast<size_t>(rows * width), 3.0f, true)}},
+               in_place ? std::vector<std::vector<int64_t>>{} : std::vector<std::vector<int64_t>>{{rows, width}},
+               [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                 const Tensor& wv = wt[&b == cpu_.get() ? 0 : 1];
+                 return b.rms_norm(in[0], wv, 1e-6f, in_place ? in[0] : out[0]);
+               },
+               ref, got);
+      if (HasFatalFailure()) return;
+      const char* what[] = {" w", " no w", " w in place"};
+      check("rms_norm", dims(rows, width) + what[variant], got[0], ref[0], 1e-5);
+    }
+  }
+}
+
+TEST_F(BackendOps, Rope) {
+  const std::vector<int32_t> positions = {0, 1, 17, 4095, 65537, 100000};
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (int hd : {64, 128, 256}) {
+    for (bool neox : {false, true}) {
+      for (float theta : {10000.0f, 1000000.0f}) {
+        const int64_t cols = 3 * hd;
+        Step step = simple_step(positions);
+        std::vector<std::vector<float>> ref, got;
+        run_both(step.plan, {{{n, cols}, normal(rng_, static_cast<size_t>(n * cols))}}, {},
+                 [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>&) { return b.rope(in[0], hd, theta, neox); },
+                 ref, got);
+        if (HasFatalFailure()) return;
+        check("rope", dims(n, cols) + " hd " + std::to_string(hd) + (neox ? " neox" : " pairs") + " theta " +
+                          std::to_string(static_cast<int64_t>(theta)) + " pos<=1e5",
+              got[0], ref[0], 1e-5);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, Glu) {
+  for (GluKind kind : {GluKind::kSilu, GluKind::kGeluTanh}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 1000}, {1, 4096}, {33, 96}}) {
+      Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
+      for (bool in_place : {false, true}) {
+        std::vector<std::vector<float>> ref, got;
+        run_both(step.plan,
+                 {{{rows, cols}, normal(rng_, static_cast<size_t>(rows * cols), 4.0f, true)},
+                  {{rows, cols}, normal(rng_, static_cast<size_t>(rows * cols))}},
+                 in_place ? std::vector<std::vector<int64_t>>{} : std::vector<std::vector<int64_t>>{{rows, cols}},
+                 [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                   return b.glu(kind, in[0], in[1], in_place ? in[0] : out[0]);
+                 },
+                 ref, got);
+        if (HasFatalFailure()) return;
+        check(kind == GluKind::kSilu ? "glu_silu" : "glu_gelu", dims(rows, cols) + (in_place ? " in place" : ""),
+              got[0], ref[0], 1e-5);
+      }
+    }
+  }
+}
+
+TEST_F(BackendOps, AddScaleSoftcapCopy) {
+  const int64_t rows = 9, cols = 700;
+  Step step = simple_step(std::vector<int32_t>(rows, 0));
+  const size_t n = static_cast<size_t>(rows * cols);
+  std::vector<std::vector<float>> ref, got;
+  run_both(step.plan, {{{rows, cols}, normal(rng_, n)}, {{rows, cols}, normal(rng_, n)}}, {},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>&) { return b.add(in[0], in[1]); }, ref, got);
+  if (HasFatalFailure()) return;
+  check("add", dims(rows, cols), got[0], ref[0], 1e-6);
+  run_both(step.plan, {{{rows, cols}, normal(rng_, n)}}, {},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>&) { return b.scale(in[0], 0.37f); }, ref, got);
+  if (HasFatalFailure()) return;
+  check("scale", dims(rows, cols), got[0], ref[0], 1e-6);
+  run_both(step.plan, {{{rows, cols}, normal(rng_, n, 40.0f)}}, {},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>&) { return b.softcap(in[0], 30.0f); }, ref, got);
+  if (HasFatalFailure()) return;
+  check("softcap", dims(rows, cols) + " cap 30", got[0], ref[0], 1e-5);
+  // copy: all rows, then rows [2, 7) into rows [0, 5) of a wider-strided destination view.
+  run_both(step.plan, {{{rows, cols}, normal(rng_, n)}}, {{rows, cols}},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+             HS_RETURN_IF_ERROR(b.copy(in[0], out[0]));
+             return b.copy(in[0].slice_rows(2, 7), out[0].slice_rows(4, 9));
+           },
+           ref, got);
+  if (HasFatalFailure()) return;
+  check("copy", dims(rows, cols) + " + rows 2..7 -> 4..9", got[0], ref[0], 0.0, 0.0);
+}
+
+TEST_F(BackendOps, LogitRows) {
+  const int64_t rows = 9, cols = 300;
+  const std::vector<int32_t> pick = {8, 0, 3, 3};
+  Step step = simple_step(std::vector<int32_t>(rows, 0), pick);
+  std::vector<std::vector<float>> ref, got;
+  run_both(step.plan, {{{rows, cols}, normal(rng_, static_cast<size_t>(rows * cols))}},
+           {{static_cast<int64_t>(pick.size()), cols}},
+           [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) { return b.logit_rows(in[0], out[0]); },
+           ref, got);
+  if (HasFatalFailure()) return;
+  check("logit_rows", dims(rows, cols) + " -> rows 8,0,3,3", got[0], ref[0], 0.0, 0.0);
+}
+
+// ---- kv_write + attention ------------------------------------------------------------------------
+
+enum class Scenario { kSingle, kPrefill, kDecode, kChunked };
+
+struct AttnCase {
+  Scenario scenario;
+  int group, head_dim, window;
+  KvDtype dtype;
+};
+
+std::string attn_name(const AttnCase& c) {
+  const char* sc[] = {"1 tok @0", "prefill 300", "decode L=1,17,5000", "chunk 1000+200"};
+  return std::string(sc[static_cast<int>(c.scenario)]) + " G" + std::to_string(c.group) + " hd" +
+         std::to_string(c.head_dim) + " w" + std::to_string(c.window) + " " + kv_dtype_name(c.dtype);
+}
+
+class AttentionOps : public BackendOps {
+ protected:
+  void run_case(const AttnCase& c) {
+    constexpr int kKvHeads = 2, kLayers = 2, kP = 16;
+    const int n_head = kKvHeads * c.group, hd = c.head_dim;
+    const int kv_dim = kKvHeads * hd, q_dim = n_head * hd;
+    // Sequences: (context already written, then the tokens attended this step).
+    std::vector<std::pair<int32_t, int32_t>> seqs;  // (context, new tokens)
+    switch (c.scenario) {
+      case Scenario::kSingle: seqs = {{0, 1}}; break;
+      case Scenario::kPrefill: seqs = {{0, 300}}; break;
+      case Scenario::kDecode: seqs = {{0, 1}, {16, 1}, {4999, 1}}; break;
+      case Scenario::kChunked: seqs = {{1000, 200}}; break;
+    }
+    int32_t n_blocks = 8;
+    for (auto [ctx, add] : seqs) n_blocks += (ctx + add + kP - 1) / kP;
+    KvCache kv(KvGeometry{kLayers, kKvHeads, hd, kP, c.dtype}, n_blocks);
+    {  // shuffle the free list so sequences get scattered, unordered pages
+      SeqKv all;
+      ASSERT_TRUE(kv.reserve(all, n_blocks * kP).is_ok());
+      std::shuffle(all.blocks.begin(), all.blocks.end(), rng_);
+      kv.release(all);
+    }
+    std::vector<SeqKv> seq_kv(seqs.size());
+    std::vector<SeqKv*> seq_ptrs;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      HS_ASSERT_OK(kv.reserve(seq_kv[s], seqs[s].first + seqs[s].second));
+      seq_ptrs.push_back(&seq_kv[s]);
+    }
+    Step ctx_step, step;
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      for (int32_t p = 0; p < seqs[s].first; ++p) {
+        ctx_step.positions.push_back(p);
+        ctx_step.seq_index.push_back(static_cast<int32_t>(s));
+      }
+      for (int32_t p = seqs[s].first; p < seqs[s].first + seqs[s].second; ++p) {
+        step.positions.push_back(p);
+        step.seq_index.push_back(static_cast<int32_t>(s));
+      }
+    }
+    ctx_step.seqs = seq_ptrs;
+    step.seqs = seq_ptrs;
+    ctx_step.finish(&kv, *pool_);
+    step.finish(&kv, *pool_);
+    const int64_t n_ctx = static_cast<int64_t>(ctx_step.positions.size());
+    const int64_t n = static_cast<int64_t>(step.positions.size());
+    // K / V of both steps for both layers (layer 0 is written too: its pages must not leak
+    // into layer 1's attention), and the queries.
+    const auto kc = normal(rng_, static_cast<size_t>(n_ctx * kv_dim)), vc = normal(rng_, static_cast<size_t>(n_ctx * kv_dim));
+    const auto k0 = normal(rng_, static_cast<size_t>(n * kv_dim)), v0 = normal(rng_, static_cast<size_t>(n * kv_dim));
+    const auto k1 = normal(rng_, static_cast<size_t>(n * kv_dim)), v1 = normal(rng_, static_cast<size_t>(n * kv_dim));
+    const auto q = normal(rng_, static_cast<size_t>(n * q_dim), 1.5f);
+    const AttentionParams p{n_head, kKvHeads, hd, 1.0f / std::sqrt(static_cast<float>(hd)), c.window};
+
+    std::vector<float> out[2];
+    for (int which = 0; which < 2; ++which) {
+      Backend& b = which == 0 ? *cpu_ : *dev_;
+      if (n_ctx > 0) {
+        Mat km = make_mat(b, n_ctx, kv_dim), vm = make_mat(b, n_ctx, kv_dim);
+        upload(b, km, kc);
+        upload(b, vm, vc);
+        HS_ASSERT_OK(b.begin_step(ctx_step.plan));
+        HS_ASSERT_OK(b.kv_write(1, km.t, vm.t));
+        HS_ASSERT_OK(b.kv_write(0, vm.t, km.t));
+        HS_ASSERT_OK(b.end_step());
+      }
+      Mat k0m = make_mat(b, n, kv_dim), v0m = make_mat(b, n, kv_dim), k1m = make_mat(b, n, kv_dim),
+          v1m = make_mat(b, n, kv_dim), qm = make_mat(b, n, q_dim), om = make_mat(b, n, q_dim);
+      upload(b, k0m, k0);
+      upload(b, v0m, v0);
+      upload(b, k1m, k1);
+      upload(b, v1m, v1);
+      upload(b, qm, q);
+      poison(b, om);
+      HS_ASSERT_OK(b.begin_step(step.plan));
+      HS_ASSERT_OK(b.kv_write(0, k0m.t, v0m.t));
+      HS_ASSERT_OK(b.kv_write(1, k1m.t, v1m.t));
+      HS_ASSERT_OK(b.attention(1, qm.t, om.t, p));
+      HS_ASSERT_OK(b.end_step());
+      out[which] = download(b, om);
+    }
+    check("attention", attn_name(c), out[1], out[0], 2e-3, 5e-3);
+  }
+};
+
+TEST_F(AttentionOps, F16AllShapes) {
+  for (Scenario sc : {Scenario::kSingle, Scenario::kPrefill, Scenario::kDecode, Scenario::kChunked})
+    for (int group : {1, 3, 4, 8})
+      for (int hd : {64, 128, 256})
+        for (int window : {0, 512}) {
+          run_case(AttnCase{sc, group, hd, window, KvDtype::kF16});
+          if (HasFatalFailure()) return;
+        }
+}
+
+TEST_F(AttentionOps, F32AndBf16AndOddGroups) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kBF16})
+    for (Scenario sc : {Scenario::kSingle, Scenario::kPrefill, Scenario::kDecode, Scenario::kChunked})
+      for (int window : {0, 512}) {
+        run_case(AttnCase{sc, 4, 128, window, dt});
+        if (HasFatalFailure()) return;
+      }
+  for (int group : {2, 5, 7})  // groups between the kernel's register sizes (1, 2, 4, 8)
+    for (Scenario sc : {Scenario::kPrefill, Scenario::kDecode}) {
+      run_case(AttnCase{sc, group, 64, 0, KvDtype::kF16});
+      if (HasFatalFailure()) return;
+    }
+}
+
+TEST_F(BackendOps, RefusesWhatItCannotRun) {
+  // int8 KV, unsupported head_dim and group sizes, and host tensors get clear errors.
+  KvCache kv(KvGeometry{1, 1, 64, 16, KvDtype::kInt8}, 4);
+  Step s = simple_step({0});
+  s.finish(&kv, *pool_);
+  const Status st = dev_->begin_step(s.plan);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("not supported on CUDA"), std::string::npos) << st.message();
+  std::vector<float> host(64);
+  const Tensor h = Tensor::matrix(host.data(), DType::F32, 1, 64);
+  EXPECT_FALSE(dev_->scale(h, 2.0f).is_ok());
+  std::vector<uint8_t> q2(84 * 1);
+  const auto bad = dev_->prepare_weight(Tensor::matrix(q2.data(), DType::Q2_K, 1, 256), "blk.0.ffn_up.weight");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << bad.status().message();
+}
+
+}  // namespace
+}  // namespace hs
