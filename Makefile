@@ -3,7 +3,9 @@
 #   make build   configure + build the CPU preset → build/bin/hindsight
 #   make test    setup + build + unit tests (ctest) + Python tests (pytest: tests/py, and
 #                tests/e2e against a real `hindsight serve` on SmolLM2)
-#   make run     setup + build + serve SmolLM2 (OpenAI-compatible, port 8080) and print a curl line
+#   make run     setup + build + serve Qwen2.5-Coder-0.5B-Instruct (OpenAI-compatible, port 8080) and
+#                print a curl line; MODEL=path/to.gguf serves another (any model under models/)
+#   make models-extra  also fetch Qwen2.5-Coder-1.5B-Instruct (1.1 GB; not needed by the tests)
 #   make bench   setup + build + benchmarks
 #   make bench-serve  setup + build + serving benchmark (aiperf) and prefill fairness
 #   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
@@ -13,13 +15,21 @@ PRESET ?= cpu
 BIN := build/bin/hindsight
 SMOLLM2 := models/smollm2-135m-instruct-q4_1.gguf
 GEMMA3 := models/gemma-3-270m-q4_k_m.gguf
+QWEN05B := models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+QWEN15B := models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+# The model `make run` serves (the e2e tests keep SmolLM2: CI time).
+MODEL ?= $(QWEN05B)
 # The binary the e2e tests and bench/serve.sh start (override to test another build).
 export HS_BIN ?= $(CURDIR)/$(BIN)
 
-.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean sketches
+.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean sketches models-extra
 
 setup:
 	scripts/setup
+
+# The 1.5B coding model, on request (sha256-checked like the default models).
+models-extra:
+	scripts/setup --extra-models
 
 build:
 	@test -f build/build.ninja || cmake --preset $(PRESET)
@@ -38,20 +48,21 @@ e2e:
 test: setup
 	$(MAKE) unit pytest
 
-# Sketch bases for sparse attention (hindsight fit-sketch), one beside each default model,
-# fitted once from source code the setup installed (not the needle-eval haystack); query-aware
-# (the best rank-r bilinear approximation of q·k: higher attention-mass recall than PCA,
-# docs/sparse-attention.md).
+# Sketch bases for sparse attention (hindsight fit-sketch), one beside each default model and
+# the served MODEL, fitted once from source code the setup installed (not the needle-eval
+# haystack); query-aware (the best rank-r bilinear approximation of q·k: higher attention-mass
+# recall than PCA, docs/sparse-attention.md).
 SKETCH_CORPUS := /usr/include/httplib.h /usr/include/nlohmann/json.hpp
 sketches: build
-	@for m in $(SMOLLM2) $(GEMMA3); do s=$${m%.gguf}.sketch.safetensors; \
+	@for m in $(sort $(SMOLLM2) $(GEMMA3) $(QWEN05B) $(MODEL)); do s=$${m%.gguf}.sketch.safetensors; \
+	  test -f $$m || { echo "$$m is absent (make models-extra fetches the 1.5B)"; exit 1; }; \
 	  test -f $$s || $(BIN) fit-sketch -m $$m --corpus $(SKETCH_CORPUS) --max-tokens 32768 --query-aware -o $$s || exit 1; done
 
 PORT ?= 8080
 run: setup build sketches
-	@echo "Serving SmolLM2 on http://127.0.0.1:$(PORT)/v1 — try, from another shell:"
+	@echo "Serving $(notdir $(MODEL)) on http://127.0.0.1:$(PORT)/v1 — try, from another shell:"
 	@echo "  curl http://127.0.0.1:$(PORT)/v1/chat/completions -H 'Content-Type: application/json' -d '{\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}],\"max_tokens\":64}'"
-	$(BIN) serve -m $(SMOLLM2) --port $(PORT)
+	$(BIN) serve -m $(MODEL) --port $(PORT)
 
 bench: setup build
 	$(BIN) bench -m $(SMOLLM2)

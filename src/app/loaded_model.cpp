@@ -31,8 +31,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("-c,--ctx-size", opt.ctx_size, "KV cache capacity in tokens")->check(CLI::Range(16, 1 << 22));
   cmd->add_option("-t,--threads", opt.threads, "CPU threads (0 = all)")->check(CLI::Range(0, 1024));
   cmd->add_option("--kv-cache-dtype", opt.kv_cache_dtype,
-                  "KV cache (host tier) storage: auto (= f16), f32, f16, bf16, int8 or int4 (per-token-per-head scales)")
-      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "int4"}))
+                  "KV cache (host tier) storage: auto (= f16), f32, f16, bf16, or int8, int4, fp8 (e4m3) with "
+                  "per-token-per-head scales")
+      ->check(CLI::IsMember({"auto", "f32", "f16", "bf16", "int8", "int4", "fp8"}))
       ->capture_default_str();
   cmd->add_option("--sparse", opt.sparse,
                   "Sparse attention for long contexts: auto (sketch if the sketch file exists), off, sketch, quest, "

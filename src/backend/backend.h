@@ -142,6 +142,9 @@ class Backend {
   virtual Status rope(Tensor x, int head_dim, float theta, bool neox) = 0;
   virtual Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) = 0;
   virtual Status add(Tensor x, const Tensor& y) = 0;   // x += y
+  // x[r][c] += bias[c] for every row r (attention projection biases: qwen2's q/k/v). x:
+  // [rows][cols] f32 (rows may be strided), bias: [cols] f32 as prepare_vector made it.
+  virtual Status add_bias(Tensor x, const Tensor& bias) = 0;
   virtual Status scale(Tensor x, float s) = 0;         // x *= s
   virtual Status softcap(Tensor x, float cap) = 0;     // x = cap * tanh(x / cap)
   virtual Status copy(const Tensor& src, Tensor dst) = 0;

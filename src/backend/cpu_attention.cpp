@@ -104,7 +104,7 @@ void CpuAttention::run(const ForwardPlan& plan, int layer, const float* q_all, f
   pieces_.clear();
   piece_src_.clear();
   // Keys [b, e) of (token t, kv head): a plain-dtype task reads the pages through
-  // PagedKvView; a scaled dtype (bf16/int8/int4) reads them as pieces, one per page.
+  // PagedKvView; a scaled dtype (bf16/int8/int4/fp8) reads them as pieces, one per page.
   const bool plain = kv_dtype_plain(g.dtype);
   auto push_range = [&](int64_t t, int kvh, int32_t b, int32_t e) {
     AttnTask task{static_cast<int32_t>(t), kvh, b, e};

@@ -190,6 +190,19 @@ Status CpuBackend::add(Tensor x, const Tensor& y) {
   return Status::ok();
 }
 
+Status CpuBackend::add_bias(Tensor x, const Tensor& bias) {
+  HS_RETURN_IF_ERROR(need_f32(bias, "add_bias", "bias"));
+  if (x.dtype != DType::F32 || x.device != Device::kCpu || x.row_stride < x.row_bytes() || x.row_stride % 4 != 0)
+    return make_error(StatusCode::kInvalidArgument, "add_bias: x must be host f32 rows (got {} on {}, row stride {} B)",
+                      dtype_name(x.dtype), device_name(x.device), x.row_stride);
+  if (bias.rows * bias.cols != x.cols)
+    return make_error(StatusCode::kInvalidArgument, "add_bias: bias [{}][{}] for rows of {}", bias.rows, bias.cols,
+                      x.cols);
+  for (int64_t r = 0; r < x.rows; ++r)
+    cpu::add_inplace(reinterpret_cast<float*>(static_cast<uint8_t*>(x.data) + r * x.row_stride), bias.f32(), x.cols);
+  return Status::ok();
+}
+
 Status CpuBackend::scale(Tensor x, float s) {
   HS_RETURN_IF_ERROR(need_f32(x, "scale", "x"));
   cpu::scale_inplace(x.f32(), s, x.rows * x.cols);

@@ -38,6 +38,7 @@ class CpuBackend final : public Backend {
   Status rope(Tensor x, int head_dim, float theta, bool neox) override;
   Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) override;
   Status add(Tensor x, const Tensor& y) override;
+  Status add_bias(Tensor x, const Tensor& bias) override;
   Status scale(Tensor x, float s) override;
   Status softcap(Tensor x, float cap) override;
   Status copy(const Tensor& src, Tensor dst) override;

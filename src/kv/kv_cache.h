@@ -4,14 +4,15 @@
 // each block a kv/kv_quant.h piece of P tokens:
 //   [n_kv_heads] × ( [P][K | V][row_bytes]  then  [P][K | V][scale_bytes] ), padded to 16 B,
 // so one head's run of tokens is contiguous. For f32/f16 (no scales) that is the plain
-// [n_kv_heads][P][K | V][head_dim] elements backend/cpu's PagedKvView reads; bf16, int8 and
-// int4 (per-token-per-head scales, kv_quant.h) are read through pieces (kv_attend_pieces).
+// [n_kv_heads][P][K | V][head_dim] elements backend/cpu's PagedKvView reads; bf16, int8, int4
+// and fp8 (per-token-per-head scales, kv_quant.h) are read through pieces (kv_attend_pieces).
 // This cache is the host tier: every sequence's full KV history lives here.
 // Block ids come from one BlockPool and index every layer's storage alike (vLLM style): a
 // sequence has one block table for all layers.
 // Cost: memory n_layer * n_blocks * page_bytes, allocated up front; per token and kv head
-// 2 · head_dim · {4, 2, 2, 1, ½} bytes (+ 4 / 8 B of scales for int8 / int4): f16 halves what a
-// decode step reads at long context, int8 and int4 halve and quarter it again.
+// 2 · head_dim · {4, 2, 2, 1, ½, 1} bytes for f32, f16, bf16, int8, int4, fp8 (+ 4 / 8 / 4 B of
+// scales for int8 / int4 / fp8): f16 halves what a decode step reads at long context, int8 and
+// fp8 halve it again, int4 quarters it.
 //
 // Leases (kv/tier/lease.h): a sequence that keeps copies of its KV elsewhere (the sparse
 // path's hot chunk slots, sparse/hot_chunks.h) takes a SeqLease {id, generation} from the
@@ -33,10 +34,10 @@
 
 namespace hs {
 
-// The cache's element type is a kv/kv_quant.h store dtype: f32 | f16 | bf16 | int8 | int4.
+// The cache's element type is a kv/kv_quant.h store dtype: f32 | f16 | bf16 | int8 | int4 | fp8.
 using KvDtype = KvStoreDtype;
 const char* kv_dtype_name(KvDtype t);
-Result<KvDtype> parse_kv_dtype(std::string_view name);  // "auto" (= f16) | f32 | f16 | bf16 | int8 | int4
+Result<KvDtype> parse_kv_dtype(std::string_view name);  // "auto" (= f16) | f32 | f16 | bf16 | int8 | int4 | fp8
 // f32 / f16: K and V rows are plain elements (backend/cpu PagedKvView can read them).
 inline bool kv_dtype_plain(KvDtype t) { return t == KvDtype::kF32 || t == KvDtype::kF16; }
 inline int kv_elem_bytes(KvDtype t) { return t == KvDtype::kF32 ? 4 : 2; }  // plain dtypes

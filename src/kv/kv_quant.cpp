@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "core/fp16.h"
 #include "kv/kv_quant_kernel.h"
@@ -19,6 +20,7 @@ const char* kv_store_dtype_name(KvStoreDtype t) {
     case KvStoreDtype::kBF16: return "bf16";
     case KvStoreDtype::kInt8: return "int8";
     case KvStoreDtype::kInt4: return "int4";
+    case KvStoreDtype::kFp8: return "fp8";
   }
   return "?";
 }
@@ -29,8 +31,9 @@ Result<KvStoreDtype> parse_kv_store_dtype(std::string_view name) {
   if (name == "bf16") return KvStoreDtype::kBF16;
   if (name == "int8") return KvStoreDtype::kInt8;
   if (name == "int4") return KvStoreDtype::kInt4;
+  if (name == "fp8") return KvStoreDtype::kFp8;
   return make_error(StatusCode::kInvalidArgument,
-                    "unknown --kv-cache-dtype '{}' (supported: auto, f32, f16, bf16, int8, int4)", name);
+                    "unknown --kv-cache-dtype '{}' (supported: auto, f32, f16, bf16, int8, int4, fp8)", name);
 }
 
 int64_t kv_row_bytes(KvStoreDtype t, int head_dim) {
@@ -38,14 +41,15 @@ int64_t kv_row_bytes(KvStoreDtype t, int head_dim) {
     case KvStoreDtype::kF32: return 4LL * head_dim;
     case KvStoreDtype::kF16:
     case KvStoreDtype::kBF16: return 2LL * head_dim;
-    case KvStoreDtype::kInt8: return head_dim;
+    case KvStoreDtype::kInt8:
+    case KvStoreDtype::kFp8: return head_dim;
     case KvStoreDtype::kInt4: return head_dim / 2;
   }
   return 0;
 }
 
 int kv_scale_bytes(KvStoreDtype t) {
-  return t == KvStoreDtype::kInt8 ? 2 : t == KvStoreDtype::kInt4 ? 4 : 0;
+  return t == KvStoreDtype::kInt8 || t == KvStoreDtype::kFp8 ? 2 : t == KvStoreDtype::kInt4 ? 4 : 0;
 }
 
 PieceLayout PieceLayout::make(KvStoreDtype t, int head_dim, int chunk_tokens) {
@@ -79,6 +83,42 @@ Result<HostPageLayout> HostPageLayout::make(KvStoreDtype t, int n_kv_heads, int 
   L.chunks_per_page = page_tokens / chunk_tokens;
   L.page_bytes = static_cast<int64_t>(n_kv_heads) * L.chunks_per_page * L.piece.stride;
   return L;
+}
+
+uint8_t fp8_e4m3_from_float(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return 0x7f;                // NaN: canonical, sign dropped (as CUDA)
+  if (a >= 0x43e00000u) return sign | 0x7e;        // >= 448 (and inf): saturate
+  if (a >= 0x3c800000u) {                          // >= 2^-6: a normal e4m3
+    const uint32_t e = (a >> 23) - 127 + 7;        // 1..15
+    const uint32_t m = (a >> 20) & 7u;             // top 3 mantissa bits, truncated
+    const uint32_t rest = a & 0xfffffu;            // the 20 dropped bits
+    uint32_t r = (e << 3) | m;
+    if (rest > 0x80000u || (rest == 0x80000u && (m & 1u))) ++r;  // nearest even; a carry bumps e
+    return static_cast<uint8_t>(sign | r);         // (448, 464) rounds down to 0x7e: never 0x7f
+  }
+  // Below 2^-6: k · 2^-9 with k = round-to-even(|x| · 2^9) in 0..8 (8 is the smallest normal,
+  // byte 0x08); |x| ≤ 2^-10 gives ±0. The scaling by 2^9 is exact.
+  float ax;
+  std::memcpy(&ax, &a, 4);
+  const float k = std::nearbyint(ax * 512.0f);
+  return static_cast<uint8_t>(sign | static_cast<uint8_t>(k));
+}
+
+float fp8_e4m3_to_float(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  float v;
+  if (e == 15 && m == 7) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (e == 0) {
+    v = std::ldexp(static_cast<float>(m), -9);
+  } else {
+    v = std::ldexp(static_cast<float>(8 + m), e - 10);
+  }
+  return (b & 0x80) ? -v : v;
 }
 
 void kv_encode_row(KvStoreDtype t, const float* x, int hd, void* row_v, void* scale_v) {
@@ -129,6 +169,21 @@ void kv_encode_row(KvStoreDtype t, const float* x, int hd, void* row_v, void* sc
       for (int j = 0; j < h; ++j) row[j] = static_cast<uint8_t>(q4(x[j]) | (q4(x[j + h]) << 4));
       std::memcpy(scale, &dh, 2);
       std::memcpy(scale + 1, &mh, 2);
+      return;
+    }
+    case KvStoreDtype::kFp8: {
+      // backend/cuda/attention.cu (kv_write_fp8_kernel) does exactly this arithmetic.
+      float amax = 0.0f;
+      for (int d = 0; d < hd; ++d) amax = std::fmax(amax, std::fabs(x[d]));
+      const uint16_t dh = fp32_to_fp16(std::fmin(amax / 448.0f, 65504.0f));
+      std::memcpy(scale, &dh, 2);
+      const float df = fp16_to_fp32(dh);
+      if (!(df > 0.0f)) {
+        std::memset(row, 0, static_cast<size_t>(hd));
+        return;
+      }
+      const float inv = 1.0f / df;
+      for (int d = 0; d < hd; ++d) row[d] = fp8_e4m3_from_float(x[d] * inv);
       return;
     }
   }

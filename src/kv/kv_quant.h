@@ -7,7 +7,25 @@
 //   int8            q[d] int8, x ≈ d_h · q                (d_h = f16(max|x| / 127));
 //   int4            u[d] 4-bit, x ≈ m_h + d_h · u, u ∈ [0, 15]  (d_h = f16((max − min) / 15),
 //                   m_h = f16(min)); byte j holds element j (low nibble) and element
-//                   j + head_dim/2 (high nibble), so unpacking is two vector ops.
+//                   j + head_dim/2 (high nibble), so unpacking is two vector ops;
+//   fp8             e[d] OCP FP8 E4M3 bytes, x ≈ d_h · e4m3(e)   (d_h = f16(max|x| / 448)).
+// fp8 in detail (the CPU is the reference; backend/cuda/attention.cu writes the same bytes):
+//   E4M3: sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinities, NaN = 0x7F / 0xFF,
+//   largest finite ±448 (0x7E / 0xFE), smallest subnormal 2^-9 (0x01). Value of byte
+//   (s, e, m): e > 0: ±(1 + m/8)·2^(e−7); e = 0: ±m·2^-9.
+//   Encode a row: amax = max|x| (NaN elements ignored); d_h = f16(min(amax / 448, 65504)),
+//   round to nearest even; if d_h == 0 every byte is 0. Else inv = 1 / float(d_h) and
+//   e = e4m3(x · inv) in fp32, rounded to nearest even with saturation to ±448 (CUDA's
+//   __nv_cvt_float_to_fp8(·, __NV_SATFINITE, __NV_E4M3) / cvt.rn.satfinite.e4m3x2.f32:
+//   |s| ≥ 448 or ±inf → ±448, |s| ≤ 2^-10 → ±0 (0x00 / 0x80), NaN → 0x7F).
+//   Decode: float(d_h) · e4m3 — exact in fp32 (4 × 11 significant bits), so every kernel
+//   (LUT, the f16 bit trick of the SIMD loads, CUDA's cvt.f16x2.e4m3x2) gets the same floats.
+//   Error per element (KvQuant.RoundTripErrorBounds): ≤ 2^-4·|x| (3 mantissa bits; really
+//   ≤ |x|/17) in e4m3's normal range, ≤ d_h·2^-10 ≈ max|x|·2^-18.8 below it, plus ≤ 448·2^-25
+//   absolute where d_h is an f16 subnormal (rows with max|x| < 448·2^-14 ≈ 0.027).
+//   Against int8 (same bytes): the error is relative to each element, not to the row's max,
+//   so rows with an outlier channel come out ~3x more accurate and Gaussian rows ~4x less
+//   (RMS, KvQuantFp8.ErrorAgainstInt8; docs/kv-tiers.md).
 // int4 is asymmetric: its error bound (max − min)/30 is never worse than the symmetric
 // max|x|/14 and is half of it on skewed rows (docs/kv-tiers.md has the measurements).
 //
@@ -18,9 +36,11 @@
 //
 // Cost: encoding is scalar (one row per token per layer per head, negligible next to the
 // matmuls); the read kernels are compiled per ISA (kv_quant_kernel.h, dispatched at run
-// time like backend/cpu; HS_SIMD=scalar|avx2 forces a level). int8 reads ~half, int4 ~a
-// quarter of f16's bytes per key; attention over pieces runs at ~the dense f16 kernel's
-// token rate for every dtype (docs/kv-tiers.md).
+// time like backend/cpu; HS_SIMD=scalar|avx2 forces a level). int8 and fp8 read ~half, int4
+// ~a quarter of f16's bytes per key; attention over pieces runs at ~the dense f16 kernel's
+// token rate for every dtype but fp8, whose decode (16 bytes → f16 bits → f32, ~11 vector
+// ops on AVX2 / AVX-512; a 256-entry table on the scalar path) costs 15–25 % of the rate
+// on cache-resident pieces (docs/kv-tiers.md).
 #pragma once
 
 #include <cstdint>
@@ -30,16 +50,20 @@
 
 namespace hs {
 
-enum class KvStoreDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4 };
+enum class KvStoreDtype : uint8_t { kF32, kF16, kBF16, kInt8, kInt4, kFp8 };
 
 const char* kv_store_dtype_name(KvStoreDtype t);
-// "auto" (= f16, the models' activation precision), "f32", "f16", "bf16", "int8", "int4".
+// "auto" (= f16, the models' activation precision), "f32", "f16", "bf16", "int8", "int4", "fp8".
 Result<KvStoreDtype> parse_kv_store_dtype(std::string_view name);
 
 // Bytes of one encoded row of head_dim values (head_dim must be even for int4).
 int64_t kv_row_bytes(KvStoreDtype t, int head_dim);
-// Bytes of one row's scale block: 0 (f32/f16/bf16), 2 (int8: f16 d), 4 (int4: f16 d, f16 m).
+// Bytes of one row's scale block: 0 (f32/f16/bf16), 2 (int8, fp8: f16 d), 4 (int4: f16 d, f16 m).
 int kv_scale_bytes(KvStoreDtype t);
+
+// ---- fp8 e4m3 scalars (bit-exact with CUDA's __NV_SATFINITE conversions, see above) ------
+uint8_t fp8_e4m3_from_float(float x);  // round to nearest even, saturating to ±448
+float fp8_e4m3_to_float(uint8_t b);    // exact; 0x7F / 0xFF → NaN
 
 // ---- rows ----------------------------------------------------------------------------
 // Encode x [head_dim] into row (kv_row_bytes) and scale (kv_scale_bytes; may be null when 0).

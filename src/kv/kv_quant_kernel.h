@@ -62,6 +62,58 @@ namespace {
   for (; i < n; ++i) y[i] = half_at(src, i);
 }
 
+// ---- fp8 e4m3 (kv_quant.h) -----------------------------------------------------------
+// The 256 byte values as floats (0x7F / 0xFF: NaN); for the scalar paths and row tails.
+struct Fp8Table {
+  float v[256];
+};
+constexpr Fp8Table make_fp8_table() {
+  Fp8Table t{};
+  for (int b = 0; b < 256; ++b) {
+    const int e = (b >> 3) & 15, m = b & 7;
+    float v = 0.0f;
+    if (e == 15 && m == 7) {
+      v = __builtin_nanf("");
+    } else {
+      // e > 0: (8 + m) · 2^(e − 10); e = 0: m · 2^-9. Powers of two: exact.
+      v = static_cast<float>(e == 0 ? m : 8 + m);
+      for (int k = 0; k < (e == 0 ? 9 : 10 - e); ++k) v *= 0.5f;
+      for (int k = 0; k < e - 10; ++k) v *= 2.0f;
+    }
+    t.v[b] = (b & 0x80) ? -v : v;
+  }
+  return t;
+}
+constexpr Fp8Table kFp8Table = make_fp8_table();
+
+// 16 e4m3 bytes times d. SIMD: byte (s, e, m) becomes the f16 bits s·0x8000 | (e, m) << 7,
+// i.e. the value · 2^-8 (e4m3's subnormals land on f16 subnormals), converted with vcvtph2ps
+// and scaled by d · 2^8; 0x7F / 0xFF get an all-ones f16 exponent (NaN). Every product is
+// exact, so this equals d · kFp8Table[byte] bit for bit.
+[[maybe_unused]] cpu::detail::v16f load_fp8x16(const uint8_t* p, float d) {
+  cpu::detail::v16f out;
+#if defined(__AVX2__) && defined(__F16C__)
+  const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+  const __m256i sign = _mm256_and_si256(_mm256_slli_epi16(w, 8), _mm256_set1_epi16(static_cast<short>(0x8000)));
+  const __m256i nan = _mm256_and_si256(_mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7f)), _mm256_set1_epi16(0x7c00));
+  const __m256i h = _mm256_or_si256(_mm256_or_si256(_mm256_slli_epi16(mag, 7), sign), nan);
+#if defined(__AVX512F__)
+  const __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(d * 256.0f));
+  std::memcpy(&out, &f, 64);
+#else
+  const __m256 ds = _mm256_set1_ps(d * 256.0f);
+  const __m256 lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), ds);
+  const __m256 hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), ds);
+  std::memcpy(&out, &lo, 32);
+  std::memcpy(reinterpret_cast<char*>(&out) + 32, &hi, 32);
+#endif
+#else
+  for (int i = 0; i < 16; ++i) out[i] = d * kFp8Table.v[p[i]];
+#endif
+  return out;
+}
+
 // decode(row) into y [hd].
 [[maybe_unused]] void decode_row_k(KvStoreDtype t, const uint8_t* row, const uint8_t* scale, int hd, float* y) {
   switch (t) {
@@ -95,6 +147,16 @@ namespace {
         y[j] = m + d * static_cast<float>(row[j] & 15);
         y[j + h] = m + d * static_cast<float>(row[j] >> 4);
       }
+      return;
+    }
+    case KvStoreDtype::kFp8: {
+      const float d = half_at(scale, 0);
+      int i = 0;
+      for (; i + 16 <= hd; i += 16) {
+        const cpu::detail::v16f v = load_fp8x16(row + i, d);
+        std::memcpy(y + i, &v, sizeof(v));
+      }
+      for (; i < hd; ++i) y[i] = d * kFp8Table.v[row[i]];
       return;
     }
   }
@@ -272,6 +334,11 @@ template <int NV, KvStoreDtype t>
       for (int i = 0; i < NV; ++i) out[i] = load_i8x16(row + 16 * i) * d;
       return;
     }
+    case KvStoreDtype::kFp8: {
+      const float d = half_at(scale, 0);
+      for (int i = 0; i < NV; ++i) out[i] = load_fp8x16(row + 16 * i, d);
+      return;
+    }
     case KvStoreDtype::kInt4: {
       const float d = half_at(scale, 0), m = half_at(scale, 1);
       for (int i = 0; i < NV / 2; ++i) {  // bytes [16i, 16i+16): elements 16i.. (low), hd/2 + 16i.. (high)
@@ -368,6 +435,7 @@ void attend_fixed_g(const float* q, int n_q, const PieceSpan* spans, int n_spans
     case KvStoreDtype::kBF16: return attend_fixed_t<NV, G, KvStoreDtype::kBF16>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
     case KvStoreDtype::kInt8: return attend_fixed_t<NV, G, KvStoreDtype::kInt8>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
     case KvStoreDtype::kInt4: return attend_fixed_t<NV, G, KvStoreDtype::kInt4>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
+    case KvStoreDtype::kFp8: return attend_fixed_t<NV, G, KvStoreDtype::kFp8>(q, n_q, spans, n_spans, scale, max_out, sum_out, acc_out);
   }
 }
 

@@ -1,4 +1,4 @@
-// model/decoder.cpp — forward pass of the llama/gemma3 decoder over the Backend (decoder.h).
+// model/decoder.cpp — forward pass of the llama/gemma3/qwen2 decoder over the Backend (decoder.h).
 #include "model/decoder.h"
 
 #include <algorithm>
@@ -57,6 +57,9 @@ Status Decoder::prepare_weights() {
     HS_RETURN_IF_ERROR(mat(L.wk, p + "attn_k.weight", T.wk));
     HS_RETURN_IF_ERROR(mat(L.wv, p + "attn_v.weight", T.wv));
     HS_RETURN_IF_ERROR(mat(L.wo, p + "attn_output.weight", T.wo));
+    HS_RETURN_IF_ERROR(vec(L.bq, p + "attn_q.bias", T.bq));
+    HS_RETURN_IF_ERROR(vec(L.bk, p + "attn_k.bias", T.bk));
+    HS_RETURN_IF_ERROR(vec(L.bv, p + "attn_v.bias", T.bv));
     HS_RETURN_IF_ERROR(vec(L.q_norm, p + "attn_q_norm.weight", T.q_norm));
     HS_RETURN_IF_ERROR(vec(L.k_norm, p + "attn_k_norm.weight", T.k_norm));
     HS_RETURN_IF_ERROR(vec(L.post_attn_norm, p + "post_attention_norm.weight", T.post_attn_norm));
@@ -148,6 +151,9 @@ Status Decoder::run_layers(int64_t n) {
       const Tensor ys[] = {q, k, v};
       HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
     }
+    if (!L.bq.empty()) HS_RETURN_IF_ERROR(b.add_bias(q, L.bq));  // qwen2
+    if (!L.bk.empty()) HS_RETURN_IF_ERROR(b.add_bias(k, L.bk));
+    if (!L.bv.empty()) HS_RETURN_IF_ERROR(b.add_bias(v, L.bv));
     if (c.qk_norm) {  // per head: rows of head_dim
       HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
       HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));

@@ -1,9 +1,10 @@
-// model/decoder.h — the pre-norm transformer decoder shared by llama and gemma3, written
-// once against the Backend op table (backend/backend.h).
+// model/decoder.h — the pre-norm transformer decoder shared by llama, gemma3 and qwen2,
+// written once against the Backend op table (backend/backend.h).
 //
-// Both architectures are the same graph up to flags in ModelConfig: gemma3 adds embedding
+// The architectures are the same graph up to flags in ModelConfig: gemma3 adds embedding
 // scaling, per-head QK RMSNorm, post-attention/post-FFN norms, GELU-tanh gating, NeoX RoPE
-// with a local theta on sliding-window layers. (Hybrid models such as Qwen3-Next get their
+// with a local theta on sliding-window layers; qwen2 adds biases to the q/k/v projections
+// and rotates NeoX-style. (Hybrid models such as Qwen3-Next get their
 // own file.) forward() plans the step on the host (model/forward_plan.h), then runs one Batch
 // of several sequences as backend ops: matmuls over all batch tokens at once, attention
 // per (token, head) over each sequence's pages. No kernel is called from here.
@@ -81,6 +82,7 @@ class Decoder {
 
   struct LayerTensors {
     Tensor attn_norm, wq, wk, wv, wo, q_norm, k_norm, post_attn_norm, ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
+    Tensor bq, bk, bv;  // [q_dim], [kv_dim] x2; empty when the model has no q/k/v biases
   };
   // Activations of one step, [capacity rows][width] f32 on the backend's device.
   struct Workspace {

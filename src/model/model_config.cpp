@@ -21,9 +21,10 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   c.arch_name = std::string(arch);
   if (arch == "llama") c.arch = Arch::kLlama;
   else if (arch == "gemma3") c.arch = Arch::kGemma3;
+  else if (arch == "qwen2") c.arch = Arch::kQwen2;
   else
     return make_error(StatusCode::kUnsupported,
-                      "unknown architecture '{}' (supported: llama, gemma3)", arch);
+                      "unknown architecture '{}' (supported: llama, gemma3, qwen2)", arch);
   const std::string p = c.arch_name + ".";
 
   HS_ASSIGN_OR_RETURN(int64_t n_layer, f.get_int(p + "block_count"));
@@ -77,6 +78,20 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   if (c.arch == Arch::kLlama) {
     c.rope_style = RopeStyle::kNormal;
     c.ffn_act = FfnActivation::kSilu;
+    // Optional in llama files (llama.cpp's TENSOR_NOT_REQUIRED); permuted with Q/K by the converter.
+    c.qkv_bias = f.find_tensor("blk.0.attn_q.bias") != nullptr;
+  } else if (c.arch == Arch::kQwen2) {
+    // The llama graph with q/k/v biases (required, as in llama.cpp) and NeoX RoPE: the qwen2
+    // converter does not permute Q/K. theta from rope.freq_base (1e6 for Qwen2.5).
+    c.rope_style = RopeStyle::kNeox;
+    c.ffn_act = FfnActivation::kSilu;
+    c.qkv_bias = true;
+    if (f.has(p + "rope.scaling.type")) {  // YaRN files for > 32K contexts
+      HS_ASSIGN_OR_RETURN(std::string_view scaling, f.get_string(p + "rope.scaling.type"));
+      if (scaling != "none")
+        return make_error(StatusCode::kUnsupported, "model config: qwen2 RoPE scaling '{}' is not supported yet",
+                          scaling);
+    }
   } else {  // gemma3
     c.rope_style = RopeStyle::kNeox;
     c.ffn_act = FfnActivation::kGeluTanh;
@@ -101,12 +116,12 @@ std::string describe(const ModelConfig& c) {
   for (bool b : c.layer_is_swa) n_swa += b;
   return fmt::format(
       "{}: {} layers, d_model {}, {} heads / {} kv heads x {}, ffn {}, vocab {}, ctx {}, rope {} theta {:g}{}, "
-      "{}{}",
+      "{}{}{}",
       c.arch_name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff, c.n_vocab, c.n_ctx_train,
       c.rope_style == RopeStyle::kNeox ? "neox" : "normal", c.rope_theta,
       n_swa ? fmt::format(" (local {:g})", c.rope_theta_local) : "",
       n_swa ? fmt::format("{} sliding-window layers (window {}), ", n_swa, c.sliding_window) : "",
-      c.tied_output ? "tied output" : "separate output");
+      c.tied_output ? "tied output" : "separate output", c.qkv_bias ? ", q/k/v bias" : "");
 }
 
 }  // namespace hs

@@ -13,10 +13,10 @@
 
 namespace hs {
 
-enum class Arch { kLlama, kGemma3 };
+enum class Arch { kLlama, kGemma3, kQwen2 };
 enum class RopeStyle {
   kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama GGUFs (Q/K rows permuted by the converter)
-  kNeox,    // rotate halves (x[i], x[i + d/2]) — HF rotate_half; gemma3 GGUFs
+  kNeox,    // rotate halves (x[i], x[i + d/2]) — HF rotate_half; gemma3 and qwen2 GGUFs (not permuted)
 };
 enum class FfnActivation { kSilu, kGeluTanh };
 
@@ -46,6 +46,7 @@ struct ModelConfig {
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool qk_norm = false;           // gemma3: RMSNorm on q and k per head
   bool post_norms = false;        // gemma3: post-attention and post-FFN norms
+  bool qkv_bias = false;          // qwen2 (and llama files that have them): biases on q, k, v
   bool tied_output = false;       // output projection is token_embd
 
   int q_dim() const { return n_head * head_dim; }

@@ -54,6 +54,11 @@ Result<ModelWeights> load_weights(const gguf::File& f, const ModelConfig& c) {
     HS_ASSIGN_OR_RETURN(L.wk, matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim()));
     HS_ASSIGN_OR_RETURN(L.wv, matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim()));
     HS_ASSIGN_OR_RETURN(L.wo, matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd));
+    if (c.qkv_bias) {
+      HS_ASSIGN_OR_RETURN(L.bq, vector_f32(f, p + "attn_q.bias", c.q_dim()));
+      HS_ASSIGN_OR_RETURN(L.bk, vector_f32(f, p + "attn_k.bias", c.kv_dim()));
+      HS_ASSIGN_OR_RETURN(L.bv, vector_f32(f, p + "attn_v.bias", c.kv_dim()));
+    }
     HS_ASSIGN_OR_RETURN(L.ffn_norm, vector_f32(f, p + "ffn_norm.weight", c.n_embd));
     HS_ASSIGN_OR_RETURN(L.w_gate, matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
     HS_ASSIGN_OR_RETURN(L.w_up, matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));

@@ -19,6 +19,7 @@ using cpu::WeightView;
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]
   WeightView wq, wk, wv, wo;          // [q_dim x n_embd], [kv_dim x n_embd] x2, [n_embd x q_dim]
+  std::vector<float> bq, bk, bv;      // [q_dim], [kv_dim] x2 (qwen2); empty when the model has none
   std::vector<float> q_norm, k_norm;  // [head_dim] (gemma3)
   std::vector<float> post_attn_norm;  // [n_embd] (gemma3)
   std::vector<float> ffn_norm;        // [n_embd]

@@ -7,6 +7,7 @@
 #include "tokenizer/bpe_tokenizer.h"
 
 #include "tokenizer/unicode.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace hs {
 
@@ -53,6 +54,7 @@ Status BpeTokenizer::init() {
   }
 
   HS_ASSIGN_OR_RETURN(pre_, tok::make_pre_tokenizer(vocab_.pre));
+  nfc_ = tok::pre_tokenizer_wants_nfc(vocab_.pre);
 
   for (int32_t id = 0; id < n; ++id) {
     const TokenType type = vocab_.types[id];
@@ -94,6 +96,11 @@ void BpeTokenizer::encode_word(std::string_view word, tok::BpeScratch& scratch,
 
 void BpeTokenizer::encode_fragment(std::string_view text, bool /*at_text_start*/,
                                    std::vector<int32_t>& out) const {
+  std::string normalized;
+  if (nfc_ && !tok::nfc_trivially_stable(text)) {
+    normalized = tok::nfc(text);
+    text = normalized;
+  }
   std::vector<std::pair<uint32_t, uint32_t>> words;
   pre_->split(text, words);
   tok::BpeScratch scratch;

@@ -1,6 +1,7 @@
 // tokenizer/bpe_tokenizer.h — byte-level BPE (GPT-2 family; tokenizer.ggml.model = 'gpt2').
 //
-// Pipeline, as HF `tokenizers` runs a GPT-2-style tokenizer.json: the regex pre-tokenizer of
+// Pipeline, as HF `tokenizers` runs a GPT-2-style tokenizer.json: NFC first where the model's
+// tokenizer has that normalizer (qwen2; tokenizer/unicode_nfc.h), then the regex pre-tokenizer of
 // tokenizer.ggml.pre splits a fragment into words; each word's UTF-8 bytes become symbols (one
 // per byte, spelled with GPT-2's byte map); merges apply in rank order (their order in the file)
 // with HF's merge loop; results are cached per word. Decoding maps the byte alphabet back.
@@ -43,6 +44,7 @@ class BpeTokenizer final : public Tokenizer {
   std::array<int32_t, 256> byte_token_{};  // token of each single byte, -1 if none
   std::unordered_map<uint64_t, tok::MergeRank> merges_;  // (left << 32 | right) -> rank, result
   std::unique_ptr<tok::RegexSplitter> pre_;
+  bool nfc_ = false;  // normalize each fragment to NFC before pre-tokenizing (qwen2)
   tok::WordCache cache_;
 };
 

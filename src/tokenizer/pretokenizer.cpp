@@ -160,6 +160,8 @@ void RegexSplitter::split(std::string_view text,
   if (stack) pcre2_jit_stack_free(stack);
 }
 
+bool pre_tokenizer_wants_nfc(std::string_view pre) { return pre == "qwen2"; }
+
 Result<std::unique_ptr<RegexSplitter>> make_pre_tokenizer(std::string_view pre) {
   for (const PreEntry& e : kPre)
     if (pre == e.name) return RegexSplitter::compile(expand(e.pattern));

@@ -8,9 +8,12 @@
 //   rounds matmul inputs to the weight's dtype):
 //     embedding rows within 2^-8 relative per element, matmul within 1e-2 relative norm;
 //   f32 element-wise math (norms, RoPE with double angles, gates, softcap): 1e-5 of max|ref|;
-//   attention over f16 / bf16 / f32 KV (both backends round K/V identically): 2e-3.
+//   attention over f16 / bf16 / f32 / fp8 KV (both backends round K/V identically; fp8 pages
+//   are byte-identical, checked by Fp8KvWriteMatchesHostBytes): 2e-3.
 // A compact table (op, shape, max abs error, relative error) goes to stdout for the GPU
-// check log. Without a CUDA device (or a build without CUDA) every test skips.
+// check log. Without a CUDA device (or a build without CUDA) every test skips, except
+// BackendOpsFp8.EncoderMatchesCudaConversion (CUDA builds: the host encoder against
+// cuda_fp8.h's own conversion, no device needed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +34,13 @@
 #include "core/quant.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_quant.h"
+
+#if defined(HS_WITH_CUDA)
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 namespace hs {
 namespace {
@@ -642,6 +652,106 @@ TEST_F(AttentionOps, F32AndBf16AndOddGroups) {
     }
 }
 
+TEST_F(AttentionOps, Fp8AllShapes) {
+  for (Scenario sc : {Scenario::kSingle, Scenario::kPrefill, Scenario::kDecode, Scenario::kChunked})
+    for (int group : {1, 3, 4, 8})
+      for (int hd : {64, 128, 256})
+        for (int window : {0, 512}) {
+          run_case(AttnCase{sc, group, hd, window, KvDtype::kFp8});
+          if (HasFatalFailure()) return;
+        }
+  for (int group : {2, 5, 7})
+    for (Scenario sc : {Scenario::kPrefill, Scenario::kDecode}) {
+      run_case(AttnCase{sc, group, 64, 0, KvDtype::kFp8});
+      if (HasFatalFailure()) return;
+    }
+}
+
+// CUDA's fp8 kv_write gives the bytes KvCache::write gives on the host, page for page
+// (rows, f16 scales and padding), for ordinary, outlier, tiny (f16-subnormal scale), zero,
+// huge and tie-valued rows; head_dim 64 / 128 / 256 and two that attention does not take.
+TEST_F(BackendOps, Fp8KvWriteMatchesHostBytes) {
+#if defined(HS_WITH_CUDA)
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
+  ASSERT_NE(cuda, nullptr);
+  constexpr int kLayers = 2, kKvHeads = 3, kP = 16;
+  for (int hd : {64, 128, 256, 80, 6}) {
+    const int kv_dim = kKvHeads * hd;
+    const int32_t n = 70;  // tokens 0..69 of one sequence, then 5 more over a second step
+    KvCache kv(KvGeometry{kLayers, kKvHeads, hd, kP, KvDtype::kFp8}, 9);
+    SeqKv seq;
+    HS_ASSERT_OK(kv.reserve(seq, n + 5));
+    std::shuffle(seq.blocks.begin(), seq.blocks.end(), rng_);  // scattered pages
+    std::uniform_real_distribution<float> u(0.0f, 1.0f);
+    auto rows = [&](int64_t count) {
+      std::vector<float> x = normal(rng_, static_cast<size_t>(count * kv_dim), 1.0f, true);
+      for (int64_t r = 0; r < count * kKvHeads; ++r) {
+        float* row = x.data() + r * hd;
+        const int kind = static_cast<int>(r % 7);
+        for (int d = 0; d < hd; ++d) {
+          switch (kind) {
+            case 1: row[d] *= 1e-3f; break;                    // f16-subnormal scale
+            case 2: row[d] = 0.0f; break;                      // d = 0
+            case 3: row[d] *= 3e7f; break;                     // scale clamped to 65504
+            case 4:  // d = f16(7 / 448) = 2^-6 exactly, x / d = 4 · (-128..124): many exact ties
+              row[d] = d == 0 ? 7.0f : (static_cast<int>(u(rng_) * 64) - 32) * 0x1p-4f;
+              break;
+            case 5: row[d] = d == 0 ? -448.0f : row[d] * 1e-6f; break;  // one big element, the rest ~0
+            default: break;
+          }
+        }
+      }
+      return x;
+    };
+    for (int part = 0; part < 2; ++part) {
+      Step step;
+      const int32_t first = part == 0 ? 0 : n, count = part == 0 ? n : 5;
+      for (int32_t p = first; p < first + count; ++p) {
+        step.positions.push_back(p);
+        step.seq_index.push_back(0);
+      }
+      step.seqs = {&seq};
+      step.finish(&kv, *pool_);
+      const std::vector<float> k0 = rows(count), v0 = rows(count), k1 = rows(count), v1 = rows(count);
+      for (int32_t i = 0; i < count; ++i)
+        for (int h = 0; h < kKvHeads; ++h) {
+          const int64_t off = static_cast<int64_t>(i) * kv_dim + h * hd;
+          kv.write(seq, 0, h, first + i, k0.data() + off, v0.data() + off);
+          kv.write(seq, 1, h, first + i, k1.data() + off, v1.data() + off);
+        }
+      Mat k0m = make_mat(*dev_, count, kv_dim), v0m = make_mat(*dev_, count, kv_dim),
+          k1m = make_mat(*dev_, count, kv_dim), v1m = make_mat(*dev_, count, kv_dim);
+      upload(*dev_, k0m, k0);
+      upload(*dev_, v0m, v0);
+      upload(*dev_, k1m, k1);
+      upload(*dev_, v1m, v1);
+      HS_ASSERT_OK(dev_->begin_step(step.plan));
+      HS_ASSERT_OK(dev_->kv_write(0, k0m.t, v0m.t));
+      HS_ASSERT_OK(dev_->kv_write(1, k1m.t, v1m.t));
+      HS_ASSERT_OK(dev_->end_step());
+    }
+    const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
+    for (int l = 0; l < kLayers; ++l) {
+      std::vector<uint8_t> got(layer_bytes, 0xcd);
+      HS_ASSERT_OK(cuda->read_kv_pages(l, got.data()));
+      const uint8_t* want = static_cast<const uint8_t*>(kv.layer_base(l));
+      size_t bad = 0, first_bad = 0;
+      for (size_t b = 0; b < layer_bytes; ++b)
+        if (got[b] != want[b] && bad++ == 0) first_bad = b;
+      EXPECT_EQ(bad, 0u) << "hd " << hd << " layer " << l << ": " << bad << " of " << layer_bytes
+                         << " bytes differ, first at " << first_bad << " (got " << int{got[first_bad]} << ", host "
+                         << int{want[first_bad]} << "); " << seed_note();
+      print_header();
+      std::printf("%-12s %-46s %12zu %12s %10s%s\n", "kv_write", ("fp8 bytes hd" + std::to_string(hd) + " layer " +
+                                                               std::to_string(l)).c_str(), bad, "bytes", "0",
+                  bad == 0 ? "" : "  FAIL");
+    }
+  }
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
 TEST_F(BackendOps, RefusesWhatItCannotRun) {
   // int8 KV, unsupported head_dim and group sizes, and host tensors get clear errors.
   KvCache kv(KvGeometry{1, 1, 64, 16, KvDtype::kInt8}, 4);
@@ -658,6 +768,49 @@ TEST_F(BackendOps, RefusesWhatItCannotRun) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("blk.0.ffn_up.weight"), std::string::npos) << bad.status().message();
 }
+
+#if defined(HS_WITH_CUDA)
+// The host fp8 encoder (kv/kv_quant.h) against cuda_fp8.h's conversion (its host path is
+// NVIDIA's reference for cvt.rn.satfinite.e4m3x2.f32): every float whose low 16 bits are
+// one of a few patterns (every sign, exponent and top-7-mantissa combination: all rounding
+// positions, ties included) plus random bit patterns. Needs no device.
+TEST(BackendOpsFp8, EncoderMatchesCudaConversion) {
+  std::mt19937_64 rng(test_seed());
+  auto check_one = [](uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    const auto want = static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3));
+    const uint8_t got = fp8_e4m3_from_float(x);
+    if (got != want) ADD_FAILURE() << "bits 0x" << std::hex << bits << ": host " << int{got} << ", cuda " << int{want};
+    return got == want;
+  };
+  int64_t bad = 0, n = 0;
+  for (uint32_t top = 0; top < (1u << 16); ++top)
+    for (uint32_t low : {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu, static_cast<uint32_t>(rng() & 0xffff)}) {
+      bad += !check_one(top << 16 | low);
+      ++n;
+      if (bad > 20) return;
+    }
+  for (int i = 0; i < 1000000; ++i, ++n) {
+    bad += !check_one(static_cast<uint32_t>(rng()));
+    if (bad > 20) return;
+  }
+  // Decoding: every byte as cuda_fp8.h widens it (e4m3 -> f16, exact).
+  for (int b = 0; b < 256; ++b) {
+    const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3);
+    const float want = fp16_to_fp32(hr.x), got = fp8_e4m3_to_float(static_cast<uint8_t>(b));
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(got)) << b;
+    } else {
+      EXPECT_EQ(got, want) << b;
+      EXPECT_EQ(std::signbit(got), std::signbit(want)) << b;
+    }
+  }
+  std::printf("fp8 encoder vs cuda_fp8.h: %lld floats, %lld differ\n", static_cast<long long>(n),
+              static_cast<long long>(bad));
+  EXPECT_EQ(bad, 0);
+}
+#endif
 
 }  // namespace
 }  // namespace hs

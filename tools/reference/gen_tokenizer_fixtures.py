@@ -5,6 +5,7 @@ Writes, under tests/fixtures/tokenizer/:
   corpus.json            the test strings (hand-written + generated with a fixed seed)
   smollm2_expected.json  ids for models/smollm2-135m-instruct-q4_1.gguf
   gemma3_expected.json   ids for models/gemma-3-270m-q4_k_m.gguf
+  qwen2_expected.json    ids for models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 
 For every corpus string, each expected file holds
   ids        encode(text) as HF does by default: add_special_tokens=True and special-token
@@ -44,6 +45,13 @@ transformers' GGUF *reader* imports torch, which the tokenizer does not need.
   Without it "2024" would be merged into multi-digit tokens the model never saw.
   No BOS is added (tokenizer.ggml.add_bos_token = false; the published post-processor is
   ByteLevel, which adds nothing).
+* Qwen2.5-Coder (tokenizer.ggml.model = 'gpt2', pre = 'qwen2'): the converter gives the byte-level
+  BPE with the file's merges and the Qwen2 split regex (Split(isolated) + ByteLevel without
+  regex), control tokens as special added tokens and <tool_call>/</tool_call> (user-defined) as
+  non-special ones. It has no normalizer, but Qwen's published tokenizer.json and transformers'
+  own Qwen2Tokenizer run NFC first, so we add normalizers.NFC(): "e" + U+0301 must give the ids
+  of "é" (llama.cpp skips this step). Added tokens are matched before it (normalized=False).
+  No BOS (add_bos_token = false).
 
 Requirements (installed on demand, not by `make test`): gguf, tokenizers, transformers
 (no torch). Run from the repository root:
@@ -62,6 +70,7 @@ OUT = ROOT / "tests" / "fixtures" / "tokenizer"
 MODELS = {
     "smollm2": ROOT / "models" / "smollm2-135m-instruct-q4_1.gguf",
     "gemma3": ROOT / "models" / "gemma-3-270m-q4_k_m.gguf",
+    "qwen2": ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
 }
 SEED = 20250301
 
@@ -231,6 +240,12 @@ HAND = [
     "<repo_name>hindsight<file_sep>main.cpp<filename>",
     "<jupyter_code>print(1)<jupyter_output>1",
     "<think>reasoning</think>",
+    '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+    "<|fim_prefix|>def add(a, b):\n<|fim_suffix|>\n    return c<|fim_middle|>",
+    "<|repo_name|>hindsight\n<|file_sep|>src/main.cpp\nint main() {}",
+    # NFC (qwen2 normalizes first): precomposed vs decomposed, an exclusion, Hangul jamo.
+    "\u1e08 C\u0327\u0301 \u00c5 A\u030a \u212b \ud55c \u1112\u1161\u11ab \u0958 \u0915\u093c",
+    "o\u0301\u0323 o\u0323\u0301 \u1ecd\u0301 q\u0307\u0323 \u0344 \u0f73",
     "email@example.com https://example.org/path?q=1&r=2#frag",
     "C:\\Users\\name\\file.txt and /usr/local/bin",
     "!!!???...,,,;;;:::",
@@ -383,6 +398,10 @@ def build_reference(name: str):
 
     arch, td, cfg = read_gguf_tokenizer(MODELS[name])
     tok, _ = convert_gguf_tokenizer(arch, td)
+    if name == "qwen2":
+        from tokenizers import normalizers
+        assert td["tokenizer_type"] == "gpt2" and td["pre_tokenizer_type"] == "qwen2"
+        tok.normalizer = normalizers.NFC()
     if name == "smollm2":
         assert td["tokenizer_type"] == "gpt2" and td["pre_tokenizer_type"] == "smollm"
         tok.pre_tokenizer = pre_tokenizers.Sequence([

@@ -2,7 +2,12 @@
 //
 // kv_write: one block per (token, kv head) converts that token's K and V rows to the cache
 // dtype (f16 / bf16 round to nearest even, as kv/kv_quant.h does on the host) and stores
-// them in its page slot, found through the step's CSR page table.
+// them in its page slot, found through the step's CSR page table. fp8 (e4m3, kv/kv_quant.h's
+// scaled layout): one warp per row (K, V) reduces max|x| with shuffles, stores the f16 scale
+// d = f16(min(max|x| / 448, 65504)) and the bytes e4m3(x · (1 / float(d))) with
+// __NV_SATFINITE (cvt.rn.satfinite.e4m3x2.f32), all zeros when d == 0: the host encoder's
+// arithmetic step for step (IEEE division, no FMA to contract), so the pages match it byte
+// for byte (tests/ops: Fp8KvWriteMatchesHostBytes).
 //
 // attention (flash-decoding): the keys [first, pos] of a token are cut into n_splits runs of
 // split_len keys. A block of kWarps warps handles one (token, kv head, run) for all G query
@@ -13,18 +18,23 @@
 // head; the warps merge through shared memory. With one run the block writes the
 // normalised output; with more it writes a partial (max[G], sum[G], acc[G][head_dim]) and
 // merge_kernel combines the runs of each (token, kv head) like backend/cpu's attention_merge.
-// Math is fp32 throughout (expf, not __expf), K/V widened exactly from their storage type.
+// Math is fp32 throughout (expf, not __expf), K/V widened exactly from their storage type;
+// fp8 rows load head_dim / 32 bytes per lane (2, 4 or 8: one load), widen pairs with
+// cvt.rn.f16x2.e4m3x2 and multiply by the row's f16 scale (one 4-byte load per token holds
+// the K and V scales, the same address for every lane) — exactly the host's decoded floats.
 // Cost: reads (keys * 2 * head_dim) stored elements per (token, kv head): decode is
 // memory-bound at ~1 row per warp in flight; prefill re-reads the prompt's K/V once per
 // query token (L2-resident for short prompts) — a tensor-core flash prefill is the speed work
 // left (docs/cuda-backend.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 
@@ -81,6 +91,38 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// The attention kernel's element type for fp8 KV (bytes of kv/kv_quant.h's scaled layout).
+struct Fp8 {};
+
+// Two e4m3 bytes (the lower address in the low byte) -> two floats times d; exact.
+__device__ __forceinline__ void fp8x2_to_f(unsigned short two, float d, float& a, float& b) {
+  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
+  const float2 f = __half22float2(h);
+  a = f.x * d;
+  b = f.y * d;
+}
+
+// E consecutive e4m3 bytes at p (aligned to E) -> floats times d, in one 2-, 4- or 8-byte load.
+template <int E>
+__device__ __forceinline__ void load_fp8_row(const uint8_t* __restrict__ p, float d, float (&out)[E]) {
+  static_assert(E == 2 || E == 4 || E == 8, "head_dim 64, 128 or 256");
+  if constexpr (E == 2) {
+    fp8x2_to_f(*reinterpret_cast<const unsigned short*>(p), d, out[0], out[1]);
+  } else if constexpr (E == 4) {
+    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
+    fp8x2_to_f(static_cast<unsigned short>(w & 0xffffu), d, out[0], out[1]);
+    fp8x2_to_f(static_cast<unsigned short>(w >> 16), d, out[2], out[3]);
+  } else {
+    const uint2 w = *reinterpret_cast<const uint2*>(p);
+    fp8x2_to_f(static_cast<unsigned short>(w.x & 0xffffu), d, out[0], out[1]);
+    fp8x2_to_f(static_cast<unsigned short>(w.x >> 16), d, out[2], out[3]);
+    fp8x2_to_f(static_cast<unsigned short>(w.y & 0xffffu), d, out[4], out[5]);
+    fp8x2_to_f(static_cast<unsigned short>(w.y >> 16), d, out[6], out[7]);
+  }
+}
+
+__device__ __forceinline__ float f16_bits_to_f(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+
 // ---- kv_write ------------------------------------------------------------------------------
 
 template <typename T>
@@ -98,6 +140,36 @@ __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) 
     dst[d] = from_f<T>(kr[d]);
     dst[hd + d] = from_f<T>(vr[d]);
   }
+}
+
+// grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row.
+__global__ void __launch_bounds__(64) kv_write_fp8_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y;
+  const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int hd = kv.head_dim, P = kv.page_tokens;
+  const int32_t pos = t.positions[i];
+  const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
+  uint8_t* blk = static_cast<uint8_t*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems +
+                 static_cast<int64_t>(h) * kv.head_stride;
+  const int slot = (pos % P) * 2 + kvi;  // (token, K|V) of the block
+  const float* x = (kvi == 0 ? k.p + i * k.stride : v.p + i * v.stride) + static_cast<int64_t>(h) * hd;
+  float amax = 0.0f;
+  for (int d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(x[d]));
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  // IEEE-rounded intrinsics whatever the -prec-div / -fmad flags: the host's arithmetic.
+  const __half dh = __float2half_rn(fminf(__fdiv_rn(amax, 448.0f), 65504.0f));
+  const float df = __half2float(dh);
+  uint8_t* row = blk + static_cast<int64_t>(slot) * hd;
+  if (df > 0.0f) {
+    const float inv = __fdiv_rn(1.0f, df);
+    for (int d = lane; d < hd; d += 32)
+      row[d] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x[d], inv), __NV_SATFINITE, __NV_E4M3));
+  } else {
+    for (int d = lane; d < hd; d += 32) row[d] = 0;
+  }
+  if (lane == 0) *reinterpret_cast<__half*>(blk + kv.scales_offset + 2 * slot) = dh;
 }
 
 // ---- attention -----------------------------------------------------------------------------
@@ -121,7 +193,8 @@ __device__ __forceinline__ int32_t first_key(int32_t pos, int window) {
 }
 
 // grid (n tokens, n_kv heads, n_splits), kThreads threads. MAXG >= group: query heads are
-// kept in registers, heads g >= group are skipped (uniformly across the block).
+// kept in registers, heads g >= group are skipped (uniformly across the block). T: float,
+// __half, __nv_bfloat16 (plain pages) or Fp8 (scaled pages, KvLayerView).
 template <typename T, int D, int MAXG>
 __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
   constexpr int E = D / 32;  // elements per lane
@@ -153,13 +226,23 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
   }
 
   const int32_t* pages = a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]];
-  const T* base = static_cast<const T*>(a.kv.base);
   for (int32_t j = begin + warp; j < end; j += kWarps) {
-    const T* row = base + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
-                   (static_cast<int64_t>(kvh) * P + j % P) * 2 * D;
     float k[E], v[E];
-    load_row<T, E>(row + lane * E, k);
-    load_row<T, E>(row + D + lane * E, v);
+    if constexpr (std::is_same_v<T, Fp8>) {
+      const uint8_t* blk = static_cast<const uint8_t*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
+                           static_cast<int64_t>(kvh) * a.kv.head_stride;
+      const int tp = j % P;
+      // The K and V scales of token tp: adjacent f16s, 4-byte aligned (blocks are 16-aligned).
+      const uint32_t sc = *reinterpret_cast<const uint32_t*>(blk + a.kv.scales_offset + 4 * tp);
+      const uint8_t* row = blk + static_cast<int64_t>(tp) * 2 * D;
+      load_fp8_row<E>(row + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc & 0xffffu)), k);
+      load_fp8_row<E>(row + D + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc >> 16)), v);
+    } else {
+      const T* row = static_cast<const T*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
+                     (static_cast<int64_t>(kvh) * P + j % P) * 2 * D;
+      load_row<T, E>(row + lane * E, k);
+      load_row<T, E>(row + D + lane * E, v);
+    }
 #pragma unroll
     for (int g = 0; g < MAXG; ++g) {
       if (g < G) {
@@ -278,10 +361,15 @@ cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cuda
   if (k.rows > 0x7fffffff || kv.n_kv_heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(k.rows), static_cast<unsigned>(kv.n_kv_heads));
   const unsigned threads = static_cast<unsigned>(std::min(256, ((kv.head_dim + 31) / 32) * 32));
+  if (kv.elem == KvElem::kFp8 &&
+      (kv.head_stride < 2LL * kv.page_tokens * (kv.head_dim + 2) || kv.head_stride % 16 != 0 ||
+       kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim))
+    return cudaErrorInvalidValue;
   switch (kv.elem) {
     case KvElem::kF32: kv_write_kernel<float><<<grid, threads, 0, s>>>(kv, t, k, v); break;
     case KvElem::kF16: kv_write_kernel<__half><<<grid, threads, 0, s>>>(kv, t, k, v); break;
     case KvElem::kBF16: kv_write_kernel<__nv_bfloat16><<<grid, threads, 0, s>>>(kv, t, k, v); break;
+    case KvElem::kFp8: kv_write_fp8_kernel<<<grid, 64, 0, s>>>(kv, t, k, v); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -322,6 +410,9 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     return cudaErrorInvalidValue;
   const int group = a.n_head / a.n_head_kv;
   if (!attention_shape_supported(a.head_dim, group)) return cudaErrorInvalidValue;
+  if (kv.elem == KvElem::kFp8 && (kv.head_stride % 16 != 0 || kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim ||
+                                  kv.head_stride < kv.scales_offset + 4LL * kv.page_tokens))
+    return cudaErrorInvalidValue;
   if (q.rows > 0x7fffffff || a.n_head_kv > 65535 || a.split.n_splits < 1 || a.split.n_splits > 65535 ||
       a.split.split_len < 1 || (a.split.n_splits > 1 && a.scratch == nullptr))
     return cudaErrorInvalidValue;
@@ -348,6 +439,7 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     case KvElem::kF32: err = launch_dim<float>(ka, a.head_dim, grid, s); break;
     case KvElem::kF16: err = launch_dim<__half>(ka, a.head_dim, grid, s); break;
     case KvElem::kBF16: err = launch_dim<__nv_bfloat16>(ka, a.head_dim, grid, s); break;
+    case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
   }
   if (err != cudaSuccess || ka.n_splits == 1) return err;
   merge_kernel<<<dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head_kv)), kThreads, 0, s>>>(

@@ -7,8 +7,9 @@
 // dequantized on the host, uploaded as bf16 [rows][cols]; one upload per host pointer, so
 // tied embeddings share it), the step's device tables (tokens, positions, sequence index,
 // CSR page table, logit rows; one pinned staging buffer, one copy per step) and a device
-// copy of the KV pages of the KvCache the plans name, in the host's plain layout
-// (kv/kv_cache.h) with f16, bf16 or f32 elements. The host cache's pages are never read or
+// copy of the KV pages of the KvCache the plans name, in the host's layout (kv/kv_cache.h):
+// plain f16, bf16 or f32 elements, or fp8 e4m3 rows with per-row f16 scales (byte-identical
+// to the host's pages). The host cache's pages are never read or
 // written by this backend: its geometry and pool size only decide the device copy's shape.
 // Scratch (the bf16 copy of a matmul input, attention partials, step tables) grows when a
 // step needs more and is never shrunk; growth synchronises the stream first.
@@ -73,6 +74,7 @@ class CudaBackend final : public Backend {
   Status rope(Tensor x, int head_dim, float theta, bool neox) override;
   Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) override;
   Status add(Tensor x, const Tensor& y) override;
+  Status add_bias(Tensor x, const Tensor& bias) override;
   Status scale(Tensor x, float s) override;
   Status softcap(Tensor x, float cap) override;
   Status copy(const Tensor& src, Tensor dst) override;
@@ -82,6 +84,11 @@ class CudaBackend final : public Backend {
 
   // Bytes of device memory this backend holds for weights and vectors (prepare_*).
   size_t weight_bytes() const { return weight_bytes_; }
+
+  // Tests / debugging: copy layer `layer` of the device KV copy (every page of the bound
+  // cache: n_blocks x KvGeometry::page_bytes(), laid out like KvCache::layer_base) to `host`;
+  // synchronises the stream. Error when no cache is bound or the layer is out of range.
+  Status read_kv_pages(int layer, void* host);
 
  private:
   // A device allocation that grows (scratch); contents are not kept across growth.

@@ -189,6 +189,27 @@ Status CudaBackend::logit_rows(const Tensor& src, Tensor dst) {
   return launched(launch_gather_rows(crows_of(src), d_logit_rows_, rows_of(dst), stream_), "logit_rows");
 }
 
+namespace {
+// The launchers' view of one layer of the device KV copy (kernels.h KvLayerView); fp8 pages
+// are the host's scaled layout, so their block stride and scales offset come from it.
+KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page_elems) {
+  KvLayerView v{layer_base, page_elems, g.page_tokens, g.n_kv_heads, g.head_dim, KvElem::kF16};
+  switch (g.dtype) {
+    case KvDtype::kF32: v.elem = KvElem::kF32; break;
+    case KvDtype::kBF16: v.elem = KvElem::kBF16; break;
+    case KvDtype::kFp8: {
+      const PieceLayout L = g.head_layout();
+      v.elem = KvElem::kFp8;
+      v.head_stride = L.stride;
+      v.scales_offset = L.scales_offset;
+      break;
+    }
+    default: v.elem = KvElem::kF16; break;  // bind_kv admits only f16 besides these
+  }
+  return v;
+}
+}  // namespace
+
 Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   HS_RETURN_IF_ERROR(need_step("kv_write"));
   if (!kv_ready_)
@@ -203,9 +224,7 @@ Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   if (k.cols != static_cast<int64_t>(g.n_kv_heads) * g.head_dim)
     return make_error(StatusCode::kInvalidArgument, "cuda kv_write: k has {} columns, the cache {} kv heads x {}", k.cols,
                       g.n_kv_heads, g.head_dim);
-  const KvElem elem = g.dtype == KvDtype::kF32 ? KvElem::kF32 : g.dtype == KvDtype::kBF16 ? KvElem::kBF16 : KvElem::kF16;
-  const KvLayerView view{static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_, g.page_tokens,
-                         g.n_kv_heads, g.head_dim, elem};
+  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
   return launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write");
 }
@@ -250,9 +269,7 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
     HS_RETURN_IF_ERROR(grow(attn_, floats * sizeof(float), "attention partials"));
     a.scratch = static_cast<float*>(attn_.ptr);
   }
-  const KvElem elem = g.dtype == KvDtype::kF32 ? KvElem::kF32 : g.dtype == KvDtype::kBF16 ? KvElem::kBF16 : KvElem::kF16;
-  const KvLayerView view{static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_, g.page_tokens,
-                         g.n_kv_heads, g.head_dim, elem};
+  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
   return launched(launch_attention(view, t, crows_of(q), rows_of(out), a, stream_), "attention");
 }

@@ -57,17 +57,24 @@ cudaError_t launch_embedding_f16(const uint16_t* table, int64_t table_stride, co
                                  cudaStream_t s);
 
 // ---- attention.cu ------------------------------------------------------------------------
-enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFp8 = 3 };
 
-// One layer of the device KV copy: page b at base + b * page_elems elements; inside a page
-// kv head h at h * P * 2 * head_dim, token t of the page at t * 2 * head_dim, K then V.
+// One layer of the device KV copy: page b at base + b * page_elems elements.
+//   f32 / f16 / bf16 (plain): inside a page kv head h at h * P * 2 * head_dim, token t of the
+//     page at t * 2 * head_dim, K then V.
+//   fp8 (kv/kv_quant.h's scaled layout, byte-identical to the host KvCache's pages): elements
+//     are bytes, page_elems = page bytes; kv head h's block (a PieceLayout piece of C = P
+//     tokens) at h * head_stride, holding e4m3 rows [P][K|V][head_dim] at 0 and their f16
+//     scales [P][K|V] at scales_offset.
 struct KvLayerView {
   void* base = nullptr;
-  int64_t page_elems = 0;  // n_kv_heads * P * 2 * head_dim
+  int64_t page_elems = 0;  // n_kv_heads * P * 2 * head_dim (fp8: n_kv_heads * head_stride bytes)
   int page_tokens = 16;    // P
   int n_kv_heads = 0;
   int head_dim = 0;
   KvElem elem = KvElem::kF16;
+  int64_t head_stride = 0;    // fp8: bytes between kv heads' blocks (a multiple of 16)
+  int64_t scales_offset = 0;  // fp8: 2 * P * head_dim, where a block's scales start
 };
 
 // The step's device tables (begin_step): token i is at positions[i] of sequence
@@ -79,7 +86,8 @@ struct StepTables {
   const int32_t* page_indices = nullptr;  // [total pages]
 };
 
-// K and V rows of every token ([n][n_kv_heads * head_dim] f32) into their page slots.
+// K and V rows of every token ([n][n_kv_heads * head_dim] f32) into their page slots; fp8
+// encodes each row as kv/kv_quant.h does on the host, to the same bytes.
 cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cudaStream_t s);
 
 // How the keys are split (flash-decoding): each (token, kv head) runs n_splits blocks of

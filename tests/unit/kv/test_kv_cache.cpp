@@ -56,7 +56,7 @@ TEST(KvCache, ReserveAddressesDistinctRowsAndReleases) {
 // Values written come back (exactly for f32, to f16 rounding for f16), and writes to one
 // (layer, head, pos) do not disturb another.
 TEST(KvCache, WriteReadRoundTripEveryDtype) {
-  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4}) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kFp8}) {
     KvGeometry g{2, 2, 8, 4, dt};
     KvCache kv(g, 4);
     SeqKv s;
@@ -89,6 +89,7 @@ TEST(KvCache, WriteReadRoundTripEveryDtype) {
                 case KvDtype::kBF16: tol = 8e-3f * (1 + std::fabs(x[d])); break;
                 case KvDtype::kInt8: tol = 0.51f * amax / 127 + 2e-3f * amax; break;
                 case KvDtype::kInt4: tol = 0.51f * (mx - mn) / 15 + 2e-3f * (mx - mn) + 1e-3f * std::fabs(mn); break;
+                case KvDtype::kFp8: tol = 0x1p-4f * std::fabs(x[d]) + 1e-5f * amax; break;  // 3 mantissa bits
               }
               ASSERT_NEAR(y[d], x[d], tol) << kv_dtype_name(dt) << " d " << d;
             }

@@ -1,11 +1,15 @@
 // tests/unit/kv/test_kv_quant.cpp — per-token-per-head KV row formats: round-trip error
 // bounds, fused dot / axpy and the GQA piece kernels against decode-then-float references,
-// piece and page layouts. Every test draws fresh random inputs (the seed is printed).
+// piece and page layouts, and the fp8 e4m3 scalar codec bit for bit (known encodings,
+// ties, saturation, a brute-force nearest-even reference; CUDA's own conversion is compared
+// in tests/ops/test_backend_ops.cpp). Every test draws fresh random inputs (the seed is printed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -14,8 +18,8 @@
 namespace hs {
 namespace {
 
-constexpr KvStoreDtype kAll[] = {KvStoreDtype::kF32, KvStoreDtype::kF16, KvStoreDtype::kBF16, KvStoreDtype::kInt8,
-                                 KvStoreDtype::kInt4};
+constexpr KvStoreDtype kAll[] = {KvStoreDtype::kF32,  KvStoreDtype::kF16,  KvStoreDtype::kBF16,
+                                 KvStoreDtype::kInt8, KvStoreDtype::kInt4, KvStoreDtype::kFp8};
 
 uint32_t fresh_seed() {
   const uint32_t s = std::random_device{}();
@@ -95,6 +99,12 @@ TEST(KvQuant, RoundTripErrorBounds) {
                 ASSERT_LE(err, amax / 7.0f);                                         // the contract
                 ASSERT_LE(err, (mx - mn) / 30.0f * (1.0f + 0x1p-10f) + amax * 0x1p-10f);  // asymmetric
                 break;
+              case KvStoreDtype::kFp8:
+                // 3 mantissa bits: half an ulp is <= 2^-4 |x| in e4m3's normal range; below it
+                // (|x| < 2^-6 d) the step is d·2^-9; an f16-subnormal scale (max|x| < ~0.027)
+                // costs at most 448·2^-25 absolute (saturation against a rounded-down d).
+                ASSERT_LE(err, std::fabs(x[d]) * 0x1p-4f + amax * 0x1p-18f + 448.0f * 0x1p-25f);
+                break;
             }
           }
         }
@@ -170,8 +180,18 @@ TEST(KvQuant, PieceAndPageLayouts) {
   }
   EXPECT_FALSE(HostPageLayout::make(KvStoreDtype::kInt4, 1, 63, 16, 16).is_ok());
   EXPECT_FALSE(HostPageLayout::make(KvStoreDtype::kF16, 1, 64, 16, 12).is_ok());
+  // fp8: int8's geometry (one byte per element, one f16 scale per row).
+  auto f8 = HostPageLayout::make(KvStoreDtype::kFp8, 2, 64, 32, 16);
+  ASSERT_TRUE(f8.is_ok());
+  EXPECT_EQ(f8->piece.bytes, i8->piece.bytes);
+  EXPECT_EQ(f8->piece.stride, i8->piece.stride);
+  EXPECT_EQ(f8->scale_offset(1, 17, 1), i8->scale_offset(1, 17, 1));
   EXPECT_TRUE(parse_kv_store_dtype("auto").is_ok());
   EXPECT_EQ(*parse_kv_store_dtype("int4"), KvStoreDtype::kInt4);
+  EXPECT_EQ(*parse_kv_store_dtype("fp8"), KvStoreDtype::kFp8);
+  EXPECT_STREQ(kv_store_dtype_name(KvStoreDtype::kFp8), "fp8");
+  EXPECT_EQ(kv_scale_bytes(KvStoreDtype::kFp8), 2);
+  EXPECT_EQ(kv_row_bytes(KvStoreDtype::kFp8, 128), 128);
   EXPECT_FALSE(parse_kv_store_dtype("q4_0").is_ok());
 }
 
@@ -304,6 +324,186 @@ TEST(KvQuant, Int4AsymmetricBeatsSymmetric) {
     const double rms_sym = std::sqrt(se_sym / (2000.0 * hd)), rms_asym = std::sqrt(se_asym / (2000.0 * hd));
     std::printf("[ int4 ] %-8s rms err / max|x|: symmetric %.4f, asymmetric %.4f\n", names[kind], rms_sym, rms_asym);
     EXPECT_LE(rms_asym, rms_sym * 1.02) << names[kind];
+  }
+}
+
+}  // namespace
+}  // namespace hs
+
+namespace hs {
+namespace {
+
+// ---- fp8 e4m3 ----------------------------------------------------------------------------
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The reference: the finite e4m3 value nearest to x (ties to the even byte), |x| beyond
+// 448 saturating, NaN -> 0x7F; found by searching all 127 non-negative finite codes in double.
+uint8_t fp8_reference(float x) {
+  if (std::isnan(x)) return 0x7f;
+  const uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  const double a = std::fabs(static_cast<double>(x));
+  int best = 0;
+  double best_err = a;
+  for (int b = 1; b <= 0x7e; ++b) {
+    const double v = fp8_e4m3_to_float(static_cast<uint8_t>(b));
+    const double err = std::fabs(v - a);
+    if (err < best_err || (err == best_err && (b & 1) == 0)) {
+      best = b;
+      best_err = err;
+    }
+  }
+  return static_cast<uint8_t>(sign | best);
+}
+
+TEST(KvQuantFp8, KnownEncodings) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const struct {
+    float x;
+    uint8_t b;
+  } cases[] = {
+      {0.0f, 0x00},       {-0.0f, 0x80},          {1.0f, 0x38},           {-1.0f, 0xb8},
+      {0.5f, 0x30},       {2.0f, 0x40},           {448.0f, 0x7e},         {-448.0f, 0xfe},
+      {240.0f, 0x77},     {416.0f, 0x7d},         {0x1p-6f, 0x08},        {0x1p-9f, 0x01},   // 0.0019531: min subnormal
+      {-0x1p-9f, 0x81},   {7 * 0x1p-9f, 0x07},    {0.0019531f, 0x01},
+      // saturation (no inf in e4m3), NaN
+      {449.0f, 0x7e},     {464.0f, 0x7e},         {465.0f, 0x7e},         {1e30f, 0x7e},
+      {inf, 0x7e},        {-inf, 0xfe},           {nan, 0x7f},            {-nan, 0x7f},
+      // ties go to the even code
+      {1.0625f, 0x38},    {1.1875f, 0x3a},        {432.0f, 0x7e},         {0x1p-10f, 0x00},
+      {-0x1p-10f, 0x80},  {3 * 0x1p-10f, 0x02},   {15 * 0x1p-10f, 0x08},  {0.3125f, 0x2a},
+      // just off a tie
+      {std::nextafter(1.0625f, 2.0f), 0x39},      {std::nextafter(0x1p-10f, 1.0f), 0x01},
+      {std::nextafter(1.1875f, 0.0f), 0x39},      {0x1p-30f, 0x00},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(fp8_e4m3_from_float(c.x), c.b) << "x=" << c.x << " bits " << std::hex << bits_of(c.x);
+    EXPECT_EQ(fp8_reference(c.x), c.b) << "reference, x=" << c.x;
+  }
+  EXPECT_EQ(fp8_e4m3_to_float(0x7e), 448.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0xfe), -448.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x01), 0x1p-9f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x38), 1.0f);
+  EXPECT_EQ(fp8_e4m3_to_float(0x77), 240.0f);
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0x7f)));
+  EXPECT_TRUE(std::isnan(fp8_e4m3_to_float(0xff)));
+  EXPECT_TRUE(std::signbit(fp8_e4m3_to_float(0x80)));
+  // Every finite code round-trips; codes are ordered; midpoints of neighbours go to the even one.
+  for (int b = 0; b < 256; ++b) {
+    if ((b & 0x7f) == 0x7f) continue;
+    EXPECT_EQ(fp8_e4m3_from_float(fp8_e4m3_to_float(static_cast<uint8_t>(b))), b);
+  }
+  for (int b = 0; b < 0x7e; ++b) {
+    const float lo = fp8_e4m3_to_float(static_cast<uint8_t>(b)), hi = fp8_e4m3_to_float(static_cast<uint8_t>(b + 1));
+    ASSERT_LT(lo, hi);
+    const float mid = 0.5f * (lo + hi);  // exact: both have <= 4 significant bits
+    const int even = (b & 1) == 0 ? b : b + 1;
+    for (float sgn : {1.0f, -1.0f}) {
+      const uint8_t s = sgn < 0 ? 0x80 : 0x00;
+      EXPECT_EQ(fp8_e4m3_from_float(sgn * mid), s | even) << "mid " << mid;
+      EXPECT_EQ(fp8_e4m3_from_float(sgn * std::nextafter(mid, 0.0f)), s | b) << "below mid " << mid;
+      EXPECT_EQ(fp8_e4m3_from_float(sgn * std::nextafter(mid, 1e30f)), s | (b + 1)) << "above mid " << mid;
+    }
+  }
+}
+
+// The encoder against the brute-force reference on random floats of every magnitude that
+// matters (2^-14 .. 2^10, both signs) and on random bit patterns.
+TEST(KvQuantFp8, EncoderMatchesNearestEvenReference) {
+  std::mt19937 rng(fresh_seed());
+  std::uniform_real_distribution<float> expo(-14.0f, 10.0f), mant(1.0f, 2.0f);
+  for (int i = 0; i < 200000; ++i) {
+    float x;
+    if (i % 4 == 3) {
+      const uint32_t u = static_cast<uint32_t>(rng());
+      std::memcpy(&x, &u, 4);
+    } else {
+      x = std::ldexp(mant(rng), static_cast<int>(std::floor(expo(rng)))) * (rng() % 2 ? 1.0f : -1.0f);
+    }
+    ASSERT_EQ(fp8_e4m3_from_float(x), fp8_reference(x)) << "x=" << x << " bits " << std::hex << bits_of(x);
+  }
+}
+
+// kv_decode_row's SIMD path (the f16 bit trick) equals d · table bit for bit, for every
+// byte value including NaN codes and subnormals, and an all-zero row encodes to zeros.
+TEST(KvQuantFp8, RowDecodeEqualsScalarDecode) {
+  std::vector<uint8_t> row(256);
+  for (int b = 0; b < 256; ++b) row[b] = static_cast<uint8_t>(b);
+  for (float d : {1.0f, 0.0078125f, 3.0e-6f, 1234.5f}) {
+    const uint16_t dh = [&] {  // the f16 scale the encoder stores for a row whose max is 448 d
+      std::vector<float> x(16, 0.0f);
+      x[0] = d * 448.0f;
+      std::vector<uint8_t> r(16);
+      uint16_t h = 0;
+      kv_encode_row(KvStoreDtype::kFp8, x.data(), 16, r.data(), &h);
+      return h;
+    }();
+    _Float16 hf;
+    std::memcpy(&hf, &dh, 2);
+    const float df = static_cast<float>(hf);
+    std::vector<float> y(256);
+    kv_decode_row(KvStoreDtype::kFp8, row.data(), &dh, 256, y.data());
+    for (int b = 0; b < 256; ++b) {
+      const float want = df * fp8_e4m3_to_float(static_cast<uint8_t>(b));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[b])) << b;
+      } else {
+        EXPECT_EQ(bits_of(y[b]), bits_of(want)) << "byte " << b << " d " << df;
+      }
+    }
+  }
+  std::vector<float> zeros(64, 0.0f);
+  zeros[5] = -0.0f;
+  std::vector<uint8_t> r(64, 0xaa);
+  uint16_t h = 0xffff;
+  kv_encode_row(KvStoreDtype::kFp8, zeros.data(), 64, r.data(), &h);
+  EXPECT_EQ(h, 0);
+  for (uint8_t b : r) EXPECT_EQ(b, 0);
+  // A row whose max is 448: d = 1 exactly, the bytes are the elements' own encodings.
+  std::vector<float> x = {448.0f, -1.0f, 0.3125f, 0x1p-10f, 3 * 0x1p-10f, -240.0f, 1.0625f, 1e-3f};
+  std::vector<uint8_t> e(8);
+  kv_encode_row(KvStoreDtype::kFp8, x.data(), 8, e.data(), &h);
+  EXPECT_EQ(h, 0x3c00);
+  const uint8_t want[] = {0x7e, 0xb8, 0x2a, 0x00, 0x02, 0xf7, 0x38, 0x01};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(e[i], want[i]) << i;
+}
+
+// The measurement behind the bound in kv_quant.h and docs/kv-tiers.md: per-element error
+// relative to |x| (normal range) and RMS error / max|x| of fp8 next to int8 (same bytes).
+TEST(KvQuantFp8, ErrorAgainstInt8) {
+  std::mt19937 rng(fresh_seed());
+  const int hd = 128;
+  const char* names[] = {"gaussian", "offset", "outlier"};
+  for (int kind = 0; kind < 3; ++kind) {
+    double se8 = 0, se_f8 = 0, max_rel = 0, max_step = 0;
+    for (int rep = 0; rep < 2000; ++rep) {
+      const std::vector<float> x = random_row(rng, hd, kind);
+      float amax = 0;
+      for (float v : x) amax = std::max(amax, std::fabs(v));
+      const Encoded e = encode(KvStoreDtype::kFp8, x);
+      const std::vector<float> yf = decode(KvStoreDtype::kFp8, e, hd);
+      const std::vector<float> y8 = decode(KvStoreDtype::kInt8, encode(KvStoreDtype::kInt8, x), hd);
+      _Float16 dh;
+      std::memcpy(&dh, e.scale.data(), 2);
+      const double d = static_cast<float>(dh);
+      for (int i = 0; i < hd; ++i) {
+        se8 += std::pow((y8[i] - x[i]) / amax, 2);
+        se_f8 += std::pow((yf[i] - x[i]) / amax, 2);
+        const double err = std::fabs(static_cast<double>(yf[i]) - x[i]);
+        if (std::fabs(x[i]) >= 0x1p-6 * d) max_rel = std::max(max_rel, err / std::fabs(x[i]));
+        else max_step = std::max(max_step, err / d);
+      }
+    }
+    const double n = 2000.0 * hd;
+    std::printf("[ fp8  ] %-8s rms err / max|x|: int8 %.5f, fp8 %.5f; fp8 max err / |x| (normal) %.5f "
+                "(bound 1/17 = %.5f), subnormal max err / d %.5f (bound 2^-10 = %.5f)\n",
+                names[kind], std::sqrt(se8 / n), std::sqrt(se_f8 / n), max_rel, 1.0 / 17, max_step, 0x1p-10);
+    EXPECT_LE(max_rel, 1.0 / 17 * (1 + 1e-5)) << names[kind];
+    EXPECT_LE(max_step, 0x1p-10 * (1 + 1e-5)) << names[kind];
   }
 }
 

@@ -280,23 +280,23 @@ TEST_P(GraphTest, GraphStepsEqualEagerSteps) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cuda, GraphTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"), ::testing::Values(Device::kCuda)),
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3", "qwen2"), ::testing::Values(Device::kCuda)),
                          [](const auto& info) { return std::get<0>(info.param) + "_cuda"; });
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"),
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3", "qwen2"),
                                             ::testing::Values(Device::kCpu, Device::kCuda)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_" + device_name(std::get<1>(info.param));
                          });
 INSTANTIATE_TEST_SUITE_P(Models, GoldenPrecisionTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"), ::testing::Values(Device::kCpu),
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3", "qwen2"), ::testing::Values(Device::kCpu),
                                             ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2)),
                          [](const auto& info) {
                            return std::get<0>(info.param) + "_cpu_" + matmul_precision_name(std::get<2>(info.param));
                          });
 INSTANTIATE_TEST_SUITE_P(Cuda, GoldenPrecisionTest,
-                         ::testing::Combine(::testing::Values("smollm2", "gemma3"), ::testing::Values(Device::kCuda),
+                         ::testing::Combine(::testing::Values("smollm2", "gemma3", "qwen2"), ::testing::Values(Device::kCuda),
                                             ::testing::Values(kDefaultMatmulPrecision)),
                          [](const auto& info) { return std::get<0>(info.param) + "_cuda"; });
 

@@ -42,29 +42,10 @@
 namespace hs {
 namespace {
 
-constexpr KvDtype kAllDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4};
+using test::random_chunks;
+using test::write_random;
 
-void write_random(KvCache& kv, const SeqKv& seq, int32_t begin, int32_t end, std::mt19937& rng) {
-  const KvGeometry& g = kv.geometry();
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> k(g.head_dim), v(g.head_dim);  // [head_dim]
-  for (int32_t p = begin; p < end; ++p)
-    for (int l = 0; l < g.n_layer; ++l)
-      for (int h = 0; h < g.n_kv_heads; ++h) {
-        for (int d = 0; d < g.head_dim; ++d) k[d] = nd(rng), v[d] = nd(rng);
-        kv.write(seq, l, h, p, k.data(), v.data());
-      }
-}
-
-// `n` distinct chunk ids from [0, n_chunks), ascending.
-std::vector<int32_t> random_chunks(int32_t n_chunks, int n, std::mt19937& rng) {
-  std::vector<int32_t> all(n_chunks);
-  for (int32_t i = 0; i < n_chunks; ++i) all[i] = i;
-  std::shuffle(all.begin(), all.end(), rng);
-  all.resize(std::min<int32_t>(n, n_chunks));
-  std::sort(all.begin(), all.end());
-  return all;
-}
+constexpr KvDtype kAllDtypes[] = {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kFp8};
 
 // The tier's shape: the cache geometry, C, sinks, window, resident regions, full layers.
 struct Shape {

@@ -7,14 +7,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "formats/gguf.h"
 #include "tokenizer/chat_template.h"
 
 namespace hs {
@@ -84,15 +87,37 @@ TEST_P(ChatTemplateFixtureTest, RendersLikeTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChatTemplateFixtureTest,
                          ::testing::Values("smollm2", "gemma3", "chatml", "chatml_blocks", "llama3_1", "llama3_2",
-                                           "qwen2_5", "qwen3"),
+                                           "qwen2_5", "qwen3", "qwen2_5_coder_1_5b"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(ChatTemplateTest, FixtureCoversEveryTemplate) {
-  EXPECT_EQ(conversations()["templates"].size(), 8u);
+  EXPECT_EQ(conversations()["templates"].size(), 9u);
   EXPECT_GE(conversations()["conversations"].size(), 8u);
   for (const auto& [name, _] : conversations()["templates"].items()) {
     EXPECT_TRUE(expected()["results"].contains(name)) << name;
   }
+}
+
+// The Qwen2.5-Coder files carry the fixtures' templates byte for byte (the 0.5B the Qwen2.5
+// one, the 1.5B a variant with literal "{{" in a string), so the renders above are theirs.
+TEST(ChatTemplateTest, Qwen25CoderFilesCarryTheFixtureTemplates) {
+  const std::pair<const char*, const char*> files[] = {
+      {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2_5"},
+      {"qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2_5_coder_1_5b"}};
+  int checked = 0;
+  for (const auto& [file, name] : files) {
+    const std::string path = std::string(HS_SOURCE_DIR) + "/models/" + file;
+    if (!std::filesystem::exists(path)) continue;
+    auto f = gguf::File::open(path);
+    ASSERT_TRUE(f.is_ok()) << f.status().to_string();
+    auto tmpl = (*f)->get_string("tokenizer.chat_template");
+    ASSERT_TRUE(tmpl.is_ok()) << tmpl.status().to_string();
+    const Json& tinfo = conversations()["templates"][name];
+    EXPECT_EQ(std::string(tmpl.value()), read_file(std::string(HS_FIXTURES_DIR) + "/chat/" + tinfo["file"].get<std::string>()))
+        << file;
+    ++checked;
+  }
+  if (checked == 0) GTEST_SKIP() << "no Qwen2.5-Coder model under models/ (scripts/setup fetches the 0.5B)";
 }
 
 TEST(ChatTemplateTest, Gemma3BuiltinIsTheOfficialTemplate) {

@@ -20,6 +20,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace hs {
 namespace {
@@ -48,6 +49,7 @@ struct ModelCase {
 };
 constexpr ModelCase kSmollm2{"smollm2", "smollm2-135m-instruct-q4_1.gguf"};
 constexpr ModelCase kGemma3{"gemma3", "gemma-3-270m-q4_k_m.gguf"};
+constexpr ModelCase kQwen2{"qwen2", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"};
 
 // Loaded once per test binary run (Gemma 3's vocabulary takes a moment to build).
 const Tokenizer* load_model(const ModelCase& m) {
@@ -122,20 +124,23 @@ void check_against_hf(const Tokenizer& tok, const ModelCase& m) {
 }
 
 // decode(encode(x)) == x. SentencePiece maps a literal "▁" in the input to a space, so strings
-// holding one cannot round-trip there (HF gives the same).
-void check_round_trip(const Tokenizer& tok, bool spm) {
+// holding one cannot round-trip there (HF gives the same). A tokenizer that normalizes to NFC
+// (qwen2) gives back the NFC of the text.
+void check_round_trip(const Tokenizer& tok, bool spm, bool nfc = false) {
   size_t checked = 0;
   for (const std::string& text : corpus()) {
     if (spm && text.find("\xE2\x96\x81") != std::string::npos) continue;
     ++checked;
+    const std::string want = nfc ? tok::nfc(text) : text;
     for (bool add_special : {false, true}) {
       const auto ids = tok.encode(text, add_special, /*parse_special=*/false);
-      EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), text)
+      EXPECT_EQ(tok.decode(ids, /*skip_special=*/true), want)
           << "add_special=" << add_special << " text " << escape(text);
     }
-    // Special-token text kept as tokens and decoded with them gives the text back too.
+    // Special-token text kept as tokens and decoded with them gives the text back too (NFC
+    // applies between added tokens only, so the whole text's NFC is the same here).
     const auto ids = tok.encode(text, /*add_special=*/false, /*parse_special=*/true);
-    EXPECT_EQ(tok.decode(ids, /*skip_special=*/false), text) << "text " << escape(text);
+    EXPECT_EQ(tok.decode(ids, /*skip_special=*/false), want) << "text " << escape(text);
   }
   EXPECT_GE(checked, corpus().size() - 2);
 }
@@ -150,6 +155,11 @@ TEST(TokenizerModels, Gemma3MatchesHuggingFace) {
   check_against_hf(*tok, kGemma3);
 }
 
+TEST(TokenizerModels, Qwen2MatchesHuggingFace) {
+  LOAD_OR_SKIP(tok, kQwen2);
+  check_against_hf(*tok, kQwen2);
+}
+
 TEST(TokenizerModels, Smollm2RoundTrips) {
   LOAD_OR_SKIP(tok, kSmollm2);
   check_round_trip(*tok, /*spm=*/false);
@@ -158,6 +168,29 @@ TEST(TokenizerModels, Smollm2RoundTrips) {
 TEST(TokenizerModels, Gemma3RoundTrips) {
   LOAD_OR_SKIP(tok, kGemma3);
   check_round_trip(*tok, /*spm=*/true);
+}
+
+TEST(TokenizerModels, Qwen2RoundTrips) {
+  LOAD_OR_SKIP(tok, kQwen2);
+  check_round_trip(*tok, /*spm=*/false, /*nfc=*/true);
+}
+
+TEST(TokenizerModels, Qwen2SpecialIds) {
+  LOAD_OR_SKIP(tok, kQwen2);
+  EXPECT_EQ(tok->n_vocab(), 151936);
+  EXPECT_EQ(tok->bos_id(), 151643);  // <|endoftext|>, never added (add_bos_token = false)
+  EXPECT_EQ(tok->eos_id(), 151645);  // <|im_end|>
+  EXPECT_EQ(tok->eot_id(), 151645);
+  EXPECT_FALSE(tok->add_bos());
+  EXPECT_TRUE(tok->is_eog(151645));  // <|im_end|> ends a chat turn
+  EXPECT_TRUE(tok->is_eog(151643));  // <|endoftext|> ends a completion
+  EXPECT_FALSE(tok->is_eog(151644));  // <|im_start|>
+  EXPECT_EQ(tok->find_token("<|im_start|>"), 151644);
+  EXPECT_EQ(tok->encode("<|im_start|>user\n", false, true), (std::vector<int32_t>{151644, 872, 198}));
+  // <tool_call> is user-defined: matched whole even when control text is not parsed.
+  EXPECT_EQ(tok->find_token("<tool_call>"), 151657);
+  for (bool parse : {false, true}) EXPECT_EQ(tok->encode("<tool_call>", false, parse), std::vector<int32_t>{151657});
+  EXPECT_EQ(tok->encode("", true, true).size(), 0u);
 }
 
 TEST(TokenizerModels, Smollm2SpecialIds) {
@@ -282,6 +315,7 @@ void time_encode(const ModelCase& m) {
 TEST(TokenizerBench, EncodeOneMegabyteOfSourceCode) {
   time_encode(kSmollm2);
   time_encode(kGemma3);
+  time_encode(kQwen2);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace hs {
 namespace {
@@ -345,6 +346,42 @@ TEST(TokenizerUnicode, RepairUsesMaximalSubparts) {
   constexpr char kRaw[] = "any \x00\xFF bytes";
   const std::string raw(kRaw, sizeof kRaw - 1);
   EXPECT_EQ(bm.decode(bm.encode(raw)), raw);
+}
+
+// NFC as HF's normalizer (tools/reference/gen_unicode_nfc.py checks the tables against it on
+// every code point; these pin the algorithm's steps).
+TEST(TokenizerUnicode, NfcComposesReordersAndExcludes) {
+  EXPECT_TRUE(tok::nfc_trivially_stable("plain ASCII, caf\xC3\xA9 and \xC3\xBF"));  // all below U+0300
+  EXPECT_FALSE(tok::nfc_trivially_stable("e\xCC\x81"));                           // U+0301
+  EXPECT_EQ(tok::nfc("int main() { return 0; }\n"), "int main() { return 0; }\n");
+  EXPECT_EQ(tok::nfc("e\xCC\x81"), "\xC3\xA9");                       // e + acute -> é
+  EXPECT_EQ(tok::nfc("\xE2\x84\xAB"), "\xC3\x85");                   // U+212B ANGSTROM SIGN -> Å (singleton)
+  EXPECT_EQ(tok::nfc("C\xCC\xA7\xCC\x81"), "\xE1\xB8\x88");         // C + cedilla + acute -> Ḉ (two steps)
+  EXPECT_EQ(tok::nfc("C\xCC\x81\xCC\xA7"), "\xE1\xB8\x88");         // marks reordered by class first
+  EXPECT_EQ(tok::nfc("\xE0\xA5\x98"), "\xE0\xA4\x95\xE0\xA4\xBC");  // U+0958 is excluded: stays decomposed
+  EXPECT_EQ(tok::nfc("\xE1\x84\x92\xE1\x85\xA1\xE1\x86\xAB"), "\xED\x95\x9C");  // jamo -> 한
+  EXPECT_EQ(tok::nfc("\xED\x95\x9C"), "\xED\x95\x9C");
+  EXPECT_EQ(tok::nfc("\xCC\x81" "e"), "\xCC\x81" "e");  // a leading mark has no starter to join
+  // A mark of the same class blocks a second one: o + dot below + acute -> ọ́ as U+1ECD U+0301.
+  EXPECT_EQ(tok::nfc("o\xCC\x81\xCC\xA3"), "\xE1\xBB\x8D\xCC\x81");
+  const std::string mixed = "na\xC3\xAFve \xE2\x84\xAB e\xCC\x81 \xE4\xB8\xAD";
+  EXPECT_EQ(tok::nfc(tok::nfc(mixed)), tok::nfc(mixed));
+}
+
+TEST(BpeTokenizer, Qwen2NormalizesToNfcBeforeSplitting) {
+  Vocab v = tiny_bpe_vocab("qwen2");
+  v.tokens.push_back("Ã©");  // 268: "é" (C3 A9) in the byte alphabet
+  v.types.push_back(TokenType::kNormal);
+  v.merges.emplace_back("Ã", "©");
+  auto qwen = make_or_die(v);
+  v.pre = "gpt2";
+  auto gpt2 = make_or_die(v);
+  ASSERT_TRUE(qwen && gpt2);
+  EXPECT_EQ(qwen->encode("e\xCC\x81", false, false), (std::vector<int32_t>{268}));
+  EXPECT_EQ(qwen->encode("\xC3\xA9", false, false), (std::vector<int32_t>{268}));
+  EXPECT_EQ(gpt2->encode("e\xCC\x81", false, false).size(), 3u);  // e, CC, 81: no normalizer
+  // Added tokens are cut out of the raw text first (HF: normalized = false).
+  EXPECT_EQ(qwen->encode("<think>e\xCC\x81", false, false), (std::vector<int32_t>{267, 268}));
 }
 
 }  // namespace
