@@ -18,7 +18,7 @@ def main() -> None:
     hs_path, lc_path, model = sys.argv[1:4]
     sparse_path = sys.argv[4] if len(sys.argv) > 4 else None
     hs = json.load(open(hs_path))
-    if any(r.get("attention", "dense") != "dense" for r in hs["results"]):
+    if any(r.get("attention") not in (None, "", "dense") for r in hs["results"]):
         sys.exit(f"{hs_path}: not a dense run (use hindsight bench --sparse off)")
     lc = json.load(open(lc_path))
     ours = {}
@@ -45,7 +45,7 @@ def main() -> None:
         rows.append({"test": name, "hindsight_tps": a, "llamacpp_tps": b, "ratio": a / b})
     if sparse_path:
         for r in json.load(open(sparse_path))["results"]:
-            if not r["test"].startswith("tg") or r.get("attention", "dense") == "dense":
+            if not r["test"].startswith("tg") or r.get("attention") in (None, "", "dense"):
                 continue
             key = ("tg", r["n_tokens"], r["depth"])
             if key not in theirs:
