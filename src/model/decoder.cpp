@@ -104,8 +104,16 @@ Status Decoder::reserve_logits(int64_t rows) {
   return Status::ok();
 }
 
-void Decoder::set_sparse(SparseRuntime* rt) { sparse_ = rt; }
-void Decoder::set_hot_chunks(HotChunks* h) { hot_ = h; }
+// Handed to the backend once, here, not every step; a backend without a sparse path refuses,
+// and forward() returns that refusal.
+void Decoder::set_sparse(SparseRuntime* rt) {
+  sparse_ = rt;
+  sparse_status_ = backend_->set_sparse(sparse_, hot_);
+}
+void Decoder::set_hot_chunks(HotChunks* h) {
+  hot_ = h;
+  sparse_status_ = backend_->set_sparse(sparse_, hot_);
+}
 
 Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
                         std::vector<float>& logits) {
@@ -114,7 +122,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   if (key_observer_ && backend_->device() != Device::kCpu)
     return make_error(StatusCode::kUnsupported, "the key observer (fit-sketch, eval recall) needs --device cpu");
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
-  HS_RETURN_IF_ERROR(backend_->set_sparse(sparse_, hot_));
+  HS_RETURN_IF_ERROR(sparse_status_);
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
   HS_RETURN_IF_ERROR(backend_->begin_step(plan_));

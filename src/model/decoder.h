@@ -108,6 +108,7 @@ class Decoder {
   std::vector<int32_t> next_pos_;
   SparseRuntime* sparse_ = nullptr;
   HotChunks* hot_ = nullptr;
+  Status sparse_status_;  // the backend's answer to the last set_sparse / set_hot_chunks
   KeyObserver key_observer_;
 };
 

@@ -35,6 +35,7 @@
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_quant.h"
+#include "ops_test_util.h"
 
 #if defined(HS_WITH_CUDA)
 #include <cuda_fp8.h>
@@ -45,16 +46,9 @@
 namespace hs {
 namespace {
 
-uint64_t test_seed() {
-  static const uint64_t seed = [] {
-    if (const char* s = std::getenv("HS_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  return seed;
-}
-
-std::string seed_note() { return "seed " + std::to_string(test_seed()) + " (rerun with HS_TEST_SEED=<seed>)"; }
+using ops_test::normal;
+using ops_test::seed_note;
+using ops_test::test_seed;
 
 #define HS_ASSERT_OK(expr)                                                        \
   do {                                                                            \
@@ -143,17 +137,6 @@ std::vector<float> download(Backend& b, const Mat& m) {
   std::vector<float> v(static_cast<size_t>(m.t.rows * m.t.cols));
   const Status st = b.to_host(m.t, v.data());
   EXPECT_TRUE(st.is_ok()) << st.to_string();
-  return v;
-}
-
-std::vector<float> normal(std::mt19937_64& rng, size_t n, float sd = 1.0f, bool outliers = false) {
-  std::normal_distribution<float> nd(0.0f, sd);
-  std::uniform_real_distribution<float> u(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    x = nd(rng);
-    if (outliers && u(rng) < 0.01f) x *= 20.0f;
-  }
   return v;
 }
 

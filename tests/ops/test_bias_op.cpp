@@ -22,27 +22,14 @@
 
 #include "backend/backend.h"
 #include "core/thread_pool.h"
+#include "ops_test_util.h"
 
 namespace hs {
 namespace {
 
-uint64_t bias_seed() {
-  static const uint64_t seed = [] {
-    if (const char* s = std::getenv("HS_TEST_SEED")) return static_cast<uint64_t>(std::strtoull(s, nullptr, 10));
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }();
-  return seed;
-}
-
-std::string seed_note() { return "seed " + std::to_string(bias_seed()) + " (rerun with HS_TEST_SEED=<seed>)"; }
-
-std::vector<float> normal(std::mt19937_64& rng, size_t n, float sd) {
-  std::normal_distribution<float> nd(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& x : v) x = nd(rng);
-  return v;
-}
+using ops_test::normal;
+using ops_test::seed_note;
+constexpr auto bias_seed = ops_test::test_seed;
 
 // A plan of n tokens (no KV): add_bias needs none, but the decoder calls it inside a step.
 struct Step {
