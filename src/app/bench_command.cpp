@@ -11,12 +11,22 @@
 // sketch / Quest metadata, KV) and what the device tier fetched (MB per step, hit rate of the
 // selected non-resident chunks; each repetition starts with a new sequence, so a cold tier).
 // --sparse-compare runs every decode test dense first, then sparse.
+// --batched NPL:NPP runs llama-batched-bench's test: NPL sequences, each a prompt of NPP
+// random tokens prefilled (in steps of up to --ubatch tokens; contexts longer than
+// --batched-synthetic-above are filled synthetically instead, as the depth tests are) and then
+// --batched-gen tokens decoded by all of them together, one token per sequence per step;
+// aggregate decode t/s = NPL x gen / time.
+// Roofline: on a device that can measure its peaks (Backend::measure_peaks, in this run), each
+// row also gives the ideal rate — decode: (weight + KV bytes per step) / measured copy rate;
+// prefill: matmul + attention FLOPs / measured 16-bit matmul rate — and the fraction reached.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -35,6 +45,11 @@ struct BenchOptions {
   std::string json_path;
   std::string matmul = matmul_precision_name(kDefaultMatmulPrecision);
   bool sparse_compare = false;  // each tg @ depth twice: dense, then sparse
+  std::vector<std::string> batched;  // "NPL:NPP" aggregate decode tests
+  int batched_gen = 128;
+  int batched_synthetic_above = 8192;
+  int ubatch = 8192;  // most tokens per prefill step
+  bool peaks = true;  // measure the device's peaks for the roofline column
 };
 
 struct Measurement {
@@ -51,6 +66,12 @@ struct Measurement {
   double hit_rate() const {
     return fetch_hits + fetch_misses > 0 ? static_cast<double>(fetch_hits) / (fetch_hits + fetch_misses) : 0.0;
   }
+  // Aggregate tests (--batched): sequences, prefill rate (0: synthetic context).
+  int n_seqs = 1;
+  double prefill_tps = 0;
+  // Roofline: ideal tokens/s from the measured peaks, and what bounds it (memory | matmul).
+  double ideal_tps = 0;
+  std::string bound;
   std::vector<double> tps;
   double mean() const { double s = 0; for (double v : tps) s += v; return s / tps.size(); }
   double stddev() const {
@@ -121,6 +142,82 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   return n / secs;
 }
 
+struct BatchedTiming {
+  double prefill_tps = 0;  // 0: synthetic context
+  double decode_tps = 0;   // aggregate
+};
+
+// NPL sequences of NPP tokens each, then `gen` steps of one token per sequence (--batched).
+Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bool synthetic, int ubatch,
+                                   std::mt19937& rng) {
+  std::vector<SeqKv> seq(static_cast<size_t>(npl));
+  std::vector<SeqKv*> ptrs;
+  for (auto& s : seq) ptrs.push_back(&s);
+  auto release = [&] {
+    for (auto& s : seq) m.kv->release(s);
+  };
+  const int n_vocab = m.decoder->config().n_vocab;
+  std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
+  std::vector<float> logits;
+  BatchedTiming out;
+  Status st;
+  if (synthetic) {
+    for (auto& s : seq) {
+      st = m.kv->reserve(s, npp + gen);
+      if (!st.is_ok()) break;
+      s.n_tokens = npp;
+    }
+  } else {  // prompts back to back, in steps of up to ubatch tokens
+    const auto t0 = Clock::now();
+    Batch b;
+    for (int s = 0; s < npl && st.is_ok(); ++s)
+      for (int i = 0; i < npp && st.is_ok(); ++i) {
+        b.add(d(rng), i, s, i == npp - 1);
+        if (b.size() == ubatch || (s == npl - 1 && i == npp - 1)) {
+          st = m.decoder->forward(b, ptrs, *m.kv, *m.pool, logits);
+          b.clear();
+        }
+      }
+    out.prefill_tps = static_cast<double>(npl) * npp / std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  if (!st.is_ok()) {
+    release();
+    return st;
+  }
+  std::vector<int32_t> tok(static_cast<size_t>(npl));
+  for (auto& t : tok) t = d(rng);
+  const auto t0 = Clock::now();
+  for (int step = 0; step < gen && st.is_ok(); ++step) {
+    Batch b;
+    for (int s = 0; s < npl; ++s) b.add(tok[s], seq[s].n_tokens, s, true);
+    st = m.decoder->forward(b, ptrs, *m.kv, *m.pool, logits);
+    for (int s = 0; s < npl && st.is_ok(); ++s) {
+      const float* row = logits.data() + static_cast<size_t>(s) * n_vocab;
+      tok[s] = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
+    }
+  }
+  out.decode_tps = static_cast<double>(npl) * gen / std::chrono::duration<double>(Clock::now() - t0).count();
+  release();
+  HS_RETURN_IF_ERROR(st);
+  return out;
+}
+
+// Matmul FLOPs of n tokens through the layers plus n_out logit rows, and the attention FLOPs of
+// token i seeing depth + i + 1 keys (QK and PV: 4 * keys * q_dim per layer; windows applied).
+double step_flops(const ModelConfig& c, int64_t n, int64_t n_out, int64_t depth) {
+  const double layer = static_cast<double>(c.n_embd) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
+                       3.0 * static_cast<double>(c.n_embd) * c.n_ff;
+  double f = 2.0 * n * layer * c.n_layer + 2.0 * n_out * static_cast<double>(c.n_embd) * c.n_vocab;
+  for (int l = 0; l < c.n_layer; ++l) {
+    const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double keys = swa ? std::min<int64_t>(depth + i + 1, c.sliding_window) : depth + i + 1;
+      f += 4.0 * keys * c.q_dim();
+    }
+  }
+  return f;
+}
+
 // K|V bytes the attentions of one decode step at n_keys read without sparse attention in
 // the layers `skip` does not claim (sliding-window layers read at most their window).
 template <typename Skip>
@@ -143,6 +240,11 @@ int run_bench(BenchOptions& o) {
   for (int t : o.tg) max_tg = std::max(max_tg, t);
   for (int p : o.pp) max_pp = std::max(max_pp, p);
   o.model.ctx_size = std::max({o.model.ctx_size, max_depth + max_tg + 16, max_pp + 16});
+  for (const std::string& spec : o.batched) {  // pages for every sequence of the largest test
+    int npl = 0, npp = 0;
+    if (std::sscanf(spec.c_str(), "%d:%d", &npl, &npp) == 2 && npl > 0 && npp > 0)
+      o.model.ctx_size = static_cast<int>(std::max<int64_t>(o.model.ctx_size, int64_t{npl} * (npp + o.batched_gen + 32)));
+  }
   auto m = load_model(o.model);
   if (!m.is_ok()) {
     fmt::print(stderr, "error: {}\n", m.status().message());
@@ -221,14 +323,61 @@ int run_bench(BenchOptions& o) {
       m->decoder->set_sparse(sparse);
     }
 
+  for (const std::string& spec : o.batched) {
+    int npl = 0, npp = 0;
+    if (std::sscanf(spec.c_str(), "%d:%d", &npl, &npp) != 2 || npl < 1 || npp < 1 || npl > 4096) {
+      fmt::print(stderr, "error: --batched {}: want NPL:NPP (sequences:prompt tokens), e.g. 64:512\n", spec);
+      return 1;
+    }
+    const bool synthetic = npp > o.batched_synthetic_above;
+    Measurement r{fmt::format("batched {}x({}+{})", npl, npp, o.batched_gen), o.batched_gen, npp, "dense"};
+    r.n_seqs = npl;
+    double prefill = 0;
+    for (int i = 0; i < o.repetitions; ++i) {
+      auto v = time_batched(*m, npl, npp, o.batched_gen, synthetic, o.ubatch, rng);
+      if (!v.is_ok()) { fmt::print(stderr, "error: {}: {}\n", r.test, v.status().message()); return 1; }
+      r.tps.push_back(v->decode_tps);
+      prefill += v->prefill_tps / o.repetitions;
+    }
+    r.prefill_tps = prefill;
+    r.weight_bytes = static_cast<double>(weight_bytes);
+    double kv = 0;  // mean over the decode steps, all sequences
+    for (int i = 0; i < o.batched_gen; ++i)
+      kv += dense_kv_bytes(c, m->kv->geometry(), npp + i + 1, [](int) { return false; });
+    r.kv_bytes = kv / o.batched_gen * npl;
+    results.push_back(r);
+  }
+
+  // Roofline from the peaks measured now, on this device.
+  std::optional<DevicePeaks> peaks;
+  if (o.peaks && m->decoder->device() != Device::kCpu) {
+    auto p = m->decoder->backend().measure_peaks();
+    if (p.is_ok()) peaks = *p;
+    else fmt::print(stderr, "warning: no roofline: {}\n", p.status().message());
+  }
+  if (peaks)
+    for (auto& r : results) {
+      const bool decode = r.test.rfind("pp", 0) != 0;
+      if (decode) {  // one step: every sequence one token
+        r.ideal_tps = r.n_seqs * peaks->memory_bytes_per_s / (r.weight_bytes + r.score_bytes + r.kv_bytes);
+        r.bound = "memory";
+      } else {
+        r.ideal_tps = r.n_tokens * peaks->matmul_flops_per_s / step_flops(c, r.n_tokens, 1, 0);
+        r.bound = "matmul";
+      }
+    }
+
   const std::string backend = m->decoder->backend().name();
   const bool on_cpu = m->decoder->device() == Device::kCpu;
   fmt::print("\nbackend: {}\n", backend);
-  fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | MB/step weights | "
-             "MB/step sketch | MB/step KV | fetch MB/step | hit rate |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  if (peaks)
+    fmt::print("peaks (measured now): memory {:.0f} GB/s, 16-bit matmul {:.0f} TFLOP/s ({})\n",
+               peaks->memory_bytes_per_s / 1e9, peaks->matmul_flops_per_s / 1e12, peaks->how);
+  fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | roofline | "
+             "MB/step weights | MB/step sketch | MB/step KV | fetch MB/step | hit rate |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
-  j["model"] = o.model.model;
+  j["model"] = model_display_name(o.model);
   j["arch"] = c.arch_name;
   j["weight_bytes"] = weight_bytes;
   j["device"] = device_name(m->decoder->device());
@@ -241,13 +390,23 @@ int run_bench(BenchOptions& o) {
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
                         {"slots_per_layer_head", hot->slots_per_set()}, {"piece_bytes", hot->piece_bytes()}};
   j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
+  if (peaks)
+    j["peaks"] = {{"memory_bytes_per_second", peaks->memory_bytes_per_s},
+                  {"matmul_flops_per_second", peaks->matmul_flops_per_s}, {"how", peaks->how}};
   j["results"] = nlohmann::ordered_json::array();
   for (const auto& r : results) {
-    const bool decode = r.test.rfind("tg", 0) == 0;
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} |\n",
+    const bool decode = r.test.rfind("pp", 0) != 0;
+    const std::string roof =
+        r.ideal_tps > 0 ? fmt::format("{:.0f} % of {:.0f} ({})", 100.0 * r.mean() / r.ideal_tps, r.ideal_tps, r.bound)
+                        : std::string("-");
+    const std::string test = r.n_seqs > 1 || r.test.rfind("batched", 0) == 0
+                                 ? fmt::format("{}{}", r.test, r.prefill_tps > 0 ? fmt::format(" (prefill {:.0f} t/s)", r.prefill_tps)
+                                                                                  : std::string(" (synthetic context)"))
+                                 : r.test;
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} | {} |\n",
                c.arch_name, weight_bytes / 1048576.0, device_name(m->decoder->device()), m->pool->n_threads(),
                on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "f16/bf16",
-               kv_dtype_name(m->kv->geometry().dtype), r.test, r.attention, r.mean(), r.stddev(),
+               kv_dtype_name(m->kv->geometry().dtype), test, r.attention, r.mean(), r.stddev(), roof,
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.kv_bytes / 1e6) : "-",
@@ -260,6 +419,14 @@ int run_bench(BenchOptions& o) {
                                                                       {"kv", r.kv_bytes},
                                                                       {"fetch", r.fetch_bytes}}},
                               {"keys_selected_share", r.keys_selected_share}};
+    if (r.test.rfind("batched", 0) == 0) {
+      jr["sequences"] = r.n_seqs;
+      jr["prefill_tokens_per_second"] = r.prefill_tps > 0 ? nlohmann::ordered_json(r.prefill_tps) : nlohmann::ordered_json();
+      jr["context"] = r.prefill_tps > 0 ? "prefilled" : "synthetic";
+    }
+    if (r.ideal_tps > 0)
+      jr["roofline"] = {{"bound", r.bound}, {"ideal_tokens_per_second", r.ideal_tps},
+                        {"fraction", r.mean() / r.ideal_tps}};
     if (r.tiered)
       jr["device_tier"] = {{"hits", r.fetch_hits}, {"misses", r.fetch_misses}, {"evictions", r.fetch_evictions},
                            {"refused", r.fetch_refused}, {"hit_rate", r.hit_rate()},
@@ -267,6 +434,7 @@ int run_bench(BenchOptions& o) {
                            {"resident_bytes_per_step", r.resident_bytes}};
     j["results"].push_back(jr);
   }
+  if (const std::string prof = m->decoder->backend().profile_report(); !prof.empty()) fmt::print("\n{}", prof);
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
   return 0;
@@ -287,6 +455,19 @@ void register_bench(CLI::App& app, std::function<int()>& run) {
                   "Activation precision: exact (float32), int8x2 (8-bit + residual), int8 (llama.cpp style)")
       ->check(CLI::IsMember({"exact", "int8x2", "int8"}))
       ->capture_default_str();
+  cmd->add_option("--batched", o->batched,
+                  "Aggregate decode tests NPL:NPP (llama-batched-bench): NPL sequences of NPP prompt tokens, then "
+                  "--batched-gen tokens each, decoded together (repeatable, e.g. --batched 1:512 --batched 64:512)");
+  cmd->add_option("--batched-gen", o->batched_gen, "Tokens each sequence decodes in a --batched test")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  cmd->add_option("--batched-synthetic-above", o->batched_synthetic_above,
+                  "--batched prompts longer than this are synthetic context (random KV), not prefilled")
+      ->capture_default_str();
+  cmd->add_option("--ubatch", o->ubatch, "Most tokens per prefill step of a --batched test")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_flag("!--no-peaks", o->peaks, "Skip measuring the device's copy and matmul rates (no roofline column)");
   cmd->add_flag("--sparse-compare", o->sparse_compare,
                 "Run each decode test dense and then sparse (needs --sparse sketch|quest or a sketch file)");
   cmd->callback([o, &run] { run = [o] { return run_bench(*o); }; });

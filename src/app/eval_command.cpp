@@ -283,7 +283,7 @@ int run_needle(EvalOptions& o) {
   spdlog::info("eval needle: corpus {} files, {} tokens", o.corpus.size(), corpus_tokens.size());
 
   nlohmann::ordered_json j;
-  j["model"] = o.model.model;
+  j["model"] = model_display_name(o.model);
   j["needles"] = o.n_needles;
   j["contexts"] = nlohmann::ordered_json::array();
   fmt::print("\n| context | attention | selector | budget | correct | accuracy | same answer as dense | same number as dense | mean mass recall "

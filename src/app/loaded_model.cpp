@@ -6,9 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
+#include "model/dummy_model.h"
 #include "sparse/exact_rerank.h"
 
 namespace hs::app {
@@ -23,7 +25,19 @@ std::optional<int> rerank_factor_of(const std::string& v) {
 }  // namespace
 
 void add_model_options(CLI::App* cmd, ModelOptions& opt) {
-  cmd->add_option("-m,--model", opt.model, "GGUF model file")->required();
+  cmd->add_option("-m,--model", opt.model, "GGUF model file (required unless --load-format dummy)");
+  cmd->add_option("--load-format", opt.load_format,
+                  "gguf (read --model), or dummy: random weights of --config's shape, made on this machine (speed "
+                  "tests of shapes too large to ship)")
+      ->check(CLI::IsMember({"gguf", "dummy"}))
+      ->capture_default_str();
+  cmd->add_option("--config", opt.config, "Hugging Face config.json giving the dummy model's shape (e.g. "
+                  "configs/llama-3.1-8b.json)");
+  cmd->add_option("--dummy-dtype", opt.dummy_dtype, "Weight type of the dummy model's matrices")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"}))
+      ->capture_default_str();
+  cmd->add_option("--vocab", opt.vocab, "Dummy model: copy the tokenizer from this GGUF (e.g. llama.cpp's "
+                  "ggml-vocab-llama-bpe.gguf; default: a synthetic byte-level vocabulary)");
   cmd->add_option("--device", opt.device,
                   "Backend: cpu, or cuda (GPU 0; weights uploaded as f16 or bf16, dense attention, KV pages on the GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
@@ -230,10 +244,44 @@ std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const Decoder& dec, 
   return std::make_unique<KvCache>(g, n_pages, KvCache::kDefaultMaxLeases, host_pages);
 }
 
+Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device device) {
+  if (opt.load_format == "dummy") {
+    if (opt.config.empty())
+      return make_error(StatusCode::kInvalidArgument, "--load-format dummy needs --config FILE (a Hugging Face "
+                        "config.json, e.g. configs/llama-3.1-8b.json)");
+    if (!opt.model.empty())
+      return make_error(StatusCode::kInvalidArgument, "--load-format dummy makes random weights: drop --model {}",
+                        opt.model);
+    DummyModelSpec spec;
+    spec.config_path = opt.config;
+    HS_ASSIGN_OR_RETURN(spec.weight_type, parse_dummy_dtype(opt.dummy_dtype));
+    spec.vocab_path = opt.vocab;
+    spec.seed = opt.dummy_seed;
+    ThreadPool fill_pool(opt.threads);
+    const auto t0 = std::chrono::steady_clock::now();
+    HS_ASSIGN_OR_RETURN(auto file, make_dummy_model(spec, fill_pool));
+    spdlog::info("dummy model: {} ({:.2f} GB of random weights made in {:.1f} s)", file->path(),
+                 static_cast<double>(file->file_size()) / 1e9,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return Decoder::create(std::move(file), device);
+  }
+  if (opt.model.empty())
+    return make_error(StatusCode::kInvalidArgument, "--model FILE is required (or --load-format dummy --config FILE)");
+  if (!opt.config.empty() || !opt.vocab.empty())
+    return make_error(StatusCode::kInvalidArgument, "--config and --vocab are for --load-format dummy");
+  return Decoder::load(opt.model, device);
+}
+
+std::string model_display_name(const ModelOptions& opt) {
+  if (opt.load_format == "dummy")
+    return fmt::format("dummy-{}-{}", std::filesystem::path(opt.config).stem().string(), opt.dummy_dtype);
+  return std::filesystem::path(opt.model).stem().string();
+}
+
 Result<LoadedModel> load_model(const ModelOptions& opt) {
   LoadedModel m;
   HS_ASSIGN_OR_RETURN(Device device, parse_device(opt.device));
-  HS_ASSIGN_OR_RETURN(m.decoder, Decoder::load(opt.model, device));
+  HS_ASSIGN_OR_RETURN(m.decoder, load_decoder(opt, device));
   HS_ASSIGN_OR_RETURN(m.tokenizer, make_tokenizer(m.decoder->file()));
   const ModelConfig& c = m.decoder->config();
   if (m.tokenizer->n_vocab() < c.n_vocab)

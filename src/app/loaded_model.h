@@ -16,6 +16,13 @@ namespace hs::app {
 
 struct ModelOptions {
   std::string model;
+  // --load-format dummy: random weights of the shape of a Hugging Face config.json
+  // (model/dummy_model.h) instead of a GGUF file.
+  std::string load_format = "gguf";  // gguf | dummy
+  std::string config;                // config.json (dummy)
+  std::string dummy_dtype = "bf16";  // f32 | f16 | bf16 | q8_0 | q4_0 | q4_k
+  std::string vocab;                 // dummy: tokenizer from this GGUF ("" = synthetic byte vocabulary)
+  uint64_t dummy_seed = 1;
   std::string device = "cpu";  // cpu | cuda (the backend that runs the forward pass)
   int ctx_size = 4096;  // KV capacity in tokens
   int threads = 0;      // 0: all hardware threads
@@ -85,6 +92,12 @@ Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, con
 // make_device_tier, kept in m.device_kv and attached to m.decoder.
 Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseConfig& sparse_cfg,
                           int32_t resident_seqs = kDefaultResidentSeqs);
+
+// The decoder opt names: the GGUF file, or (--load-format dummy) random weights of --config's
+// shape built on this machine.
+Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device device);
+// What to call the model in logs, JSON and /v1/models: the GGUF's stem, or "dummy-<config stem>-<dtype>".
+std::string model_display_name(const ModelOptions& opt);
 
 // Loads everything or returns a Status naming what failed (missing file, unknown
 // architecture, unsupported tensor type, ...).

@@ -95,7 +95,7 @@ int run_serve(ServeOptions& o) {
   std::signal(SIGPIPE, SIG_IGN);  // writes to closed sockets must fail, not kill us
   SignalWatcher signals;
   if (o.http.served_model_name.empty())
-    o.http.served_model_name = std::filesystem::path(o.model.model).stem().string();
+    o.http.served_model_name = model_display_name(o.model);
 
   server::HttpServer http(o.http);
   if (Status s = http.start(); !s.is_ok()) {
@@ -110,7 +110,7 @@ int run_serve(ServeOptions& o) {
     spdlog::error("{}", device.status().message());
     return 1;
   }
-  auto decoder = Decoder::load(o.model.model, *device);
+  auto decoder = load_decoder(o.model, *device);
   if (!decoder.is_ok()) {
     spdlog::error("{}", decoder.status().message());
     return 1;

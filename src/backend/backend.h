@@ -71,6 +71,14 @@ struct AttentionParams {
 
 enum class GluKind { kSilu, kGeluTanh };  // out = act(gate) * up
 
+// What the device reaches, measured (bench's roofline fractions divide by these): memory copy
+// rate (bytes read + written per second) and the dense 16-bit matmul rate (FLOP/s).
+struct DevicePeaks {
+  double memory_bytes_per_s = 0;
+  double matmul_flops_per_s = 0;
+  std::string how;  // what was timed
+};
+
 class Backend;
 
 // Memory from a backend, freed by it when this handle dies.
@@ -157,6 +165,16 @@ class Backend {
   // plan.kv's `layer`: q, out [n][n_head * head_dim]. The CPU backend also runs the sparse
   // path here when one is attached.
   virtual Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) = 0;
+
+  // Times a large copy and a large 16-bit GEMM on the device (~1 s; allocates and frees its
+  // own buffers). Unsupported where not implemented.
+  virtual Result<DevicePeaks> measure_peaks() {
+    return make_error(StatusCode::kUnsupported, "measuring peaks is not implemented on the {} backend",
+                      device_name(device()));
+  }
+
+  // Per-op device times when the backend profiles (CUDA: HS_CUDA_PROFILE=1); "" otherwise.
+  virtual std::string profile_report() const { return {}; }
 
   // ---- CPU-only extensions (the CUDA backend refuses them) ------------------------------
   virtual void set_matmul_precision(MatmulPrecision) {}

@@ -257,6 +257,17 @@ Result<std::unique_ptr<File>> File::from_bytes(std::span<const uint8_t> bytes) {
   return f;
 }
 
+Result<std::unique_ptr<File>> File::from_buffer(std::unique_ptr<uint8_t[]> bytes, uint64_t size, std::string label) {
+  std::unique_ptr<File> f(new File());
+  f->path_ = std::move(label);
+  f->buffer_ = std::move(bytes);
+  f->base_ = f->buffer_.get();
+  f->size_ = size;
+  Status s = f->parse();
+  if (!s.is_ok()) return Status(s.code(), s.message() + " (" + f->path_ + ")");
+  return f;
+}
+
 File::~File() {
   if (mapped_) unmap_file(MappedRegion{base_, size_});
 }

@@ -73,6 +73,10 @@ class File {
   static Result<std::unique_ptr<File>> open(const std::string& path);
   // Parse an in-memory copy (tests, fuzzing). The bytes are copied.
   static Result<std::unique_ptr<File>> from_bytes(std::span<const uint8_t> bytes);
+  // Parse a buffer the File takes over, not copied (a model built in memory:
+  // model/dummy_model.h); `label` stands for the path in messages.
+  static Result<std::unique_ptr<File>> from_buffer(std::unique_ptr<uint8_t[]> bytes, uint64_t size,
+                                                   std::string label);
   ~File();
   File(const File&) = delete;
   File& operator=(const File&) = delete;
@@ -115,6 +119,7 @@ class File {
   uint64_t size_ = 0;
   bool mapped_ = false;            // true: munmap on destruction; false: owned_ holds the bytes
   std::vector<uint8_t> owned_;
+  std::unique_ptr<uint8_t[]> buffer_;  // from_buffer's bytes
 
   uint32_t version_ = 0;
   uint32_t alignment_ = kDefaultAlignment;

@@ -22,8 +22,13 @@ Tensor host_matrix(const WeightView& w) { return Tensor::matrix(w.data, w.type, 
 }  // namespace
 
 Result<std::unique_ptr<Decoder>> Decoder::load(const std::string& path, Device device) {
+  HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(path));
+  return create(std::move(file), device);
+}
+
+Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> file, Device device) {
   std::unique_ptr<Decoder> d(new Decoder());
-  HS_ASSIGN_OR_RETURN(d->file_, gguf::File::open(path));
+  d->file_ = std::move(file);
   HS_ASSIGN_OR_RETURN(d->config_, load_model_config(*d->file_));
   HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
   HS_ASSIGN_OR_RETURN(d->backend_, make_backend(device));

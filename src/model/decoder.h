@@ -38,6 +38,8 @@ class Decoder {
   // to a backend for `device` (cuda: uploaded as f16 or bf16; a clear error when no GPU or too little
   // memory).
   static Result<std::unique_ptr<Decoder>> load(const std::string& path, Device device = Device::kCpu);
+  // The same over a parsed file the decoder takes over (an in-memory model: model/dummy_model.h).
+  static Result<std::unique_ptr<Decoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
 
   const ModelConfig& config() const { return config_; }
   const gguf::File& file() const { return *file_; }

@@ -11,11 +11,13 @@
 //
 // attention (flash-decoding): the keys [first, pos] of a token are cut into n_splits runs of
 // split_len keys. A block of kWarps warps handles one (token, kv head, run) for all G query
-// heads of that kv head, so each K / V row is read once per GQA group. Warp w takes keys
-// begin + w, begin + w + kWarps, ...; its 32 lanes each hold head_dim / 32 consecutive
-// elements (one 4-16 byte load per row, coalesced across the warp). A score is a lane dot
-// plus a 5-step butterfly; every warp keeps an online softmax (max, sum, acc) per query
-// head; the warps merge through shared memory. With one run the block writes the
+// heads of that kv head, so each K / V row is read once per GQA group. Warp w takes tiles of
+// U consecutive keys (U = 8 for head_dim <= 128), tile t of the run at begin + (w + t * kWarps) * U;
+// its 32 lanes each hold head_dim / 32 consecutive elements of a row (one 4-16 byte load per
+// row, coalesced across the warp), and the 2U row loads of a tile are all in flight before
+// the tile's arithmetic. A score is a lane dot plus a 5-step butterfly (U independent chains);
+// every warp keeps an online softmax (max, sum, acc) per query head, rescaled once per tile;
+// the warps merge through shared memory. With one run the block writes the
 // normalised output; with more it writes a partial (max[G], sum[G], acc[G][head_dim]) and
 // merge_kernel combines the runs of each (token, kv head) like backend/cpu's attention_merge.
 // Math is fp32 throughout (expf, not __expf), K/V widened exactly from their storage type;
@@ -23,7 +25,7 @@
 // cvt.rn.f16x2.e4m3x2 and multiply by the row's f16 scale (one 4-byte load per token holds
 // the K and V scales, the same address for every lane) — exactly the host's decoded floats.
 // Cost: reads (keys * 2 * head_dim) stored elements per (token, kv head): decode is
-// memory-bound at ~1 row per warp in flight; prefill re-reads the prompt's K/V once per
+// memory-bound with U rows per warp in flight; prefill re-reads the prompt's K/V once per
 // query token (L2-resident for short prompts) — a tensor-core flash prefill is the speed work
 // left (docs/cuda-backend.md).
 #include <cuda_bf16.h>
@@ -85,11 +87,6 @@ __device__ __forceinline__ void load_row(const T* __restrict__ p, float (&out)[E
   for (int e = 0; e < E; ++e) out[e] = to_f(u.t[e]);
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // The attention kernel's element type for fp8 KV (bytes of kv/kv_quant.h's scaled layout).
 struct Fp8 {};
@@ -225,37 +222,69 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
     }
   }
 
+  // Keys in tiles of U per warp (warp w takes tiles begin + (w + t * kWarps) * U): all 2U row
+  // loads of a tile are issued before any arithmetic on them (memory-level parallelism: the
+  // kernel is bandwidth-bound only with many rows in flight per SM), the U x G scores reduce
+  // as independent shuffle chains, and the online softmax rescales once per tile.
+  constexpr int U = (E * MAXG >= 64) ? 2 : (E >= 8 ? 4 : 8);
   const int32_t* pages = a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]];
-  for (int32_t j = begin + warp; j < end; j += kWarps) {
-    float k[E], v[E];
-    if constexpr (std::is_same_v<T, Fp8>) {
-      const uint8_t* blk = static_cast<const uint8_t*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
-                           static_cast<int64_t>(kvh) * a.kv.head_stride;
-      const int tp = j % P;
-      // The K and V scales of token tp: adjacent f16s, 4-byte aligned (blocks are 16-aligned).
-      const uint32_t sc = *reinterpret_cast<const uint32_t*>(blk + a.kv.scales_offset + 4 * tp);
-      const uint8_t* row = blk + static_cast<int64_t>(tp) * 2 * D;
-      load_fp8_row<E>(row + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc & 0xffffu)), k);
-      load_fp8_row<E>(row + D + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc >> 16)), v);
-    } else {
-      const T* row = static_cast<const T*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
-                     (static_cast<int64_t>(kvh) * P + j % P) * 2 * D;
-      load_row<T, E>(row + lane * E, k);
-      load_row<T, E>(row + D + lane * E, v);
+  for (int32_t j0 = begin + warp * U; j0 < end; j0 += kWarps * U) {
+    float k[U][E], v[U][E];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int32_t j = j0 + u;
+      if (j >= end) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) k[u][e] = v[u][e] = 0.0f;
+        continue;
+      }
+      if constexpr (std::is_same_v<T, Fp8>) {
+        const uint8_t* blk = static_cast<const uint8_t*>(a.kv.base) +
+                             static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
+                             static_cast<int64_t>(kvh) * a.kv.head_stride;
+        const int tp = j % P;
+        // The K and V scales of token tp: adjacent f16s, 4-byte aligned (blocks are 16-aligned).
+        const uint32_t sc = *reinterpret_cast<const uint32_t*>(blk + a.kv.scales_offset + 4 * tp);
+        const uint8_t* row = blk + static_cast<int64_t>(tp) * 2 * D;
+        load_fp8_row<E>(row + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc & 0xffffu)), k[u]);
+        load_fp8_row<E>(row + D + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc >> 16)), v[u]);
+      } else {
+        const T* row = static_cast<const T*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
+                       (static_cast<int64_t>(kvh) * P + j % P) * 2 * D;
+        load_row<T, E>(row + lane * E, k[u]);
+        load_row<T, E>(row + D + lane * E, v[u]);
+      }
     }
 #pragma unroll
     for (int g = 0; g < MAXG; ++g) {
       if (g < G) {
-        float d = 0.0f;
+        float sc[U];
 #pragma unroll
-        for (int e = 0; e < E; ++e) d += q[g][e] * k[e];
-        d = warp_sum(d);
-        const float mn = fmaxf(m[g], d);
+        for (int u = 0; u < U; ++u) {
+          float d = 0.0f;
+#pragma unroll
+          for (int e = 0; e < E; ++e) d += q[g][e] * k[u][e];
+          sc[u] = d;
+        }
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1)
+#pragma unroll
+          for (int u = 0; u < U; ++u) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], off);
+        float mn = m[g];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (j0 + u < end) mn = fmaxf(mn, sc[u]);
         const float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - mn);
-        const float p = expf(d - mn);
-        l[g] = l[g] * corr + p;
+        l[g] *= corr;
 #pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] = acc[g][e] * corr + p * v[e];
+        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const float p = j0 + u < end ? expf(sc[u] - mn) : 0.0f;
+          l[g] += p;
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[g][e] += p * v[u][e];
+        }
         m[g] = mn;
       }
     }
@@ -386,7 +415,8 @@ AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_ran
     const int64_t by_blocks = (target + base - 1) / base;
     n = std::max<int64_t>(1, std::min({by_len, by_blocks, int64_t{65535}}));
   }
-  // Runs of a warp-count multiple of keys, then as few runs as that length needs.
+  // Runs of a multiple of kWarps x 8 keys (whole tiles for every warp), then as few runs as
+  // that length needs.
   int64_t len = (range + n - 1) / n;
   len = (len + kWarps * 8 - 1) / (kWarps * 8) * (kWarps * 8);
   sp.split_len = static_cast<int>(len);

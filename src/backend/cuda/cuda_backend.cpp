@@ -297,6 +297,7 @@ Status CudaBackend::to_host(const Tensor& src, void* dst) {
   if (row_b <= 0 || dst == nullptr)
     return make_error(StatusCode::kInvalidArgument, "cuda to_host: bad source {} or null destination", shape(src));
   HS_CUDA(cudaSetDevice(device_));
+  OpProfile::Scope prof(&profile_, "to_host", stream_);
   HS_CUDA(cudaMemcpy2DAsync(dst, static_cast<size_t>(row_b), src.data, static_cast<size_t>(src.row_stride),
                             static_cast<size_t>(row_b), static_cast<size_t>(src.rows), cudaMemcpyDeviceToHost, stream_));
   HS_CUDA(cudaStreamSynchronize(stream_));
@@ -505,7 +506,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
 Status CudaBackend::run_step(const std::function<Status()>& body) {
   HS_RETURN_IF_ERROR(need_step("run_step"));
   const int64_t n = plan_->n_tokens();
-  if (!graphs_on_ || n == 0 || n > kMaxGraphTokens) return body();
+  if (!graphs_on_ || profile_.on() || n == 0 || n > kMaxGraphTokens) return body();
   const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_};
   Graph& g = graphs_[key];
   if (g.failed) return body();
@@ -556,6 +557,7 @@ Status CudaBackend::end_step() {
   kv_ready_ = false;
   HS_CUDA(cudaStreamSynchronize(stream_));
   HS_CUDA(cudaGetLastError());
+  profile_.collect();
   return Status::ok();
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/op_profile.h"
 
 struct CUstream_st;    // cudaStream_t
 struct CUevent_st;     // cudaEvent_t
@@ -81,6 +82,12 @@ class CudaBackend final : public Backend {
   Status logit_rows(const Tensor& src, Tensor dst) override;
   Status kv_write(int layer, const Tensor& k, const Tensor& v) override;
   Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) override;
+
+  // Device-to-device copy of 2 GiB and a 8192^3 bf16 cuBLAS GEMM (fp32 accumulate), best of 5 each
+  // (cuda_peaks.cpp).
+  Result<DevicePeaks> measure_peaks() override;
+  // HS_CUDA_PROFILE=1: per-op device times so far (op_profile.h); "" otherwise.
+  std::string profile_report() const override { return profile_.report(); }
 
   // Bytes of device memory this backend holds for weights and vectors (prepare_*).
   size_t weight_bytes() const { return weight_bytes_; }
@@ -175,6 +182,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<GraphKey, Graph, GraphKeyHash> graphs_;
   int64_t graph_replays_ = 0, graph_captures_ = 0;
 
+  OpProfile profile_;
   Scratch xb_;     // [n][n_in] bf16: matmul input
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

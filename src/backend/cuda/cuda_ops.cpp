@@ -18,6 +18,7 @@
 namespace hs::cuda {
 
 Status CudaBackend::embedding(const Tensor& table, Tensor out) {
+  OpProfile::Scope prof(&profile_, "embedding", stream_);
   HS_RETURN_IF_ERROR(need_step("embedding"));
   HS_RETURN_IF_ERROR(check_on_device(table, "embedding", "the table"));
   HS_RETURN_IF_ERROR(check_f32(out, "embedding", "out"));
@@ -80,6 +81,7 @@ Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
 }  // namespace
 
 Status CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor y) {
+  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul {}x{} (n={})", w.rows, w.cols, x.rows) : std::string(), stream_);
   HS_RETURN_IF_ERROR(check_matmul(w, x, y));
   if (x.rows == 0 || w.rows == 0) return Status::ok();
   if (x.cols == 0) return launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul");  // empty sum
@@ -88,6 +90,7 @@ Status CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor y) {
 }
 
 Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
+  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul_multi x{} (n={})", ws.size(), x.rows) : std::string(), stream_);
   if (ws.size() != ys.size())
     return make_error(StatusCode::kInvalidArgument, "cuda matmul_multi: {} weights for {} outputs", ws.size(), ys.size());
   for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(check_matmul(ws[i], x, ys[i]));
@@ -110,6 +113,7 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
 }
 
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
+  OpProfile::Scope prof(&profile_, "rms_norm", stream_);
   HS_RETURN_IF_ERROR(check_f32(x, "rms_norm", "x"));
   HS_RETURN_IF_ERROR(check_f32(out, "rms_norm", "out"));
   HS_RETURN_IF_ERROR(check_same_shape(x, out, "rms_norm", "x", "out"));
@@ -124,6 +128,7 @@ Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor
 }
 
 Status CudaBackend::rope(Tensor x, int head_dim, float theta, bool neox) {
+  OpProfile::Scope prof(&profile_, "rope", stream_);
   HS_RETURN_IF_ERROR(need_step("rope"));
   HS_RETURN_IF_ERROR(check_f32(x, "rope", "x"));
   HS_RETURN_IF_ERROR(check_rows(x, plan_->n_tokens(), "rope", "x"));
@@ -133,6 +138,7 @@ Status CudaBackend::rope(Tensor x, int head_dim, float theta, bool neox) {
 }
 
 Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) {
+  OpProfile::Scope prof(&profile_, "glu", stream_);
   HS_RETURN_IF_ERROR(check_f32(gate, "glu", "gate"));
   HS_RETURN_IF_ERROR(check_f32(up, "glu", "up"));
   HS_RETURN_IF_ERROR(check_f32(out, "glu", "out"));
@@ -143,6 +149,7 @@ Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tens
 }
 
 Status CudaBackend::add(Tensor x, const Tensor& y) {
+  OpProfile::Scope prof(&profile_, "add", stream_);
   HS_RETURN_IF_ERROR(check_f32(x, "add", "x"));
   HS_RETURN_IF_ERROR(check_f32(y, "add", "y"));
   HS_RETURN_IF_ERROR(check_same_shape(x, y, "add", "x", "y"));
@@ -150,11 +157,13 @@ Status CudaBackend::add(Tensor x, const Tensor& y) {
 }
 
 Status CudaBackend::scale(Tensor x, float s) {
+  OpProfile::Scope prof(&profile_, "scale", stream_);
   HS_RETURN_IF_ERROR(check_f32(x, "scale", "x"));
   return launched(launch_scale(rows_of(x), s, stream_), "scale");
 }
 
 Status CudaBackend::softcap(Tensor x, float cap) {
+  OpProfile::Scope prof(&profile_, "softcap", stream_);
   HS_RETURN_IF_ERROR(check_f32(x, "softcap", "x"));
   if (!(cap > 0.0f) || !std::isfinite(cap))
     return make_error(StatusCode::kInvalidArgument, "cuda softcap: cap {} must be positive", cap);
@@ -162,6 +171,7 @@ Status CudaBackend::softcap(Tensor x, float cap) {
 }
 
 Status CudaBackend::copy(const Tensor& src, Tensor dst) {
+  OpProfile::Scope prof(&profile_, "copy", stream_);
   HS_RETURN_IF_ERROR(check_on_device(src, "copy", "src"));
   HS_RETURN_IF_ERROR(check_on_device(dst, "copy", "dst"));
   HS_RETURN_IF_ERROR(check_same_shape(src, dst, "copy", "src", "dst"));
@@ -176,6 +186,7 @@ Status CudaBackend::copy(const Tensor& src, Tensor dst) {
 }
 
 Status CudaBackend::logit_rows(const Tensor& src, Tensor dst) {
+  OpProfile::Scope prof(&profile_, "logit_rows", stream_);
   HS_RETURN_IF_ERROR(need_step("logit_rows"));
   HS_RETURN_IF_ERROR(check_f32(src, "logit_rows", "src"));
   HS_RETURN_IF_ERROR(check_f32(dst, "logit_rows", "dst"));
@@ -211,6 +222,7 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 }  // namespace
 
 Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
+  OpProfile::Scope prof(&profile_, "kv_write", stream_);
   HS_RETURN_IF_ERROR(need_step("kv_write"));
   if (!kv_ready_)
     return make_error(StatusCode::kInvalidArgument, "cuda kv_write: the step has no KV cache, sequences or page table");
@@ -230,6 +242,7 @@ Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
 }
 
 Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) {
+  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("attention (n={})", q.rows) : std::string(), stream_);
   HS_RETURN_IF_ERROR(need_step("attention"));
   if (!kv_ready_)
     return make_error(StatusCode::kInvalidArgument, "cuda attention: the step has no KV cache, sequences or page table");

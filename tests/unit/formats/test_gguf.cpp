@@ -5,7 +5,7 @@
 #include <random>
 
 #include "formats/gguf.h"
-#include "gguf_builder.h"
+#include "formats/gguf_builder.h"
 
 namespace hs {
 namespace {

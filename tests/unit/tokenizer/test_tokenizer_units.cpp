@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "../formats/gguf_builder.h"
+#include "formats/gguf_builder.h"
 #include "formats/gguf.h"
 #include "tokenizer/special_tokens.h"
 #include "tokenizer/tokenizer.h"

@@ -1,7 +1,9 @@
-// tests/unit/formats/gguf_builder.h — writes small GGUF files byte by byte for tests.
+// formats/gguf_builder.h — writes GGUF headers byte by byte.
 //
-// Lets tests make valid files with every value type and hand-broken ones (bad magic,
-// lengths past the end, misaligned offsets) without any model on disk.
+// Tests make valid files with every value type and hand-broken ones (bad magic, lengths past
+// the end, misaligned offsets) without any model on disk; model/dummy_model builds the header
+// of a random-weight model with it (the data section is then filled in place, so the builder
+// holds only metadata and tensor infos). Cost: one growing byte vector.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace hs::test {
+#include "formats/gguf.h"
+
+namespace hs::gguf {
 
 class GgufBuilder {
  public:
@@ -59,6 +63,12 @@ class GgufBuilder {
     for (int32_t x : v) raw(&x, 4);
   }
 
+  // Any parsed value (gguf::Value) re-encoded under key `k`: copies metadata between files.
+  void kv_value(const std::string& k, const Value& v) {
+    key(k, static_cast<uint32_t>(v.type));
+    value_body(v);
+  }
+
   // Tensor infos: call after all key/values. `offset` is relative to the data section.
   void tensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type, uint64_t offset) {
     ++n_tensors_;
@@ -84,6 +94,33 @@ class GgufBuilder {
     str(k);
     u32(type);
   }
+  void scalar(ValueType t, const Value& v) {
+    switch (t) {
+      case ValueType::UINT8: case ValueType::INT8: case ValueType::BOOL: u8(static_cast<uint8_t>(t == ValueType::INT8 ? v.i : v.u)); break;
+      case ValueType::UINT16: { uint16_t x = static_cast<uint16_t>(v.u); raw(&x, 2); break; }
+      case ValueType::INT16: { int16_t x = static_cast<int16_t>(v.i); raw(&x, 2); break; }
+      case ValueType::UINT32: u32(static_cast<uint32_t>(v.u)); break;
+      case ValueType::INT32: { int32_t x = static_cast<int32_t>(v.i); raw(&x, 4); break; }
+      case ValueType::UINT64: u64(v.u); break;
+      case ValueType::INT64: raw(&v.i, 8); break;
+      case ValueType::FLOAT32: f32(static_cast<float>(v.f)); break;
+      case ValueType::FLOAT64: raw(&v.f, 8); break;
+      case ValueType::STRING: str(std::string(v.s)); break;
+      case ValueType::ARRAY: break;
+    }
+  }
+  void value_body(const Value& v) {
+    if (v.type != ValueType::ARRAY) return scalar(v.type, v);
+    u32(static_cast<uint32_t>(v.elem_type));
+    u64(v.count);
+    if (v.elem_type == ValueType::STRING) {
+      for (std::string_view s : v.strings) str(std::string(s));
+    } else if (v.elem_type == ValueType::ARRAY) {
+      for (const Value& c : v.children) value_body(c);
+    } else {
+      raw(v.raw, static_cast<size_t>(v.count) * value_type_size(v.elem_type));
+    }
+  }
   void patch_u64(size_t at, uint64_t v) { std::memcpy(bytes_.data() + at, &v, 8); }
 
   std::vector<uint8_t> bytes_;
@@ -92,4 +129,8 @@ class GgufBuilder {
   uint64_t n_tensors_ = 0, n_kv_ = 0;
 };
 
+}  // namespace hs::gguf
+
+namespace hs::test {
+using gguf::GgufBuilder;
 }  // namespace hs::test
