@@ -241,9 +241,11 @@ void write_synthetic_vocab(gguf::GgufBuilder& b, int64_t n_vocab) {
   }
   const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
   for (const char* sp : specials) tokens.emplace_back(sp);
-  while (static_cast<int64_t>(tokens.size()) < n_vocab) tokens.push_back(fmt::format("<|dummy_{}|>", tokens.size()));
-  std::vector<int32_t> types(tokens.size(), 3);  // control
-  std::fill(types.begin(), types.begin() + 256, 1);
+  // Fillers are normal tokens that decode to visible text ("w300 ") but that no text encodes
+  // to (there are no merges): a random model's output streams one visible piece per token.
+  while (static_cast<int64_t>(tokens.size()) < n_vocab) tokens.push_back(fmt::format("w{}\u0120", tokens.size()));
+  std::vector<int32_t> types(tokens.size(), 1);                // normal
+  std::fill(types.begin() + 256, types.begin() + 259, 3);      // the specials: control
   b.kv_str("tokenizer.ggml.model", "gpt2");
   b.kv_str("tokenizer.ggml.pre", "default");
   b.kv_str_array("tokenizer.ggml.tokens", tokens);

@@ -8,8 +8,9 @@
 // one type (f32, f16, bf16, q8_0, q4_0, q4_k) with values of std ~ 1/sqrt(n_in) (outputs of
 // unit scale, finite logits); norm weights are 1, biases 0. The tokenizer is either copied from a
 // vocabulary GGUF (`--vocab`, e.g. llama.cpp's models/ggml-vocab-llama-bpe.gguf, which the
-// llama.cpp peer uses) or a synthetic byte-level one: the 256 byte tokens, ChatML specials and
-// unreachable filler tokens up to the vocabulary size, with a ChatML template.
+// llama.cpp peer uses) or a synthetic byte-level one: the 256 byte tokens (any text encodes to
+// one token per byte), ChatML specials, and filler tokens up to the vocabulary size that decode
+// to visible text ("w300 ") but are never produced by encoding; with a ChatML template.
 // Cost: the whole model once in host RAM (16 GB for the 8B shape in bf16), filled by the thread
 // pool from a counter-based generator (deterministic in the seed; ~1 s per GB per thread).
 #pragma once
