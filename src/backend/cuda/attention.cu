@@ -180,6 +180,7 @@ struct KernelArgs {
   float scale;
   int window;
   int n_splits, split_len;
+  int page_shift;   // log2(page_tokens): pages are a power of two of tokens
   float* part_max;  // [n][n_kv][n_splits][G]
   float* part_sum;  // [n][n_kv][n_splits][G]
   float* part_acc;  // [n][n_kv][n_splits][G][D]
@@ -333,28 +334,57 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
   }
 }
 
-// grid (n tokens, n_kv heads), kThreads threads: combines the token's own runs (those that
-// intersect [first, pos]; later runs are empty) as backend/cpu's attention_merge does.
+// grid (n tokens, n_kv heads * G), kThreads threads: combines the runs of one (token, query
+// head) — those that intersect [first, pos]; later runs are empty — as backend/cpu's
+// attention_merge does. The run weights exp(max_p - max) are computed once into shared
+// memory (block reductions of the max and the weighted sum), then each thread sums its output
+// elements over the runs with independent loads (one block per query head: a long context's
+// 64+ runs merge in a few microseconds; one block per kv head looping over runs serially
+// took ~100 us per layer at 32K keys).
+constexpr int kMaxRuns = 1024;  // plan_attention_split never makes more
+
+__device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = is_max ? fmaxf(v, o) : v + o;
+  }
+  __syncthreads();  // red is reused
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  v = red[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+  return v;
+}
+
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
+  __shared__ float wt[kMaxRuns];
+  __shared__ float red[kWarps];
   const int64_t i = blockIdx.x;
-  const int kvh = blockIdx.y, G = a.group;
+  const int G = a.group;
+  const int kvh = blockIdx.y / G, g = blockIdx.y % G;
   const int32_t pos = a.t.positions[i];
   const int32_t range = pos + 1 - first_key(pos, a.window);
   const int n_runs = min(a.n_splits, (range + a.split_len - 1) / a.split_len);
   const int64_t p0 = (i * a.kv.n_kv_heads + kvh) * a.n_splits;
-  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
-    for (int p = 0; p < n_runs; ++p) mx = fmaxf(mx, a.part_max[(p0 + p) * G + g]);
-    float total = 0.0f, o = 0.0f;
-    for (int p = 0; p < n_runs; ++p) {
-      const float pm = a.part_max[(p0 + p) * G + g];
-      if (pm == -INFINITY) continue;  // an empty run: its acc holds nothing
-      const float wt = expf(pm - mx);
-      total += a.part_sum[(p0 + p) * G + g] * wt;
-      o += wt * a.part_acc[((p0 + p) * G + g) * D + d];
-    }
-    const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  float mx = -INFINITY;
+  for (int p = threadIdx.x; p < n_runs; p += kThreads) mx = fmaxf(mx, a.part_max[(p0 + p) * G + g]);
+  mx = block_reduce(mx, true, red);
+  float total = 0.0f;
+  for (int p = threadIdx.x; p < n_runs; p += kThreads) {
+    const float pm = a.part_max[(p0 + p) * G + g];
+    const float w = pm == -INFINITY ? 0.0f : expf(pm - mx);  // an empty run: its acc holds nothing
+    wt[p] = w;
+    total += a.part_sum[(p0 + p) * G + g] * w;
+  }
+  total = block_reduce(total, false, red);  // its barriers also publish wt
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  for (int d = threadIdx.x; d < D; d += kThreads) {
+    float o = 0.0f;
+#pragma unroll 8
+    for (int p = 0; p < n_runs; ++p) o += wt[p] * a.part_acc[((p0 + p) * G + g) * D + d];
     a.out.p[i * a.out.stride + static_cast<int64_t>(kvh * G + g) * D + d] = o * inv;
   }
 }
@@ -413,7 +443,7 @@ AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_ran
   if (base < target) {
     const int64_t by_len = (range + kMinSplit - 1) / kMinSplit;
     const int64_t by_blocks = (target + base - 1) / base;
-    n = std::max<int64_t>(1, std::min({by_len, by_blocks, int64_t{65535}}));
+    n = std::max<int64_t>(1, std::min({by_len, by_blocks, int64_t{kMaxRuns}}));
   }
   // Runs of a multiple of kWarps x 8 keys (whole tiles for every warp), then as few runs as
   // that length needs.
@@ -443,8 +473,9 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   if (kv.elem == KvElem::kFp8 && (kv.head_stride % 16 != 0 || kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim ||
                                   kv.head_stride < kv.scales_offset + 4LL * kv.page_tokens))
     return cudaErrorInvalidValue;
+  if (kv.page_tokens <= 0 || (kv.page_tokens & (kv.page_tokens - 1)) != 0) return cudaErrorInvalidValue;
   if (q.rows > 0x7fffffff || a.n_head_kv > 65535 || a.split.n_splits < 1 || a.split.n_splits > 65535 ||
-      a.split.split_len < 1 || (a.split.n_splits > 1 && a.scratch == nullptr))
+      a.split.split_len < 1 || a.split.n_splits > kMaxRuns || (a.split.n_splits > 1 && a.scratch == nullptr))
     return cudaErrorInvalidValue;
 
   KernelArgs ka;
@@ -456,6 +487,8 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   ka.scale = a.scale;
   ka.window = a.window;
   ka.n_splits = a.split.n_splits;
+  ka.page_shift = 0;
+  while ((1 << ka.page_shift) < kv.page_tokens) ++ka.page_shift;
   ka.split_len = a.split.split_len;
   const size_t parts = static_cast<size_t>(q.rows) * a.n_head_kv * a.split.n_splits * group;
   ka.part_max = a.scratch;
@@ -472,7 +505,7 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
   }
   if (err != cudaSuccess || ka.n_splits == 1) return err;
-  merge_kernel<<<dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head_kv)), kThreads, 0, s>>>(
+  merge_kernel<<<dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head)), kThreads, 0, s>>>(
       ka, a.head_dim);
   return cudaGetLastError();
 }

@@ -19,11 +19,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_layout.h"
 #include "core/fp16.h"
 #include "core/quant.h"
 
@@ -39,6 +41,15 @@ bool same_geometry(const KvGeometry& a, const KvGeometry& b) {
 }
 
 }  // namespace
+
+std::optional<QuantKind> quant_kind_of(DType t) {
+  switch (t) {
+    case DType::Q4_0: return QuantKind::kQ4_0;
+    case DType::Q8_0: return QuantKind::kQ8_0;
+    case DType::Q4_K: return QuantKind::kQ4_K;
+    default: return std::nullopt;
+  }
+}
 
 // ---- life cycle -----------------------------------------------------------------------------
 
@@ -65,6 +76,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device_index) {
 
 Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_GRAPHS")) graphs_on_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_QUANT")) keep_quantized_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
   // filled, this is where the error comes.
@@ -98,7 +112,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &attn_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &attn_, &wdq_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaFree(cublas_workspace_);
@@ -207,18 +221,24 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
                       host.row_stride, src_row);
   HS_CUDA(cudaSetDevice(device_));
 
-  // The device dtype: f16 for GGUF block types and F16 (their values are f16-scaled: a
-  // 10-bit mantissa keeps them 8x closer than bf16's 7 bits; the matmul input is then f16
-  // too), bf16 for F32 / BF16 sources (their range may exceed f16's).
+  // The device form: Q4_0, Q8_0 and Q4_K stay quantized (quant_layout.h's repacked rows,
+  // dequantized in registers by the GEMV kernels; HS_CUDA_QUANT=0 turns this off); other
+  // GGUF block types and F16 become f16 (their values are f16-scaled: a 10-bit mantissa keeps
+  // them 8x closer than bf16's 7 bits; the matmul input is then f16 too), F32 / BF16 sources
+  // bf16 (their range may exceed f16's).
+  const std::optional<QuantKind> quant = keep_quantized_ ? quant_kind_of(host.dtype) : std::nullopt;
   const bool as_bf16 = host.dtype == DType::BF16 || host.dtype == DType::F32;
-  const DType dev_type = as_bf16 ? DType::BF16 : DType::F16;
+  const DType dev_type = quant ? host.dtype : as_bf16 ? DType::BF16 : DType::F16;
   const int64_t rows = host.rows, cols = host.cols;
-  const size_t row_b = static_cast<size_t>(cols) * 2;  // one 16-bit row
+  const size_t row_b = quant ? static_cast<size_t>(quant_device_row_bytes(*quant, cols))
+                             : static_cast<size_t>(cols) * 2;  // one device row
   const size_t total = static_cast<size_t>(rows) * row_b;
-  void* dev = nullptr;  // [rows][cols] f16 or bf16
+  void* dev = nullptr;  // [rows][row_b bytes]: repacked quants, or f16 / bf16 elements
   HS_RETURN_IF_ERROR(device_malloc(&dev, total,
                                    fmt::format("weight {} ({} x {} {}, from {})", name, rows, cols,
-                                               as_bf16 ? "bf16" : "f16", dtype_name(host.dtype))));
+                                               quant ? std::string(dtype_name(host.dtype)) + " (kept quantized)"
+                                                     : as_bf16 ? "bf16" : "f16",
+                                               dtype_name(host.dtype))));
   struct FreeOnError {
     CudaBackend* b;
     void* p;
@@ -240,17 +260,21 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
     const int b = static_cast<int>(chunk & 1);
     const int64_t r1 = std::min(rows, r0 + chunk_rows);
     HS_CUDA(cudaEventSynchronize(load_copied_[b]));  // this half's previous upload has finished
-    uint16_t* stage = static_cast<uint16_t*>(load_staging_[b]);  // [r1 - r0][cols] bf16
+    uint8_t* stage = static_cast<uint8_t*>(load_staging_[b]);  // [r1 - r0][row_b bytes]
     load_pool_->parallel_for(r1 - r0, 0, [&](int64_t begin, int64_t end, int t) {
       float* f = rowbuf.data() + static_cast<size_t>(t) * static_cast<size_t>(cols);
       for (int64_t r = begin; r < end; ++r) {
         const uint8_t* src = static_cast<const uint8_t*>(host.data) + (r0 + r) * host.row_stride;
+        if (quant) {
+          quant_repack_row(*quant, src, cols, stage + static_cast<size_t>(r) * row_b);
+          continue;
+        }
         Status st = dequantize_row(host.dtype, src, static_cast<size_t>(src_row), f, cols);
         if (!st.is_ok()) {
           if (errors[static_cast<size_t>(t)].is_ok()) errors[static_cast<size_t>(t)] = std::move(st);
           continue;
         }
-        uint16_t* dst = stage + r * cols;
+        uint16_t* dst = reinterpret_cast<uint16_t*>(stage + static_cast<size_t>(r) * row_b);
         if (as_bf16)
           for (int64_t c = 0; c < cols; ++c) dst[c] = fp32_to_bf16(f[c]);
         else  // saturating: a block value past +-65504 (never seen in real files) stays finite
@@ -266,7 +290,8 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
   HS_CUDA(cudaStreamSynchronize(stream_));
   guard.p = nullptr;
 
-  const Tensor t = Tensor::matrix(dev, dev_type, rows, cols, Device::kCuda);
+  Tensor t = Tensor::matrix(dev, dev_type, rows, cols, Device::kCuda);
+  t.row_stride = static_cast<int64_t>(row_b);
   owned_.push_back(dev);
   weight_bytes_ += total;
   weight_cache_[host.data] = CachedWeight{t, host.dtype, rows, cols};
@@ -499,6 +524,24 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   max_pos1_ = max_pos1 <= 256 ? 256 : max_pos1 <= 8192 ? static_cast<int32_t>(pow2(max_pos1))
                                                        : (max_pos1 + 8191) / 8192 * 8192;
   kv_ready_ = kv_ready;
+  // Attention ranges: each sequence's run of >= kFlashMinRun consecutive tokens (a prompt or
+  // prompt chunk) is one flash-prefill launch, the tokens between such runs (decode tokens,
+  // short prompts) one exact-kernel launch per gap. A flash launch never spans two sequences
+  // (tests/ops and the golden batched = alone check; flash_prefill.h's own multi-sequence tiles
+  // are not used). Steps with a flash range run eagerly (run_step: their launch structure is
+  // not part of the graph key).
+  attn_ranges_.clear();
+  has_flash_range_ = false;
+  const bool indexed = static_cast<int64_t>(plan.seq_index.size()) == n;  // steps without a KV cache may have none
+  for (int64_t i = 0; indexed && i < n;) {
+    int64_t j = i + 1;
+    while (j < n && plan.seq_index[j] == plan.seq_index[i]) ++j;
+    const bool flash = j - i >= kFlashMinRun;
+    if (flash || attn_ranges_.empty() || attn_ranges_.back().flash) attn_ranges_.push_back({i, j, flash});
+    else attn_ranges_.back().end = j;
+    has_flash_range_ = has_flash_range_ || flash;
+    i = j;
+  }
   in_step_ = true;
   return Status::ok();
 }
@@ -506,7 +549,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
 Status CudaBackend::run_step(const std::function<Status()>& body) {
   HS_RETURN_IF_ERROR(need_step("run_step"));
   const int64_t n = plan_->n_tokens();
-  if (!graphs_on_ || profile_.on() || n == 0 || n > kMaxGraphTokens) return body();
+  if (!graphs_on_ || profile_.on() || (flash_on_ && has_flash_range_) || n == 0 || n > kMaxGraphTokens) return body();
   const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_};
   Graph& g = graphs_[key];
   if (g.failed) return body();

@@ -26,12 +26,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/cuda/quant_layout.h"
 
 struct CUstream_st;    // cudaStream_t
 struct CUevent_st;     // cudaEvent_t
@@ -39,6 +41,9 @@ struct cublasContext;  // cublasHandle_t
 struct CUgraphExec_st; // cudaGraphExec_t
 
 namespace hs::cuda {
+
+// The device-resident quantized kind of a GGUF type (Q4_0, Q8_0, Q4_K), or none.
+std::optional<QuantKind> quant_kind_of(DType t);
 
 class CudaBackend final : public Backend {
  public:
@@ -112,6 +117,11 @@ class CudaBackend final : public Backend {
   Status bind_kv(const KvCache& kv);
   // y = x16 · wᵀ with w f16 or bf16 and x16 the input converted to w's dtype.
   Status gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y);
+  // y = x · wᵀ for one weight of any prepared form: the GEMV kernels for up to kMaxGemvRows
+  // rows (quantized weights, and 16-bit ones unless HS_CUDA_GEMV=0), else cuBLAS on the f16 /
+  // bf16 weight or on a dequantized f16 copy of a quantized one (wdq_). `converted` is the dtype
+  // whose 16-bit copy of x sits in xb_ (F32: none yet); updated when this converts.
+  Status matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted);
   Status convert_input(const Tensor& x, DType type, const char* op);
   Status need_step(const char* op) const;
 
@@ -183,6 +193,19 @@ class CudaBackend final : public Backend {
   int64_t graph_replays_ = 0, graph_captures_ = 0;
 
   OpProfile profile_;
+  bool keep_quantized_ = true;  // HS_CUDA_QUANT=0: quantized GGUF weights become f16 at load
+  bool gemv16_ = true;          // HS_CUDA_GEMV=0: 16-bit weights always through cuBLAS
+  bool flash_on_ = true;        // HS_CUDA_FLASH=0: prefill attention on the exact kernel too
+  // The step's attention launches (begin_step): token ranges [begin, end) of one sequence's
+  // prompt run (flash) or of the decode / short tokens between them (exact kernel).
+  static constexpr int64_t kFlashMinRun = 32;
+  struct AttnRange {
+    int64_t begin = 0, end = 0;
+    bool flash = false;
+  };
+  std::vector<AttnRange> attn_ranges_;
+  bool has_flash_range_ = false;
+  Scratch wdq_;    // [rows][cols] f16: a quantized weight dequantized for a large-batch matmul
   Scratch xb_;     // [n][n_in] bf16: matmul input
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

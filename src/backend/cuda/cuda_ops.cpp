@@ -13,6 +13,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/flash_prefill.h"
+#include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -36,6 +38,10 @@ Status CudaBackend::embedding(const Tensor& table, Tensor out) {
                     "embedding");
   if (table.dtype == DType::BF16)
     return launched(launch_embedding_bf16(table.as<const uint16_t>(), table.row_stride / 2, d_tokens_, rows_of(out), stream_),
+                    "embedding");
+  if (const auto qk = quant_kind_of(table.dtype))
+    return launched(launch_embedding_quant(*qk, table.as<const uint8_t>(), table.cols, table.row_stride, d_tokens_,
+                                           rows_of(out), stream_),
                     "embedding");
   if (table.dtype == DType::F32)
     return launched(launch_embedding_f32(table.as<const float>(), table.row_stride / 4, d_tokens_, rows_of(out), stream_),
@@ -69,9 +75,10 @@ Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y)
 namespace {
 Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
   HS_RETURN_IF_ERROR(check_on_device(w, "matmul", "the weight"));
-  if ((w.dtype != DType::BF16 && w.dtype != DType::F16) || w.row_stride % 2 != 0)
-    return make_error(StatusCode::kInvalidArgument, "cuda matmul: the weight is {}, want f16 / bf16 from prepare_weight",
-                      shape(w));
+  const bool quant = quant_kind_of(w.dtype).has_value();
+  if ((w.dtype != DType::BF16 && w.dtype != DType::F16 && !quant) || w.row_stride % (quant ? 16 : 2) != 0)
+    return make_error(StatusCode::kInvalidArgument,
+                      "cuda matmul: the weight is {}, want f16 / bf16 / Q4_0 / Q8_0 / Q4_K from prepare_weight", shape(w));
   HS_RETURN_IF_ERROR(check_f32(x, "matmul", "x"));
   HS_RETURN_IF_ERROR(check_f32(y, "matmul", "y"));
   if (x.cols != w.cols || y.cols != w.rows || y.rows != x.rows)
@@ -80,17 +87,55 @@ Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
+Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted) {
+  if (w.rows == 0) return Status::ok();
+  const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
+  if (x.rows <= kMaxGemvRows && (qk || gemv16_)) {
+    if (qk)
+      return launched(launch_gemv_quant(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride, crows_of(x),
+                                        rows_of(y), stream_),
+                      "matmul (quantized GEMV)");
+    if (x.rows <= kMaxGemvWarpRows) {  // the warp-per-row kernel; its shape limits send the rest on
+      const cudaError_t e = launch_gemv16_warp(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols,
+                                               w.row_stride / 2, crows_of(x), rows_of(y), stream_);
+      if (e != cudaErrorInvalidValue) return launched(e, "matmul (GEMV, warp per row)");
+    }
+    return launched(launch_gemv16(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols, w.row_stride / 2,
+                                  crows_of(x), rows_of(y), stream_),
+                    "matmul (GEMV)");
+  }
+  Tensor w16 = w;
+  if (qk) {  // a large batch: dequantize once, then tensor cores
+    const size_t bytes = static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols) * 2;
+    HS_RETURN_IF_ERROR(grow(wdq_, bytes, "the f16 copy of a quantized weight (large-batch matmul)"));
+    HS_RETURN_IF_ERROR(launched(launch_dequantize_quant(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
+                                                        static_cast<uint16_t*>(wdq_.ptr), stream_),
+                                "matmul (dequantize)"));
+    w16 = Tensor::matrix(wdq_.ptr, DType::F16, w.rows, w.cols, Device::kCuda);
+  }
+  if (converted != w16.dtype) {
+    HS_RETURN_IF_ERROR(convert_input(x, w16.dtype, "matmul"));
+    converted = w16.dtype;
+  }
+  return gemm16(w16, xb_.ptr, x.rows, y);
+}
+
 Status CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor y) {
-  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul {}x{} (n={})", w.rows, w.cols, x.rows) : std::string(), stream_);
+  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul {}x{} {} (n={})", w.rows, w.cols,
+                                                              dtype_name(w.dtype), x.rows)
+                                                 : std::string(), stream_);
   HS_RETURN_IF_ERROR(check_matmul(w, x, y));
   if (x.rows == 0 || w.rows == 0) return Status::ok();
   if (x.cols == 0) return launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul");  // empty sum
-  HS_RETURN_IF_ERROR(convert_input(x, w.dtype, "matmul"));
-  return gemm16(w, xb_.ptr, x.rows, y);
+  DType converted = DType::F32;
+  return matmul_one(w, x, y, converted);
 }
 
 Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
-  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul_multi x{} (n={})", ws.size(), x.rows) : std::string(), stream_);
+  OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("matmul_multi x{} {}x{} {} (n={})", ws.size(),
+                                                              ws.empty() ? 0 : ws[0].rows, x.cols,
+                                                              ws.empty() ? "-" : dtype_name(ws[0].dtype), x.rows)
+                                                 : std::string(), stream_);
   if (ws.size() != ys.size())
     return make_error(StatusCode::kInvalidArgument, "cuda matmul_multi: {} weights for {} outputs", ws.size(), ys.size());
   for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(check_matmul(ws[i], x, ys[i]));
@@ -99,16 +144,9 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
     for (const Tensor& y : ys) HS_RETURN_IF_ERROR(launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul_multi"));
     return Status::ok();
   }
-  // The input once per weight dtype (every weight of a GGUF model has the same one).
+  // The 16-bit input is converted once per weight dtype (every weight of a GGUF model has the same one).
   DType converted = DType::F32;
-  for (size_t i = 0; i < ws.size(); ++i) {
-    if (ws[i].rows == 0) continue;
-    if (ws[i].dtype != converted) {
-      HS_RETURN_IF_ERROR(convert_input(x, ws[i].dtype, "matmul_multi"));
-      converted = ws[i].dtype;
-    }
-    HS_RETURN_IF_ERROR(gemm16(ws[i], xb_.ptr, x.rows, ys[i]));
-  }
+  for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(matmul_one(ws[i], x, ys[i], converted));
   return Status::ok();
 }
 
@@ -269,22 +307,48 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
                       p.head_dim);
   if (n == 0) return Status::ok();
 
-  const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window) : max_pos1_;
+  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
   AttnArgs a;
   a.n_head = p.n_head;
   a.n_head_kv = p.n_head_kv;
   a.head_dim = p.head_dim;
   a.scale = p.scale;
   a.window = p.window > 0 ? p.window : 0;
-  a.split = plan_attention_split(n, p.n_head_kv, max_range, n_sm_);
-  const size_t floats = attention_scratch_floats(n, p.n_head_kv, group, p.head_dim, a.split);
-  if (floats > 0) {
-    HS_RETURN_IF_ERROR(grow(attn_, floats * sizeof(float), "attention partials"));
-    a.scratch = static_cast<float*>(attn_.ptr);
+  // Prompt runs (>= kFlashMinRun tokens of one sequence: begin_step's attn_ranges_) on tensor
+  // cores (flash_prefill.h: Q and P rounded to the cache's 16-bit type), the rest — decode
+  // tokens, short prompts, fp8 / f32 pages, HS_CUDA_FLASH=0 — on the exact split-K kernel.
+  const bool flash = flash_on_ && has_flash_range_ && flash_prefill_supported(view, p.head_dim, group);
+  const CRows qa = crows_of(q);
+  const Rows oa = rows_of(out);
+  auto sub = [](auto r, int64_t b, int64_t e) {
+    r.p += b * r.stride;
+    r.rows = e - b;
+    return r;
+  };
+  auto exact = [&](int64_t b, int64_t e) -> Status {
+    const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window) : max_pos1_;
+    AttnArgs x = a;
+    x.split = plan_attention_split(e - b, p.n_head_kv, max_range, n_sm_);
+    const size_t floats = attention_scratch_floats(e - b, p.n_head_kv, group, p.head_dim, x.split);
+    if (floats > 0) {
+      HS_RETURN_IF_ERROR(grow(attn_, floats * sizeof(float), "attention partials"));
+      x.scratch = static_cast<float*>(attn_.ptr);
+    }
+    const StepTables t{d_positions_ + b, d_seq_index_ + b, d_page_indptr_, d_page_indices_};
+    return launched(launch_attention(view, t, sub(qa, b, e), sub(oa, b, e), x, stream_), "attention");
+  };
+  if (!flash) return exact(0, n);
+  for (const AttnRange& r : attn_ranges_) {
+    if (!r.flash) {
+      HS_RETURN_IF_ERROR(exact(r.begin, r.end));
+      continue;
+    }
+    const StepTables t{d_positions_ + r.begin, d_seq_index_ + r.begin, d_page_indptr_, d_page_indices_};
+    HS_RETURN_IF_ERROR(launched(launch_flash_prefill(view, t, sub(qa, r.begin, r.end), sub(oa, r.begin, r.end), a,
+                                                     nullptr, stream_),
+                                "attention (flash prefill)"));
   }
-  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
-  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  return launched(launch_attention(view, t, crows_of(q), rows_of(out), a, stream_), "attention");
+  return Status::ok();
 }
 
 }  // namespace hs::cuda

@@ -282,4 +282,24 @@ cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+namespace {
+__global__ void fill_random_bf16_kernel(uint16_t* out, int64_t n, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n; i += int64_t{gridDim.x} * blockDim.x) {
+    uint64_t z = seed + static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (2.0f / 16777216.0f) - 1.0f;  // [-1, 1)
+    out[i] = __bfloat16_as_ushort(__float2bfloat16_rn(u));
+  }
+}
+}  // namespace
+
+cudaError_t launch_fill_random_bf16(uint16_t* out, int64_t n, uint64_t seed, cudaStream_t s) {
+  if (n <= 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((n + kThreads - 1) / kThreads, 65535);
+  fill_random_bf16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(out, n, seed);
+  return cudaGetLastError();
+}
+
 }  // namespace hs::cuda

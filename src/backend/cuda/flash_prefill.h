@@ -40,7 +40,7 @@
 
 namespace hs::cuda {
 
-// f16 / bf16 pages of 16 * k tokens, head_dim in {64, 128, 256}, 1 <= group <= 8.
+// f16 / bf16 pages of 16 * 2^k tokens, head_dim in {64, 128, 256}, 1 <= group <= 8.
 bool flash_prefill_supported(const KvLayerView& kv, int head_dim, int group);
 
 // Device scratch a launch needs: none (0); kept so a later version may add some.

@@ -9,17 +9,20 @@
 // after its launches.
 //
 // GEMV numerics (y[t][r] = sum_c W[r][c] * x[t][c]): the weights enter the tensor cores exactly
-// (4/8-bit quants and f16 / bf16 values are exact in f16 / bf16; the block scales d, d*sc,
-// dmin*m are applied in fp32 to each 32-column partial sum, Q4_K's mins through the
-// per-sub-block sums of x). x is split into exact-sum terms of the weight's 16-bit type: f16
-// hi + lo after a per-token power-of-two scaling of each CTA's column slice (max |x| -> [2^14,
-// 2^15), undone exactly at the end), bf16 hi + mid + lo for bf16 weights. The split loses at
-// most ~2^-22 (f16) / 2^-24 (bf16) of each |x|; products are exact and sums are fp32 (tensor-core
-// fp32 accumulation over <= 16 products per step, fp32 FFMA / FADD across 32-column blocks,
-// fixed-order sums across warps and across the CTAs of a cluster), so results are
-// deterministic for a given shape and x.rows, and within ~1e-6 of sum_c |W||x| in practice.
-// Cost: every weight byte is read once per call for all x rows (one pass); x is read once per
-// CTA (~ 4 * x.rows * cols bytes per 32..256 rows, from L2).
+// (4/8-bit quants and f16 / bf16 values are exact in f16 / bf16); the block scales d, d*sc and
+// dmin*m (exact fp32 products, as ggml's) are applied in fp32 to each 32-column partial sum,
+// Q4_K's mins through the per-sub-block sums of x. x is split into exact-sum terms of the
+// weight's 16-bit type: f16 hi + lo after a per-token power-of-two scaling of each CTA's column
+// slice (max |x| -> [2^14, 2^15), undone exactly at the end, so neither f16's range nor its
+// subnormals limit x), bf16 hi + mid + lo for bf16 weights. The split loses at most ~2^-22
+// (f16) / 2^-24 (bf16) of each |x|; products are exact and sums are fp32 (tensor-core fp32
+// accumulation over <= 16 products per step, FFMA / FADD across 32-column blocks, fixed-order
+// sums across warps and across the CTAs of a cluster). Results are deterministic for a given
+// shape, plan and x.rows; the error is ~1e-7 of sum_c |W||x| (host emulation of the kernels:
+// <= 5e-8 with exact mma sums), the tests allow 1e-5. A non-finite x gives NaN outputs for
+// its token. Same as ggml's dequantize + fp32 dot product up to summation order.
+// Cost: every weight byte is read once per call for all x rows (one pass); x is read twice
+// per CTA from L2 (4 bytes per element and token, 6 for bf16 weights, per 32..256 rows).
 #pragma once
 
 #include <cstddef>
@@ -50,6 +53,11 @@ enum class GemvWeights : int { kQ4_0 = 0, kQ8_0 = 1, kQ4_K = 2, kF16 = 3, kBF16 
 // n_sm: the device's multiprocessor count. Returns slice_groups == 0 when the shape cannot
 // run (n_tok outside 1..8, or x too large for shared memory even at ck = 8).
 GemvPlan plan_gemv(GemvWeights w, int64_t rows, int64_t cols, int n_tok, int n_sm);
+// Columns per group of `w` (128 Q4_0 / Q4_K, 64 Q8_0, 32 f16 / bf16) and the dynamic shared
+// memory of a CTA with slice_groups groups (x staged as 4 bytes per column and token, 6 for
+// bf16, plus Q4_K's sub-block sums; at least the 8 KB of epilogue partials).
+int64_t gemv_group_cols(GemvWeights w);
+size_t gemv_smem_bytes(GemvWeights w, int64_t slice_groups, int n_tok);
 
 // y [x.rows][rows] (strided Rows, y.cols == rows) = W x^T for x [x.rows][cols] f32 (strided,
 // x.cols == cols, 1 <= x.rows <= kMaxGemvRows). w: [rows] device rows of w_row_bytes bytes
@@ -62,6 +70,14 @@ cudaError_t launch_gemv_quant(QuantKind k, const uint8_t* w, int64_t rows, int64
 // elements apart (a multiple of 8; w 16-byte aligned); cols a multiple of 8.
 cudaError_t launch_gemv16(bool bf16, const uint16_t* w, int64_t rows, int64_t cols, int64_t w_stride_elems, CRows x,
                           Rows y, cudaStream_t s, const GemvPlan* plan = nullptr);
+
+// Batch 1 or 2 of 16-bit weights (gemv_warp.cu): one warp per row, f32 x through L1, CUDA-core
+// FMAs on exactly widened weights (fp32 rounding only). Same operands as launch_gemv16 with
+// x.rows <= kMaxGemvWarpRows; also needs x 16-byte aligned with a stride of a multiple of 4 floats
+// (cudaErrorInvalidValue, nothing launched, otherwise: the caller falls back).
+constexpr int kMaxGemvWarpRows = 2;
+cudaError_t launch_gemv16_warp(bool bf16, const uint16_t* w, int64_t rows, int64_t cols, int64_t w_stride_elems,
+                               CRows x, Rows y, cudaStream_t s);
 
 // out_f16 [rows][cols] dense (16-byte aligned) = the dequantized matrix rounded to f16
 // (nearest even), values clamped to +-65504 (NaN stays NaN). Bandwidth-bound: one thread per

@@ -56,6 +56,9 @@ cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s);
 cudaError_t launch_embedding_f16(const uint16_t* table, int64_t table_stride, const int32_t* tokens, Rows out,
                                  cudaStream_t s);
 
+// out[0..n) = uniform(-1, 1) bf16 from a counter hash of (seed, i): the peaks probe's operands.
+cudaError_t launch_fill_random_bf16(uint16_t* out, int64_t n, uint64_t seed, cudaStream_t s);
+
 // ---- attention.cu ------------------------------------------------------------------------
 enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFp8 = 3 };
 
