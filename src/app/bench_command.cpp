@@ -3,7 +3,8 @@
 // Tests: pp<N> (prefill N tokens in one batch), tg<N> (decode N tokens one at a time), and
 // tg<N> @ d<D> (decode after D tokens of context). Each test repeats -r times; reported as
 // mean ± std tokens/s, as a markdown table and JSON (--json FILE). Token ids are random;
-// timings exclude tokenization and sampling, as llama-bench's do. Depth context is
+// timings exclude tokenization and sampling (the logits still come to the host each step),
+// as llama-bench's do. Depth context is
 // synthetic: the KV pages of the first D positions are filled with random values instead
 // of running a D-token prefill — decode cost depends on the amount of KV read, not on its
 // values — so deep tests take seconds instead of minutes (stated in the output).
@@ -127,14 +128,16 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   std::vector<float> logits;
   const int n_vocab = m.decoder->config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
-  int32_t tok = d(rng);
+  // Random token ids drawn before the clock starts: the loop times forward steps (their logits
+  // copied to the host), not sampling, as llama-bench does.
+  std::vector<int32_t> toks(static_cast<size_t>(n));
+  for (auto& t : toks) t = d(rng);
   auto t0 = Clock::now();
   Status s;
   for (int i = 0; i < n && s.is_ok(); ++i) {
     Batch b;
-    b.add(tok, seq.n_tokens, 0, true);
+    b.add(toks[i], seq.n_tokens, 0, true);
     s = m.decoder->forward(b, seqs, *m.kv, *m.pool, logits);
-    tok = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + n_vocab) - logits.begin());
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.kv->release(seq);
@@ -184,17 +187,15 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
     release();
     return st;
   }
-  std::vector<int32_t> tok(static_cast<size_t>(npl));
+  // Token ids drawn before the clock starts: steps are timed with their logits copied to the
+  // host, without sampling (as llama-batched-bench).
+  std::vector<int32_t> tok(static_cast<size_t>(npl) * gen);
   for (auto& t : tok) t = d(rng);
   const auto t0 = Clock::now();
   for (int step = 0; step < gen && st.is_ok(); ++step) {
     Batch b;
-    for (int s = 0; s < npl; ++s) b.add(tok[s], seq[s].n_tokens, s, true);
+    for (int s = 0; s < npl; ++s) b.add(tok[static_cast<size_t>(step) * npl + s], seq[s].n_tokens, s, true);
     st = m.decoder->forward(b, ptrs, *m.kv, *m.pool, logits);
-    for (int s = 0; s < npl && st.is_ok(); ++s) {
-      const float* row = logits.data() + static_cast<size_t>(s) * n_vocab;
-      tok[s] = static_cast<int32_t>(std::max_element(row, row + n_vocab) - row);
-    }
   }
   out.decode_tps = static_cast<double>(npl) * gen / std::chrono::duration<double>(Clock::now() - t0).count();
   release();
@@ -255,8 +256,10 @@ int run_bench(BenchOptions& o) {
   std::mt19937 rng(1234);
   m->kv->fill_random(rng);
   std::vector<Measurement> results;
-  // Warm-up (page faults of the mapped weights, thread start).
+  // Warm-up (page faults of the mapped weights, thread start; on a GPU the first prefill's
+  // cuBLAS heuristics and kernel loads): a short decode and one prefill of each size.
   (void)time_decode(*m, 4, 0, rng);
+  for (int n : o.pp) (void)time_prefill(*m, n, rng);
   for (int n : o.pp) {
     Measurement r{fmt::format("pp{}", n), n, 0, {}};
     for (int i = 0; i < o.repetitions; ++i) {

@@ -168,11 +168,21 @@ int run_serve(ServeOptions& o) {
     spdlog::error("{}", st.message());
     return 1;
   }
+  if (model.device() != Device::kCpu) {  // the scheduler's step costs in this device's rates
+    if (auto peaks = model.backend().measure_peaks(); peaks.is_ok()) {
+      o.engine.mem_bytes_per_s = peaks->memory_bytes_per_s;
+      o.engine.matmul_flops_per_s = peaks->matmul_flops_per_s;
+      spdlog::info("step-cost model: {:.0f} GB/s, {:.0f} TFLOP/s (measured now: {})", peaks->memory_bytes_per_s / 1e9,
+                   peaks->matmul_flops_per_s / 1e12, peaks->how);
+    } else {
+      spdlog::warn("step-cost model: CPU rates ({})", peaks.status().message());
+    }
+  }
   Engine engine(model, tok, kv, pool, o.engine);
   engine.start();
   spdlog::info("model {} ({}); KV {} tokens in {} pages ({:.0f} MiB {}); max_model_len {}; max_num_seqs {}; "
                "max_num_batched_tokens {}; prefix caching {}; chat template: {}",
-               o.model.model, describe(mc), static_cast<int64_t>(n_pages) * g.page_tokens, n_pages,
+               model_display_name(o.model), describe(mc), static_cast<int64_t>(n_pages) * g.page_tokens, n_pages,
                static_cast<double>(n_pages) * g.page_bytes() * mc.n_layer / (1 << 20), o.model.kv_cache_dtype,
                engine.max_model_len(), engine.config().max_num_seqs, engine.config().max_num_batched_tokens,
                o.no_prefix_caching ? "off" : "on", tmpl.is_ok() ? template_origin : "none");

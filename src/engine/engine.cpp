@@ -63,8 +63,12 @@ struct Engine::Impl {
     SchedulerConfig sc{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_cost_ratio};
     sched = std::make_unique<Scheduler>(
         kv, prefix.get(), sc,
-        StepCostModel::from_config(m.config(), m.weight_bytes(),
-                                  static_cast<double>(kv_token_bytes(kv.geometry().dtype, m.config().head_dim))));
+        cfg.mem_bytes_per_s > 0 && cfg.matmul_flops_per_s > 0
+            ? StepCostModel::from_config(m.config(), m.weight_bytes(),
+                                         static_cast<double>(kv_token_bytes(kv.geometry().dtype, m.config().head_dim)),
+                                         cfg.mem_bytes_per_s, cfg.matmul_flops_per_s)
+            : StepCostModel::from_config(m.config(), m.weight_bytes(),
+                                         static_cast<double>(kv_token_bytes(kv.geometry().dtype, m.config().head_dim))));
     publish();
   }
 

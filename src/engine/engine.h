@@ -37,6 +37,12 @@ struct EngineConfig {
   // Fairness: while decodes run, a step's prefill work is cut so its estimated cost stays
   // within this multiple of a decode-only step (docs/serving.md). 0: token budget only.
   double prefill_cost_ratio = 2.0;
+  // The machine rates of the scheduler's step-cost model (engine/step_cost.h): bytes/s and
+  // FLOP/s. 0: its CPU defaults. serve sets the rates a GPU backend measured at start: with the
+  // CPU's ratio of matmul to memory speed (7.5 FLOP/byte against the H200's ~190) the cost
+  // limit admitted ~8 prompt tokens per decode step and queued prompts for seconds.
+  double mem_bytes_per_s = 0;
+  double matmul_flops_per_s = 0;
 };
 
 // Counters and gauges for /metrics and tests. Cumulative counters never decrease.

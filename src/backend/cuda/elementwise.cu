@@ -111,24 +111,29 @@ __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
 
 // ---- RoPE --------------------------------------------------------------------------------
 
-// One block per row (grid-strided); thread i owns pair i of every head, so cos/sin of the
-// pair are computed once per row.
+// One block per row (grid-strided); thread t owns pair i = t % half of heads t / half,
+// t / half + H', ... (H' = blockDim / half head groups), so the heads rotate in parallel and
+// each thread computes its pair's cos/sin once (the head groups repeat that work: it is the
+// latency of one double sincos, not a cost per head).
 __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions) {
   const int half = head_dim / 2;
   const int64_t n_heads = x.cols / head_dim;
+  const int groups = max(1, static_cast<int>(blockDim.x) / half);
+  const int i = threadIdx.x % half, hg = threadIdx.x / half;
+  if (hg >= groups) return;
   for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
     const int32_t pos = positions[r];
     float* row = x.p + r * x.stride;
-    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+    for (int ii = i; ii < half; ii += static_cast<int>(blockDim.x)) {  // blockDim < half: pairs strided
       // As backend/cpu/ops.cpp rope_table: pos * pow(double(theta), -2.0 * i / head_dim).
-      const double a = pos * pow(static_cast<double>(theta), -2.0 * i / head_dim);
+      const double a = pos * pow(static_cast<double>(theta), -2.0 * ii / head_dim);
       double sd, cd;
       sincos(a, &sd, &cd);
       const float cs = static_cast<float>(cd), sn = static_cast<float>(sd);
-      for (int64_t h = 0; h < n_heads; ++h) {
+      for (int64_t h = hg; h < n_heads; h += groups) {
         float* hr = row + h * head_dim;
-        float* pa = neox ? hr + i : hr + 2 * i;
-        float* pb = neox ? hr + i + half : hr + 2 * i + 1;
+        float* pa = neox ? hr + ii : hr + 2 * ii;
+        float* pb = neox ? hr + ii + half : hr + 2 * ii + 1;
         const float va = *pa, vb = *pb;
         *pa = __fsub_rn(__fmul_rn(va, cs), __fmul_rn(vb, sn));
         *pb = __fadd_rn(__fmul_rn(va, sn), __fmul_rn(vb, cs));
@@ -225,7 +230,12 @@ cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaSt
 
 cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s) {
   if (empty(x.rows, x.cols) || head_dim < 2) return cudaSuccess;
-  rope_kernel<<<row_blocks(x.rows), row_threads(head_dim / 2), 0, s>>>(x, head_dim, theta, neox, positions);
+  // Threads: whole head groups of head_dim / 2 pairs, up to 1024 (or one group when a head's
+  // pairs alone exceed 1024: then pairs are strided).
+  const int64_t half = head_dim / 2, heads = x.cols / head_dim;
+  const unsigned threads = static_cast<unsigned>(
+      half >= 1024 ? 1024 : std::min<int64_t>(heads, 1024 / half) * half);
+  rope_kernel<<<row_blocks(x.rows), threads, 0, s>>>(x, head_dim, theta, neox, positions);
   return cudaGetLastError();
 }
 
