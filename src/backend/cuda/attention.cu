@@ -9,34 +9,49 @@
 // arithmetic step for step (IEEE division, no FMA to contract), so the pages match it byte
 // for byte (tests/ops: Fp8KvWriteMatchesHostBytes).
 //
-// attention (flash-decoding): the keys [first, pos] of a token are cut into n_splits runs of
-// split_len keys. A block of kWarps warps handles one (token, kv head, run) for all G query
-// heads of that kv head, so each K / V row is read once per GQA group. Warp w takes tiles of
-// U consecutive keys (U = 8 for head_dim <= 128), tile t of the run at begin + (w + t * kWarps) * U;
-// its 32 lanes each hold head_dim / 32 consecutive elements of a row (one 4-16 byte load per
-// row, coalesced across the warp), and the 2U row loads of a tile are all in flight before
-// the tile's arithmetic. A score is a lane dot plus a 5-step butterfly (U independent chains);
-// every warp keeps an online softmax (max, sum, acc) per query head, rescaled once per tile;
-// the warps merge through shared memory. With one run the block writes the
-// normalised output; with more it writes a partial (max[G], sum[G], acc[G][head_dim]) and
-// merge_kernel combines the runs of each (token, kv head) like backend/cpu's attention_merge.
-// Math is fp32 throughout (expf, not __expf), K/V widened exactly from their storage type;
-// fp8 rows load head_dim / 32 bytes per lane (2, 4 or 8: one load), widen pairs with
-// cvt.rn.f16x2.e4m3x2 and multiply by the row's f16 scale (one 4-byte load per token holds
-// the K and V scales, the same address for every lane) — exactly the host's decoded floats.
-// Cost: reads (keys * 2 * head_dim) stored elements per (token, kv head): decode is
-// memory-bound with U rows per warp in flight; prefill re-reads the prompt's K/V once per
-// query token (L2-resident for short prompts) — a tensor-core flash prefill is the speed work
-// left (docs/cuda-backend.md).
+// attention (flash-decoding, the decode / short-prompt path): the keys [first, pos] of a token
+// are cut into n_splits runs of split_len keys. A block of kWarps warps handles one (token,
+// kv head, run) for all G query heads of that kv head, so each K / V row is read once per GQA
+// group. A row is split over a sub-group of L = head_dim / 8 lanes, 8 consecutive elements
+// each: a warp holds 32 / L sub-groups that score their own keys (for llama-8B's head_dim 128,
+// G 4: 2 sub-groups of 16 lanes, 16-byte rows per lane, 4 keys each per tile, 8 keys per warp
+// tile; for G 5..8 the two sub-groups take the same keys, 4 heads each). A sub-group's tile
+// of U keys x G heads partial dots is reduced by a transposing butterfly — each level halves
+// the values a lane keeps and sends the other half, so U * G scores take U * G - 1 shuffles
+// (plus log2 of the leftover lanes) instead of U * G * log2(L) — and the probabilities go back
+// to every lane by U * G indexed shuffles. The online softmax keeps a lagging reference max per head (the
+// accumulators are rescaled only when a score exceeds it by 2^8: warp-uniform, rare after the
+// first tile), in log2 units (q prescaled by scale * log2(e), ex2.approx). Rows come
+// global -> shared by cp.async (zero-fill for keys outside the run: no NaN of unowned slots
+// reaches the math) through a ring of S tiles per lane, S - 1 tiles in flight while one is
+// computed; each lane reads back only bytes it copied itself, so the ring needs no barrier.
+// Warp tiles are aligned to their size, so with pages of >= W tokens a tile is one page: one
+// page-index load per tile, prefetched one tile ahead, and the rows at immediate offsets. The
+// sub-groups merge through shared memory. With one run the block writes the normalised
+// output; with more it writes a partial (max[G] in log2 units, sum[G], acc[G][head_dim]) and
+// merge_kernel combines the runs of each (token, query head) like backend/cpu's
+// attention_merge. Math is fp32 (ex2.approx.ftz for the softmax: ~2 ulp), K / V widened
+// exactly from their storage type; fp8 rows widen byte pairs with cvt.rn.f16x2.e4m3x2 and the
+// rows' f16 scales multiply the score (K) and the probability (V) — the host's decoded floats
+// up to rounding order.
+// Cost: reads (keys * 2 * head_dim) stored elements per (token, kv head) once. The key loop
+// of f16 / bf16 head_dim 128 G 4 issues 64 SASS instructions per key and kv head (512 per
+// 8-key warp tile; 32 of them the FFMAs of q.k and p.v, 8 the widening): ~8 bytes per
+// instruction, so an H200 (4 schedulers per SM) is memory-bound with ~half its issue slots
+// free; ~128 KB per SM in flight (2 of a warp's 3 ring tiles). fp8 (75 per key for 260 bytes),
+// G 8 (126 per key) and head_dim 256 G 8 (224) are issue-bound below the HBM rate. Prefill
+// re-reads the prompt's K / V once per query token: long prompts take flash_prefill.h instead.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "backend/cuda/kernels.h"
 
@@ -45,12 +60,8 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kMinSplit = 256;   // keys: no run shorter than this (unless the range is)
+constexpr int kMinSplit = 64;    // keys: no run shorter than this (unless the range is)
 constexpr int kBlocksPerSm = 4;  // what the split aims at
-
-__device__ __forceinline__ float to_f(float x) { return x; }
-__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
-__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 template <typename T>
 __device__ __forceinline__ T from_f(float x);
@@ -61,64 +72,71 @@ __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-// E consecutive stored elements at p (aligned to their size, at least 4 bytes) -> floats,
-// in 16-, 8- or 4-byte loads.
-template <typename T, int E>
-__device__ __forceinline__ void load_row(const T* __restrict__ p, float (&out)[E]) {
-  constexpr int kBytes = E * static_cast<int>(sizeof(T));
-  static_assert(kBytes % 4 == 0, "row pieces are whole words");
-  union {
-    T t[E];
-    uint4 v16[(kBytes + 15) / 16];
-    uint2 v8[(kBytes + 7) / 8];
-    uint32_t v4[kBytes / 4];
-  } u;
-  if constexpr (kBytes % 16 == 0) {
-#pragma unroll
-    for (int c = 0; c < kBytes / 16; ++c) u.v16[c] = reinterpret_cast<const uint4*>(p)[c];
-  } else if constexpr (kBytes % 8 == 0) {
-#pragma unroll
-    for (int c = 0; c < kBytes / 8; ++c) u.v8[c] = reinterpret_cast<const uint2*>(p)[c];
-  } else {
-#pragma unroll
-    for (int c = 0; c < kBytes / 4; ++c) u.v4[c] = reinterpret_cast<const uint32_t*>(p)[c];
-  }
-#pragma unroll
-  for (int e = 0; e < E; ++e) out[e] = to_f(u.t[e]);
-}
-
-
 // The attention kernel's element type for fp8 KV (bytes of kv/kv_quant.h's scaled layout).
 struct Fp8 {};
 
-// Two e4m3 bytes (the lower address in the low byte) -> two floats times d; exact.
-__device__ __forceinline__ void fp8x2_to_f(unsigned short two, float d, float& a, float& b) {
-  const __half2 h(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3));
-  const float2 f = __half22float2(h);
-  a = f.x * d;
-  b = f.y * d;
-}
-
-// E consecutive e4m3 bytes at p (aligned to E) -> floats times d, in one 2-, 4- or 8-byte load.
-template <int E>
-__device__ __forceinline__ void load_fp8_row(const uint8_t* __restrict__ p, float d, float (&out)[E]) {
-  static_assert(E == 2 || E == 4 || E == 8, "head_dim 64, 128 or 256");
-  if constexpr (E == 2) {
-    fp8x2_to_f(*reinterpret_cast<const unsigned short*>(p), d, out[0], out[1]);
-  } else if constexpr (E == 4) {
-    const uint32_t w = *reinterpret_cast<const uint32_t*>(p);
-    fp8x2_to_f(static_cast<unsigned short>(w & 0xffffu), d, out[0], out[1]);
-    fp8x2_to_f(static_cast<unsigned short>(w >> 16), d, out[2], out[3]);
+// Raw 32-bit words of E consecutive stored elements (little-endian: the lower address in the
+// low bits) -> floats, exactly: f16 / e4m3 widen through cvt, bf16 by a shift, f32 as is.
+// fp8 comes out unscaled (the kernel applies the row scale to the score / probability).
+template <typename T, int E>
+__device__ __forceinline__ void widen(const uint32_t* w, float (&f)[E]) {
+  if constexpr (std::is_same_v<T, float>) {
+#pragma unroll
+    for (int e = 0; e < E; ++e) f[e] = __uint_as_float(w[e]);
+  } else if constexpr (std::is_same_v<T, __half>) {
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) {
+      const float2 v = __half22float2(*reinterpret_cast<const __half2*>(&w[e]));
+      f[2 * e] = v.x;
+      f[2 * e + 1] = v.y;
+    }
+  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int e = 0; e < E / 2; ++e) {
+      f[2 * e] = __uint_as_float(w[e] << 16);
+      f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
+    }
   } else {
-    const uint2 w = *reinterpret_cast<const uint2*>(p);
-    fp8x2_to_f(static_cast<unsigned short>(w.x & 0xffffu), d, out[0], out[1]);
-    fp8x2_to_f(static_cast<unsigned short>(w.x >> 16), d, out[2], out[3]);
-    fp8x2_to_f(static_cast<unsigned short>(w.y & 0xffffu), d, out[4], out[5]);
-    fp8x2_to_f(static_cast<unsigned short>(w.y >> 16), d, out[6], out[7]);
+#pragma unroll
+    for (int e = 0; e < E / 4; ++e) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const __half2 two(__nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(w[e] >> (16 * h)), __NV_E4M3));
+        const float2 v = __half22float2(two);
+        f[4 * e + 2 * h] = v.x;
+        f[4 * e + 2 * h + 1] = v.y;
+      }
+    }
   }
 }
 
 __device__ __forceinline__ float f16_bits_to_f(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+
+// 2^x, MUFU.EX2 (ex2.approx.ftz: ~2 ulp; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// cp.async of BYTES (4, 8 or 16) from global src + OFF to shared dst (a shared-window
+// address); !valid copies nothing and zero-fills dst (src-size 0: src is not read). OFF is an
+// immediate of the instruction (no 64-bit address arithmetic per row).
+template <int BYTES, int OFF = 0>
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, bool valid) {
+  const int n = valid ? BYTES : 0;
+  if constexpr (BYTES == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1+%2], 16, %3;\n" ::"r"(dst), "l"(src), "n"(OFF), "r"(n) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1+%2], %3, %4;\n" ::"r"(dst), "l"(src), "n"(OFF), "n"(BYTES), "r"(n)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
 
 // ---- kv_write ------------------------------------------------------------------------------
 
@@ -181,145 +199,382 @@ struct KernelArgs {
   int window;
   int n_splits, split_len;
   int page_shift;   // log2(page_tokens): pages are a power of two of tokens
-  float* part_max;  // [n][n_kv][n_splits][G]
-  float* part_sum;  // [n][n_kv][n_splits][G]
-  float* part_acc;  // [n][n_kv][n_splits][G][D]
+  float* part_max;  // [n][n_kv][n_splits][G], log2 units: max of scale * log2(e) * q.k (or -inf: empty)
+  float* part_sum;  // [n][n_kv][n_splits][G]: sum of 2^(s - max)
+  float* part_acc;  // [n][n_kv][n_splits][G][D]: sum of 2^(s - max) v
 };
 
 __device__ __forceinline__ int32_t first_key(int32_t pos, int window) {
   return window > 0 ? max(0, pos - window + 1) : 0;
 }
 
-// grid (n tokens, n_kv heads, n_splits), kThreads threads. MAXG >= group: query heads are
-// kept in registers, heads g >= group are skipped (uniformly across the block). T: float,
-// __half, __nv_bfloat16 (plain pages) or Fp8 (scaled pages, KvLayerView).
+constexpr float kLog2e = 1.4426950408889634f;
+// The softmax reference max may lag the true running max by this much (log2 units): p <= 2^8,
+// and the accumulators are rescaled only when a score passes it (rare after the first tile).
+constexpr float kSlack = 8.0f;
+
+// f(std::integral_constant<int, k>{}) for k in [0, N): compile-time indices (immediates).
+template <typename F, int... K>
+__device__ __forceinline__ void static_for_impl(F&& f, std::integer_sequence<int, K...>) {
+  (f(std::integral_constant<int, K>{}), ...);
+}
+template <int N, typename F>
+__device__ __forceinline__ void static_for(F&& f) {
+  static_for_impl(f, std::make_integer_sequence<int, N>{});
+}
+
+// One key's K and V pieces of a lane: NCH chunks of CB bytes at src + OFF (K) and
+// src + OFF + VOFF (V) to dst + c * kThreads * CB (K) and dst + (NCH + c) * kThreads * CB (V).
+template <int CB, int NCH, int OFF, int VOFF>
+__device__ __forceinline__ void issue_rows(uint32_t dst, const char* src, bool ok) {
+  if constexpr (NCH >= 1) {
+    cp_async<CB, OFF>(dst, src, ok);
+    cp_async<CB, OFF + VOFF>(dst + NCH * kThreads * CB, src, ok);
+  }
+  if constexpr (NCH >= 2) {
+    cp_async<CB, OFF + CB>(dst + kThreads * CB, src, ok);
+    cp_async<CB, OFF + VOFF + CB>(dst + (NCH + 1) * kThreads * CB, src, ok);
+  }
+  static_assert(NCH <= 2, "rows of at most 32 bytes per lane");
+}
+
+// The decode kernel's layout for (storage type, head_dim, MAXG). A K / V row is split over
+// L = D / 8 lanes, 8 consecutive elements each; a warp holds NSUB = 32 / L such sub-groups.
+// A sub-group keeps MG query heads (MAXG, or 4 of 8 when two sub-groups share a key: HS = 2),
+// so q and the accumulators take 2 * MG * 8 registers (64, except head_dim 256 with G 8); the
+// warp's NKG = NSUB / HS key groups score their own keys, U per tile: a warp tile is
+// W = NKG * U consecutive keys, key group k taking keys u * NKG + k. The tile's NV = MG * U
+// partial dots of a sub-group reduce by a transposing butterfly (NV - 1 shuffles, then log2(R)
+// plain steps: lane li ends with score li / R, R = L / NV, head (li / R) / U, key (li / R) % U),
+// and its NV probabilities are broadcast back (NV shuffles). Rows travel global -> shared
+// with cp.async through a ring of S tiles per lane (each lane copies exactly the bytes it
+// reads back: no barrier, the ring is lane-private), S - 1 tiles in flight while one is computed.
 template <typename T, int D, int MAXG>
-__global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
-  constexpr int E = D / 32;  // elements per lane
+struct DecodeTiling {
+  static constexpr bool kFp8 = std::is_same_v<T, Fp8>;
+  static constexpr int kElemBytes = kFp8 ? 1 : static_cast<int>(sizeof(T));
+  static constexpr int E = 8;
+  static constexpr int L = D / E;
+  static constexpr int NSUB = 32 / L;
+  // G 5..8 with two sub-groups per warp: the two take the same keys and 4 heads each (q and
+  // the accumulators stay at 64 registers; each row is loaded twice by one instruction, which
+  // coalesces), so HS sub-groups share a key and a warp scores NKG keys at once.
+  static constexpr int HS = (MAXG == 8 && NSUB >= 2) ? 2 : 1;
+  static constexpr int MG = MAXG / HS;  // query heads per sub-group
+  static constexpr int NKG = NSUB / HS;
+  // 4 keys per sub-group and tile where the registers allow (16-bit / fp8 rows), else 2; a
+  // block tile (kWarps * W keys) stays within 32.
+  static constexpr int U = (kElemBytes <= 2 && MG * E <= 32 && kWarps * NKG * 4 <= 32 && MG * 4 <= L) ? 4 : 2;
+  static constexpr int W = NKG * U;
+  static constexpr int NV = MG * U;
+  static constexpr int R = L / NV;
+  static constexpr int RB = E * kElemBytes;  // bytes of one row per lane
+  static constexpr int CB = RB < 16 ? RB : 16;  // bytes per cp.async
+  static constexpr int NCH = RB / CB;
+  static constexpr int CPT = U * 2 * NCH;  // cp.async chunks per lane per tile (K and V rows)
+  static constexpr int kTileBytes = CPT * CB;
+  static constexpr int kSlotBytes = kTileBytes + (kFp8 ? U * 4 : 0);  // per lane and ring slot (fp8: + scales)
+  static constexpr int S = 48 * 1024 / (kThreads * kSlotBytes) > 8 ? 8 : 48 * 1024 / (kThreads * kSlotBytes);
+  static constexpr int kRingBytes = S * kTileBytes * kThreads;
+  static constexpr int kScaleBytes = kFp8 ? S * U * 4 * kThreads : 0;  // fp8: the keys' K|V scales
+  static constexpr int NSG = kWarps * NKG;                              // key sub-groups per block
+  static constexpr int kMergeBytes = NSG * MAXG * (D + 2) * 4;
+  static constexpr int kSmem = kRingBytes + kScaleBytes > kMergeBytes ? kRingBytes + kScaleBytes : kMergeBytes;
+  static constexpr int kMinBlocks = MG * E > 32 ? 2 : 4;  // <= 128 registers unless q + acc alone take 128
+  static_assert(L >= 2 && L <= 32 && 32 % L == 0 && NV <= L && L % NV == 0, "sub-group layout");
+  static_assert(RB >= 4 && RB % CB == 0 && (CB == 4 || CB == 8 || CB == 16), "cp.async sizes");
+  static_assert(kWarps * W <= 32 && 32 % (kWarps * W) == 0, "plan_attention_split's runs are whole block tiles");
+  static_assert(S >= 2 && kSmem <= 48 * 1024, "static shared memory");
+};
+
+// grid (n tokens, n_kv heads, n_splits), kThreads threads. MAXG >= group: query heads are
+// kept in registers; heads g >= group run with q = 0 and are not written. T: float, __half,
+// __nv_bfloat16 (plain pages) or Fp8 (scaled pages, KvLayerView).
+template <typename T, int D, int MAXG>
+__global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks) attention_kernel(KernelArgs a) {
+  using C = DecodeTiling<T, D, MAXG>;
+  constexpr int E = C::E, L = C::L, HS = C::HS, MG = C::MG, NKG = C::NKG, U = C::U, W = C::W, NV = C::NV, R = C::R;
+  constexpr int S = C::S;
+  constexpr int RB = C::RB, CB = C::CB, NCH = C::NCH, CPT = C::CPT, NSG = C::NSG;
+  constexpr bool kFp8 = C::kFp8;
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int kStep = kWarps * W;  // keys between a warp's consecutive tiles
+  __shared__ __align__(16) unsigned char smem[C::kSmem];
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int sub = lane / L, li = lane % L;
+  const int kg = sub / HS, hg = sub % HS;  // key group; head group: heads hg * MG + [0, MG)
+  const int my_u = (li / R) % U;  // the key of the score this lane holds after the reduction
   const int64_t i = blockIdx.x;
   const int kvh = blockIdx.y, split = blockIdx.z;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int G = a.group, P = a.kv.page_tokens;
+  const int G = a.group;
 
   const int32_t pos = a.t.positions[i];
   const int32_t first = first_key(pos, a.window);
   const int32_t begin = first + split * a.split_len;
   const int32_t end = min(pos + 1, begin + a.split_len);  // may be <= begin: empty run
 
-  float q[MAXG][E], acc[MAXG][E], m[MAXG], l[MAXG];
+  // q prescaled by scale * log2(e): scores in log2 units, probabilities 2^(s - m).
+  float q[MG][E], acc[MG][E];
+  const float qs = a.scale * kLog2e;
 #pragma unroll
-  for (int g = 0; g < MAXG; ++g) {
-    m[g] = -INFINITY;
-    l[g] = 0.0f;
+  for (int g = 0; g < MG; ++g) {
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       acc[g][e] = 0.0f;
       q[g][e] = 0.0f;
     }
-    if (g < G) {
-      const float* qr = a.q.p + i * a.q.stride + static_cast<int64_t>(kvh * G + g) * D + lane * E;
+    if (hg * MG + g < G) {
+      const float* qr = a.q.p + i * a.q.stride + static_cast<int64_t>(kvh * G + hg * MG + g) * D + li * E;
 #pragma unroll
-      for (int e = 0; e < E; ++e) q[g][e] = qr[e] * a.scale;
+      for (int e = 0; e < E; ++e) q[g][e] = qr[e] * qs;
     }
   }
 
-  // Keys in tiles of U per warp (warp w takes tiles begin + (w + t * kWarps) * U): all 2U row
-  // loads of a tile are issued before any arithmetic on them (memory-level parallelism: the
-  // kernel is bandwidth-bound only with many rows in flight per SM), the U x G scores reduce
-  // as independent shuffle chains, and the online softmax rescales once per tile.
-  constexpr int U = (E * MAXG >= 64) ? 2 : (E >= 8 ? 4 : 8);
+  // Addresses: this lane's piece of token tp's K row of page pg is at
+  // row0 + pg * page_bytes + tp * 2 * D * elem (V: + D * elem); fp8 scales (K, V) at
+  // sc0 + pg * page_bytes + 4 * tp. Pages are < 4 GiB (32-bit page_bytes, 64-bit products).
+  const char* kv = static_cast<const char*>(a.kv.base);
   const int32_t* pages = a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]];
-  for (int32_t j0 = begin + warp * U; j0 < end; j0 += kWarps * U) {
-    float k[U][E], v[U][E];
+  const uint32_t page_bytes = static_cast<uint32_t>(a.kv.page_elems * C::kElemBytes);
+  const int64_t head_off = kFp8 ? kvh * a.kv.head_stride : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
+  const char* row0 = kv + head_off + li * RB;
+  const char* sc0 = kv + head_off + a.kv.scales_offset;
+  const uint32_t tp_mask = static_cast<uint32_t>(a.kv.page_tokens - 1);
+  const uint32_t page_shift = static_cast<uint32_t>(a.page_shift);
+  constexpr uint32_t kRowStride = 2 * D * C::kElemBytes;
+  // Warp tiles are W-aligned: with pages of >= W tokens a tile lies in one page (one page
+  // index per tile, the rows at constant offsets); smaller pages look up each key's page.
+  const bool tile_in_page = a.kv.page_tokens >= W;
+
+  // Tiles from begin rounded down to W (keys before begin are masked like those past end).
+  const int32_t begin_al = begin & ~(W - 1);
+  const int32_t n_keys = end - begin_al;
+  const int n_t = begin < end && n_keys > warp * W ? (n_keys - warp * W + kStep - 1) / kStep : 0;  // this warp's tiles
+  // Key u of this lane in the warp tile starting at jt: jt + u * NKG + kg.
+  const int32_t jt0 = begin_al + warp * W;
+  const uint32_t n_run = begin < end ? static_cast<uint32_t>(end - begin) : 0u;
+  auto in_run = [&](int32_t j) { return static_cast<uint32_t>(j - begin) < n_run; };
+
+  const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + tid * CB;
+  const uint32_t sring = static_cast<uint32_t>(__cvta_generic_to_shared(smem + C::kRingBytes)) + tid * U * 4;
+  const unsigned char* ring_rd = smem + tid * CB;
+  const unsigned char* sring_rd = smem + C::kRingBytes + tid * U * 4;
+
+  // The page(s) of the tile at jt (-1: nothing of it to read). tile_in_page: pg[0] is the page
+  // of the tile's first key in the run; else pg[u] is that of this lane's key u.
+  auto pages_of = [&](int32_t jt, int32_t(&pg)[U]) {
+    if (tile_in_page) {
+      const int32_t j = max(jt, begin);
+      pg[0] = j < end && jt + W > begin ? __ldg(pages + (static_cast<uint32_t>(j) >> page_shift)) : -1;
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int32_t j = jt + u * NKG + kg;
+        pg[u] = in_run(j) ? __ldg(pages + (static_cast<uint32_t>(j) >> page_shift)) : -1;
+      }
+    }
+  };
+  // cp.async the K / V rows (fp8: and scales) of the tile at jt into ring slot `slot`; keys
+  // outside the run are zero-filled, their rows not read.
+  auto issue = [&](int32_t jt, int slot, const int32_t(&pg)[U]) {
+    const uint32_t dst = ring + slot * (CPT * kThreads * CB);
+    const uint32_t sdst = sring + slot * (kThreads * U * 4);
+    if (tile_in_page) {
+      const uint32_t page = pg[0] >= 0 ? static_cast<uint32_t>(pg[0]) : 0u;  // page 0: a valid address, not read
+      const uint32_t tp = (static_cast<uint32_t>(jt) & tp_mask) + kg;       // this lane's key 0
+      const char* row = row0 + static_cast<uint64_t>(page) * page_bytes + tp * kRowStride;
+      const char* sc = sc0 + static_cast<uint64_t>(page) * page_bytes + 4 * tp;
+      static_for<U>([&](auto uc) {
+        constexpr int u = decltype(uc)::value;
+        const bool ok = in_run(jt + u * NKG + kg);
+        issue_rows<CB, NCH, u * NKG * kRowStride, D * C::kElemBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
+        if constexpr (kFp8) cp_async<4, 4 * u * NKG>(sdst + u * 4, sc, ok);
+      });
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const bool ok = pg[u] >= 0;
+        const uint32_t page = ok ? static_cast<uint32_t>(pg[u]) : 0u;
+        const uint32_t tp = static_cast<uint32_t>(jt + u * NKG + kg) & tp_mask;
+        const char* row = row0 + static_cast<uint64_t>(page) * page_bytes + tp * kRowStride;
+        issue_rows<CB, NCH, 0, D * C::kElemBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
+        if constexpr (kFp8) cp_async<4>(sdst + u * 4, sc0 + static_cast<uint64_t>(page) * page_bytes + 4 * tp, ok);
+      }
+    }
+  };
+
+  int32_t pg[U];
+  int32_t jt = jt0;  // first key of the next tile to issue
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) {
+    pages_of(jt, pg);
+    if (s < n_t) issue(jt, s, pg);
+    cp_async_commit();
+    jt += kStep;
+  }
+  pages_of(jt, pg);
+
+  float m_mine = -FLT_MAX;  // reference max of this lane's head (finite: 2^(-inf - m) = 0)
+  float l_mine = 0.0f;      // sum of the probabilities of the scores this lane held
+  int ws = S - 1, rs = 0;   // ring slots: next to fill, next to read
+  int32_t jc = jt0;         // first key of the tile computed
+  for (int t = 0; t < n_t; ++t) {
+    if (t + S - 1 < n_t) issue(jt, ws, pg);
+    cp_async_commit();
+    ws = ws + 1 == S ? 0 : ws + 1;
+    jt += kStep;
+    pages_of(jt, pg);        // used by the next iteration's issue
+    cp_async_wait<S - 1>();  // tile t (this lane's own copies) landed
+
+    uint32_t kw[U][RB / 4], vw[U][RB / 4];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
+        const unsigned char* kp = ring_rd + ((rs * CPT + (2 * u) * NCH + c) * kThreads) * CB;
+        const unsigned char* vp = ring_rd + ((rs * CPT + (2 * u + 1) * NCH + c) * kThreads) * CB;
+        if constexpr (CB == 16) {
+          *reinterpret_cast<uint4*>(&kw[u][c * 4]) = *reinterpret_cast<const uint4*>(kp);
+          *reinterpret_cast<uint4*>(&vw[u][c * 4]) = *reinterpret_cast<const uint4*>(vp);
+        } else if constexpr (CB == 8) {
+          *reinterpret_cast<uint2*>(&kw[u][0]) = *reinterpret_cast<const uint2*>(kp);
+          *reinterpret_cast<uint2*>(&vw[u][0]) = *reinterpret_cast<const uint2*>(vp);
+        } else {
+          kw[u][0] = *reinterpret_cast<const uint32_t*>(kp);
+          vw[u][0] = *reinterpret_cast<const uint32_t*>(vp);
+        }
+      }
+    float dk = 1.0f, dv = 1.0f;  // fp8: the K / V scales of this lane's key my_u
+    if constexpr (kFp8) {
+      uint32_t sc[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) sc[u] = reinterpret_cast<const uint32_t*>(sring_rd + rs * kThreads * U * 4)[u];
+      uint32_t mine = sc[0];
+#pragma unroll
+      for (int u = 1; u < U; ++u) mine = my_u == u ? sc[u] : mine;
+      dk = f16_bits_to_f(static_cast<unsigned short>(mine & 0xffffu));
+      dv = f16_bits_to_f(static_cast<unsigned short>(mine >> 16));
+    }
+    rs = rs + 1 == S ? 0 : rs + 1;
+
+    // Keys outside the run (zero-filled rows) score -inf.
+    float bias[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) bias[u] = in_run(jc + u * NKG + kg) ? 0.0f : -INFINITY;
+    jc += kStep;
+
+    // Partial dots x[g * U + u] over this lane's E elements.
+    float x[NV];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int32_t j = j0 + u;
-      if (j >= end) {
+      float kf[E];
+      widen<T, E>(kw[u], kf);
 #pragma unroll
-        for (int e = 0; e < E; ++e) k[u][e] = v[u][e] = 0.0f;
-        continue;
+      for (int g = 0; g < MG; ++g) {
+        float d = kFp8 ? 0.0f : bias[u];
+#pragma unroll
+        for (int e = 0; e < E; ++e) d = fmaf(q[g][e], kf[e], d);
+        x[g * U + u] = d;
       }
-      if constexpr (std::is_same_v<T, Fp8>) {
-        const uint8_t* blk = static_cast<const uint8_t*>(a.kv.base) +
-                             static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
-                             static_cast<int64_t>(kvh) * a.kv.head_stride;
-        const int tp = j % P;
-        // The K and V scales of token tp: adjacent f16s, 4-byte aligned (blocks are 16-aligned).
-        const uint32_t sc = *reinterpret_cast<const uint32_t*>(blk + a.kv.scales_offset + 4 * tp);
-        const uint8_t* row = blk + static_cast<int64_t>(tp) * 2 * D;
-        load_fp8_row<E>(row + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc & 0xffffu)), k[u]);
-        load_fp8_row<E>(row + D + lane * E, f16_bits_to_f(static_cast<unsigned short>(sc >> 16)), v[u]);
-      } else {
-        const T* row = static_cast<const T*>(a.kv.base) + static_cast<int64_t>(pages[j / P]) * a.kv.page_elems +
-                       (static_cast<int64_t>(kvh) * P + j % P) * 2 * D;
-        load_row<T, E>(row + lane * E, k[u]);
-        load_row<T, E>(row + D + lane * E, v[u]);
+    }
+    // Transposing butterfly: each level halves the values a lane keeps (the upper half on
+    // lanes with the level's bit set) and adds the partner's other half.
+#pragma unroll
+    for (int lvl = 1; lvl < NV; lvl <<= 1) {
+      const int h = NV / (2 * lvl), off = L / (2 * lvl);
+      const bool hi = (li & off) != 0;
+#pragma unroll
+      for (int k = 0; k < NV / 2; ++k) {
+        if (k >= h) break;
+        const float send = hi ? x[k] : x[k + h];
+        const float keep = hi ? x[k + h] : x[k];
+        x[k] = keep + __shfl_xor_sync(kAll, send, off);
       }
     }
 #pragma unroll
-    for (int g = 0; g < MAXG; ++g) {
-      if (g < G) {
-        float sc[U];
+    for (int off = R / 2; off >= 1; off >>= 1) x[0] += __shfl_xor_sync(kAll, x[0], off);
+    float s = x[0];
+    if constexpr (kFp8) {
+      float b = bias[0];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-          float d = 0.0f;
-#pragma unroll
-          for (int e = 0; e < E; ++e) d += q[g][e] * k[u][e];
-          sc[u] = d;
-        }
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-#pragma unroll
-          for (int u = 0; u < U; ++u) sc[u] += __shfl_xor_sync(0xffffffffu, sc[u], off);
-        float mn = m[g];
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (j0 + u < end) mn = fmaxf(mn, sc[u]);
-        const float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - mn);
-        l[g] *= corr;
-#pragma unroll
-        for (int e = 0; e < E; ++e) acc[g][e] *= corr;
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const float p = j0 + u < end ? expf(sc[u] - mn) : 0.0f;
-          l[g] += p;
-#pragma unroll
-          for (int e = 0; e < E; ++e) acc[g][e] += p * v[u][e];
-        }
-        m[g] = mn;
-      }
+      for (int u = 1; u < U; ++u) b = my_u == u ? bias[u] : b;
+      s = fmaf(s, dk, b);
     }
-  }
 
-  // Merge the warps: shared [kWarps][MAXG] max / sum and [kWarps][MAXG][D] acc.
-  __shared__ float sm_m[kWarps][MAXG], sm_l[kWarps][MAXG];
-  __shared__ float sm_acc[kWarps][MAXG][D];
+    // Online softmax with a lagging reference max: rescale only when a score passes it by kSlack.
+    if (__any_sync(kAll, s > m_mine + kSlack)) {
+      float mx = s;
 #pragma unroll
-  for (int g = 0; g < MAXG; ++g) {
-    if (g < G) {
-      if (lane == 0) {
-        sm_m[warp][g] = m[g];
-        sm_l[warp][g] = l[g];
+      for (int off = 1; off < R * U; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, off));
+      const float mn = fmaxf(m_mine, mx);
+      const float corr = fast_exp2(m_mine - mn);
+      m_mine = mn;
+      l_mine *= corr;
+#pragma unroll
+      for (int g = 0; g < MG; ++g) {
+        const float cg = __shfl_sync(kAll, corr, g * U * R, L);
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] *= cg;
       }
+    }
+    const float p = fast_exp2(s - m_mine);
+    l_mine += p;
+    const float pv = kFp8 ? p * dv : p;
+    float pb[NV];
 #pragma unroll
-      for (int e = 0; e < E; ++e) sm_acc[warp][g][lane * E + e] = acc[g][e];
+    for (int k = 0; k < NV; ++k) pb[k] = __shfl_sync(kAll, pv, k * R, L);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      float vf[E];
+      widen<T, E>(vw[u], vf);
+#pragma unroll
+      for (int g = 0; g < MG; ++g)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[g][e] = fmaf(pb[g * U + u], vf[e], acc[g][e]);
     }
   }
+  cp_async_wait<0>();
+
+  // Head g's (max, sum) of the sub-group: lanes [g * U * R, (g + 1) * U * R) hold its scores
+  // (R copies of each).
+  float lsum = l_mine;
+#pragma unroll
+  for (int off = 1; off < R * U; off <<= 1) lsum += __shfl_xor_sync(kAll, lsum, off);
+  lsum *= 1.0f / R;
+
+  // Merge the sub-groups through shared memory (over the ring, once every warp is done with
+  // it): [NSG][MAXG] max / sum, [NSG][MAXG][D] acc.
+  __syncthreads();
+  float* sm_m = reinterpret_cast<float*>(smem);
+  float* sm_l = sm_m + NSG * MAXG;
+  float* sm_acc = sm_l + NSG * MAXG;
+  const int sgi = warp * NKG + kg;
+  if (li % (U * R) == 0) {
+    sm_m[sgi * MAXG + hg * MG + li / (U * R)] = m_mine;
+    sm_l[sgi * MAXG + hg * MG + li / (U * R)] = lsum;
+  }
+#pragma unroll
+  for (int g = 0; g < MG; ++g)
+#pragma unroll
+    for (int e = 0; e < E; e += 4)
+      *reinterpret_cast<float4*>(&sm_acc[(sgi * MAXG + hg * MG + g) * D + li * E + e]) =
+          make_float4(acc[g][e], acc[g][e + 1], acc[g][e + 2], acc[g][e + 3]);
   __syncthreads();
 
   const bool direct = a.n_splits == 1;
   const int64_t pidx = (i * a.kv.n_kv_heads + kvh) * a.n_splits + split;  // partial slot
-  for (int idx = threadIdx.x; idx < G * D; idx += kThreads) {
+  for (int idx = tid; idx < G * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
-    float mx = -INFINITY;
+    float mx = -FLT_MAX;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, sm_m[w][g]);
+    for (int w = 0; w < NSG; ++w) mx = fmaxf(mx, sm_m[w * MAXG + g]);
     float total = 0.0f, o = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float wt = sm_m[w][g] == -INFINITY ? 0.0f : expf(sm_m[w][g] - mx);
-      total += sm_l[w][g] * wt;
-      o += wt * sm_acc[w][g][d];
+    for (int w = 0; w < NSG; ++w) {
+      const float wt = exp2f(sm_m[w * MAXG + g] - mx);  // an empty sub-group: l = acc = 0
+      total += sm_l[w * MAXG + g] * wt;
+      o += wt * sm_acc[(w * MAXG + g) * D + d];
     }
     if (direct) {
       const float inv = total > 0.0f ? 1.0f / total : 0.0f;
@@ -327,7 +582,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs a) {
     } else {
       a.part_acc[(pidx * G + g) * D + d] = o;
       if (d == 0) {
-        a.part_max[pidx * G + g] = mx;
+        a.part_max[pidx * G + g] = total > 0.0f ? mx : -INFINITY;
         a.part_sum[pidx * G + g] = total;
       }
     }
@@ -375,7 +630,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
   float total = 0.0f;
   for (int p = threadIdx.x; p < n_runs; p += kThreads) {
     const float pm = a.part_max[(p0 + p) * G + g];
-    const float w = pm == -INFINITY ? 0.0f : expf(pm - mx);  // an empty run: its acc holds nothing
+    const float w = pm == -INFINITY ? 0.0f : exp2f(pm - mx);  // log2 units; an empty run: its acc holds nothing
     wt[p] = w;
     total += a.part_sum[(p0 + p) * G + g] * w;
   }
@@ -445,8 +700,8 @@ AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_ran
     const int64_t by_blocks = (target + base - 1) / base;
     n = std::max<int64_t>(1, std::min({by_len, by_blocks, int64_t{kMaxRuns}}));
   }
-  // Runs of a multiple of kWarps x 8 keys (whole tiles for every warp), then as few runs as
-  // that length needs.
+  // Runs of a multiple of 32 keys (whole block tiles of every attention_kernel instance: no
+  // masked keys at a run's start without a window), then as few runs as that length needs.
   int64_t len = (range + n - 1) / n;
   len = (len + kWarps * 8 - 1) / (kWarps * 8) * (kWarps * 8);
   sp.split_len = static_cast<int>(len);
@@ -474,6 +729,11 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
                                   kv.head_stride < kv.scales_offset + 4LL * kv.page_tokens))
     return cudaErrorInvalidValue;
   if (kv.page_tokens <= 0 || (kv.page_tokens & (kv.page_tokens - 1)) != 0) return cudaErrorInvalidValue;
+  // The kernel's cp.async rows need 16-byte aligned pages and 32-bit page byte sizes.
+  const int64_t elem_bytes = kv.elem == KvElem::kF32 ? 4 : kv.elem == KvElem::kFp8 ? 1 : 2;
+  if (reinterpret_cast<uintptr_t>(kv.base) % 16 != 0 || kv.page_elems <= 0 || (kv.page_elems * elem_bytes) % 16 != 0 ||
+      kv.page_elems * elem_bytes > 0xffffffffLL)
+    return cudaErrorInvalidValue;
   if (q.rows > 0x7fffffff || a.n_head_kv > 65535 || a.split.n_splits < 1 || a.split.n_splits > 65535 ||
       a.split.split_len < 1 || a.split.n_splits > kMaxRuns || (a.split.n_splits > 1 && a.scratch == nullptr))
     return cudaErrorInvalidValue;

@@ -101,7 +101,7 @@ struct AttnSplit {
   int split_len = 0;
 };
 // max_range: the longest key range of any token (window applied). Aims at ~4 blocks per SM
-// and splits no finer than 256 keys; the partial scratch stays under ~2 * 4 * n_sm blocks.
+// and splits no finer than 64 keys; the partial scratch stays under ~2 * 4 * n_sm blocks.
 AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_range, int n_sm);
 // Floats of partial scratch a launch with this split needs (0 when n_splits == 1).
 size_t attention_scratch_floats(int64_t n_tokens, int n_kv_heads, int group, int head_dim, AttnSplit split);
