@@ -1,0 +1,178 @@
+// server/tool_calls.cpp — see tool_calls.h.
+#include "server/tool_calls.h"
+
+#include <fmt/format.h>
+
+#include <unordered_set>
+
+namespace hs::server {
+namespace {
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+
+bool valid_function_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-')) return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// One Hermes block body -> a call, or nullopt when it is not {"name": string, "arguments": ...}.
+std::optional<ToolCall> parse_hermes_body(std::string_view body, uint64_t& next_id) {
+  const nlohmann::json j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  const auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
+  ToolCall c;
+  c.name = name->get<std::string>();
+  const auto args = j.find("arguments");
+  if (args == j.end() || args->is_null()) {
+    c.arguments = "{}";
+  } else if (args->is_object()) {
+    c.arguments = args->dump();
+  } else if (args->is_string()) {  // some models emit the arguments already serialised
+    const nlohmann::json inner = nlohmann::json::parse(args->get_ref<const std::string&>(), nullptr, false);
+    if (inner.is_discarded() || !inner.is_object()) return std::nullopt;
+    c.arguments = inner.dump();
+  } else {
+    return std::nullopt;
+  }
+  c.id = fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
+  return c;
+}
+
+}  // namespace
+
+MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
+  out = ToolsRequest{};
+  const auto tools = body.find("tools");
+  const bool has_tools = tools != body.end() && !tools->is_null();
+  if (has_tools) {
+    if (!tools->is_array()) return invalid_request("'tools' must be an array of function tools", "tools");
+    std::unordered_set<std::string> names;
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string at = fmt::format("tools[{}]", i);
+      if (!t.is_object()) return invalid_request(fmt::format("'{}' must be an object", at), at);
+      const auto type = t.find("type");
+      if (type == t.end() || !type->is_string() || type->get_ref<const std::string&>() != "function")
+        return invalid_request(fmt::format("'{}.type' must be \"function\"", at), at + ".type");
+      const auto fn = t.find("function");
+      if (fn == t.end() || !fn->is_object())
+        return invalid_request(fmt::format("'{}.function' must be an object", at), at + ".function");
+      const auto name = fn->find("name");
+      if (name == fn->end() || !name->is_string() || !valid_function_name(name->get_ref<const std::string&>()))
+        return invalid_request(fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'", at),
+                               at + ".function.name");
+      if (!names.insert(name->get<std::string>()).second)
+        return invalid_request(fmt::format("'{}.function.name' '{}' is declared twice", at, name->get<std::string>()),
+                               at + ".function.name");
+      const auto params = fn->find("parameters");
+      if (params != fn->end() && !params->is_null() && !params->is_object())
+        return invalid_request(fmt::format("'{}.function.parameters' must be a JSON Schema object", at),
+                               at + ".function.parameters");
+      const auto desc = fn->find("description");
+      if (desc != fn->end() && !desc->is_null() && !desc->is_string())
+        return invalid_request(fmt::format("'{}.function.description' must be a string", at),
+                               at + ".function.description");
+    }
+    out.tools = *tools;
+    if (out.tools.empty()) out.tools = nullptr;
+  }
+  out.choice = out.tools.is_null() ? ToolChoice::kNone : ToolChoice::kAuto;
+  const auto choice = body.find("tool_choice");
+  if (choice != body.end() && !choice->is_null()) {
+    if (choice->is_string()) {
+      const std::string& c = choice->get_ref<const std::string&>();
+      if (c == "none") out.choice = ToolChoice::kNone;
+      else if (c == "auto") out.choice = ToolChoice::kAuto;
+      else if (c == "required") out.choice = ToolChoice::kRequired;
+      else
+        return invalid_request(fmt::format("'tool_choice' '{}' is not one of none, auto, required", c), "tool_choice");
+    } else if (choice->is_object()) {
+      const auto fn = choice->find("function");
+      const Json* name = nullptr;
+      if (fn != choice->end() && fn->is_object())
+        if (const auto it = fn->find("name"); it != fn->end()) name = &*it;
+      if (!name || !name->is_string())
+        return invalid_request("'tool_choice' must name a function: {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                               "tool_choice");
+      out.choice = ToolChoice::kNamed;
+      out.named = name->get<std::string>();
+      bool declared = false;
+      if (!out.tools.is_null())
+        for (const Json& t : out.tools) declared = declared || t["function"]["name"] == out.named;
+      if (!declared)
+        return invalid_request(fmt::format("'tool_choice' names '{}', which is not in 'tools'", out.named),
+                               "tool_choice");
+    } else {
+      return invalid_request("'tool_choice' must be a string or an object", "tool_choice");
+    }
+    if (out.choice != ToolChoice::kNone && out.tools.is_null())
+      return invalid_request("'tool_choice' needs 'tools'", "tool_choice");
+  }
+  const auto parallel = body.find("parallel_tool_calls");
+  if (parallel != body.end() && !parallel->is_null()) {
+    if (!parallel->is_boolean()) return invalid_request("'parallel_tool_calls' must be a boolean", "parallel_tool_calls");
+    out.parallel = parallel->get<bool>();
+  }
+  return std::nullopt;
+}
+
+ToolCallFormat tool_call_format_of(std::string_view src) {
+  return src.find(kHermesOpen) != std::string_view::npos ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
+}
+
+ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id) {
+  ParsedToolOutput out;
+  if (format != ToolCallFormat::kHermes) {
+    out.content = std::string(text);
+    return out;
+  }
+  std::string content;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const size_t open = text.find(kHermesOpen, pos);
+    if (open == std::string_view::npos) {
+      content += text.substr(pos);
+      break;
+    }
+    const size_t body = open + kHermesOpen.size();
+    const size_t close = text.find(kHermesClose, body);
+    // An unclosed last block (the model stopped at max_tokens or on </tool_call> as a stop
+    // string) is parsed up to the end.
+    const size_t body_end = close == std::string_view::npos ? text.size() : close;
+    std::optional<ToolCall> call = parse_hermes_body(trim(text.substr(body, body_end - body)), next_id);
+    const size_t next = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
+    if (call) {
+      content += text.substr(pos, open - pos);
+      out.calls.push_back(std::move(*call));
+    } else {
+      content += text.substr(pos, next - pos);  // not a call: keep it as the model wrote it
+    }
+    pos = next;
+  }
+  out.content = out.calls.empty() ? content : std::string(trim(content));
+  return out;
+}
+
+size_t tool_call_open_prefix(std::string_view text, ToolCallFormat format) {
+  if (format != ToolCallFormat::kHermes) return 0;
+  for (size_t n = std::min(text.size(), kHermesOpen.size() - 1); n > 0; --n)
+    if (text.substr(text.size() - n) == kHermesOpen.substr(0, n)) return n;
+  return 0;
+}
+
+size_t find_tool_call_open(std::string_view text, ToolCallFormat format) {
+  if (format != ToolCallFormat::kHermes) return std::string_view::npos;
+  return text.find(kHermesOpen);
+}
+
+}  // namespace hs::server

@@ -1,0 +1,68 @@
+// server/tool_calls.h — OpenAI tool calling: the request's `tools` / `tool_choice` /
+// `parallel_tool_calls`, validated, and the model's tool-call text parsed back into calls.
+//
+// Request side: `tools` must be an array of {"type": "function", "function": {"name",
+// "description"?, "parameters"? (a JSON-Schema object), "strict"?}}; names are 1..64 of
+// [A-Za-z0-9_-] and unique. `tool_choice` is "auto" (default with tools), "none" (default
+// without), "required", or {"type": "function", "function": {"name": ...}} naming a declared
+// tool. Errors are 400s naming the field (server/api_error.h).
+// Output side, per template family (ToolCallFormat): Hermes-style blocks
+// `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen2.5 / Qwen3 templates,
+// detected by "<tool_call>" in the template source). Every block whose body parses as a JSON
+// object with a string "name" (an object or a JSON-string "arguments") becomes a call with a
+// fresh id and the arguments re-serialised as a JSON string; a block that does not parse stays
+// in the content, verbatim, so malformed model output is text, never an error. Text outside
+// the blocks is the content (trimmed of the whitespace between blocks).
+// Cost: one linear scan of the generated text plus a JSON parse per block.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_protocol.h"
+
+namespace hs::server {
+
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
+struct ToolsRequest {
+  nlohmann::ordered_json tools = nullptr;  // the validated array, as given (null: none)
+  ToolChoice choice = ToolChoice::kNone;
+  std::string named;                       // kNamed: the function's name
+  bool parallel = true;                    // parallel_tool_calls
+  bool active() const { return choice != ToolChoice::kNone && !tools.is_null(); }
+};
+
+// Reads tools, tool_choice and parallel_tool_calls of a chat request body.
+MaybeError parse_tools_request(const Json& body, ToolsRequest& out);
+
+enum class ToolCallFormat { kNone, kHermes };
+// The format a chat template's tool calls take (from its source text).
+ToolCallFormat tool_call_format_of(std::string_view template_source);
+
+struct ToolCall {
+  std::string id;         // "call_<24 hex>"
+  std::string name;
+  std::string arguments;  // a JSON object, serialised
+};
+
+struct ParsedToolOutput {
+  std::string content;          // the text outside well-formed call blocks
+  std::vector<ToolCall> calls;  // in order
+};
+
+// `next_id` makes the call ids (a counter shared by the server: unique per process).
+ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id);
+
+// The length of the longest suffix of `text` that is a proper prefix of the format's opening
+// tag ("<tool_call>"): what a stream must hold back before it knows whether a call starts.
+size_t tool_call_open_prefix(std::string_view text, ToolCallFormat format);
+// Where the first opening tag starts in `text`, or npos.
+size_t find_tool_call_open(std::string_view text, ToolCallFormat format);
+
+}  // namespace hs::server

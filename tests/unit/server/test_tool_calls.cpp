@@ -1,0 +1,115 @@
+// tests/unit/server/test_tool_calls.cpp — tools / tool_choice validation and the Hermes
+// tool-call parser (server/tool_calls.h).
+#include <gtest/gtest.h>
+
+#include "server/tool_calls.h"
+
+namespace hs::server {
+namespace {
+
+Json weather_tools() {
+  return Json::parse(R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "get_time"}}])");
+}
+
+TEST(ToolsRequest, DefaultsAndChoices) {
+  ToolsRequest r;
+  ASSERT_FALSE(parse_tools_request(Json::object(), r));
+  EXPECT_FALSE(r.active());
+  Json body{{"tools", weather_tools()}};
+  ASSERT_FALSE(parse_tools_request(body, r));
+  EXPECT_TRUE(r.active());
+  EXPECT_EQ(r.choice, ToolChoice::kAuto);
+  EXPECT_TRUE(r.parallel);
+  body["tool_choice"] = "none";
+  ASSERT_FALSE(parse_tools_request(body, r));
+  EXPECT_FALSE(r.active());
+  body["tool_choice"] = "required";
+  ASSERT_FALSE(parse_tools_request(body, r));
+  EXPECT_EQ(r.choice, ToolChoice::kRequired);
+  body["tool_choice"] = Json::parse(R"({"type": "function", "function": {"name": "get_time"}})");
+  body["parallel_tool_calls"] = false;
+  ASSERT_FALSE(parse_tools_request(body, r));
+  EXPECT_EQ(r.choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.named, "get_time");
+  EXPECT_FALSE(r.parallel);
+}
+
+TEST(ToolsRequest, BadDefinitionsNameTheField) {
+  struct Case {
+    const char* body;
+    const char* param;
+  } cases[] = {
+      {R"({"tools": {}})", "tools"},
+      {R"({"tools": [1]})", "tools[0]"},
+      {R"({"tools": [{"type": "retrieval"}]})", "tools[0].type"},
+      {R"({"tools": [{"type": "function"}]})", "tools[0].function"},
+      {R"({"tools": [{"type": "function", "function": {"name": "has space"}}]})", "tools[0].function.name"},
+      {R"({"tools": [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "a"}}]})",
+       "tools[1].function.name"},
+      {R"({"tools": [{"type": "function", "function": {"name": "a", "parameters": "x"}}]})",
+       "tools[0].function.parameters"},
+      {R"({"tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": "always"})", "tool_choice"},
+      {R"({"tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": {"type": "function", "function": {"name": "b"}}})",
+       "tool_choice"},
+      {R"({"tool_choice": "required"})", "tool_choice"},
+      {R"({"tools": [{"type": "function", "function": {"name": "a"}}], "parallel_tool_calls": 1})", "parallel_tool_calls"},
+  };
+  for (const Case& c : cases) {
+    ToolsRequest r;
+    const MaybeError e = parse_tools_request(Json::parse(c.body), r);
+    ASSERT_TRUE(e) << c.body;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->param, c.param) << c.body << ": " << e->message;
+  }
+}
+
+TEST(ToolCallParser, HermesBlocks) {
+  uint64_t id = 1;
+  EXPECT_EQ(tool_call_format_of("{% if tools %}<tool_call>{% endif %}"), ToolCallFormat::kHermes);
+  EXPECT_EQ(tool_call_format_of("{{ messages }}"), ToolCallFormat::kNone);
+  auto p = parse_tool_calls(
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
+      "<tool_call>\n{\"name\": \"get_time\", \"arguments\": \"{\\\"tz\\\": \\\"CET\\\"}\"}\n</tool_call>",
+      ToolCallFormat::kHermes, id);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"city": "Paris"})"));
+  EXPECT_EQ(p.calls[1].name, "get_time");
+  EXPECT_EQ(Json::parse(p.calls[1].arguments), Json::parse(R"({"tz": "CET"})"));
+  EXPECT_NE(p.calls[0].id, p.calls[1].id);
+  EXPECT_EQ(p.calls[0].id.rfind("call_", 0), 0u);
+  EXPECT_EQ(p.content, "");
+
+  // Text around a call is the content; an unclosed final block is parsed to the end.
+  p = parse_tool_calls("Let me check.\n<tool_call>\n{\"name\": \"get_time\"}", ToolCallFormat::kHermes, id);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.content, "Let me check.");
+}
+
+TEST(ToolCallParser, MalformedBlocksStayContent) {
+  uint64_t id = 1;
+  for (const char* text : {"<tool_call>\nnot json\n</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>",
+                           "<tool_call>{\"name\": 3}</tool_call>", "<tool_call>[1, 2]</tool_call>",
+                           "<tool_call>{\"name\": \"f\", \"arguments\": [1]}</tool_call>", "plain text, no calls"}) {
+    const auto p = parse_tool_calls(text, ToolCallFormat::kHermes, id);
+    EXPECT_TRUE(p.calls.empty()) << text;
+    EXPECT_EQ(p.content, text);
+  }
+  const auto none = parse_tool_calls("<tool_call>{\"name\": \"f\"}</tool_call>", ToolCallFormat::kNone, id);
+  EXPECT_TRUE(none.calls.empty());
+}
+
+TEST(ToolCallParser, StreamHoldBack) {
+  EXPECT_EQ(tool_call_open_prefix("Hello <tool", ToolCallFormat::kHermes), 5u);
+  EXPECT_EQ(tool_call_open_prefix("Hello <", ToolCallFormat::kHermes), 1u);
+  EXPECT_EQ(tool_call_open_prefix("Hello", ToolCallFormat::kHermes), 0u);
+  EXPECT_EQ(tool_call_open_prefix("a <tool_call", ToolCallFormat::kHermes), 10u);
+  EXPECT_EQ(find_tool_call_open("ab<tool_call>{", ToolCallFormat::kHermes), 2u);
+  EXPECT_EQ(find_tool_call_open("ab<tool_call", ToolCallFormat::kHermes), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace hs::server
