@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <random>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "server/generation_run.h"
 #include "server/openai_response.h"
 #include "server/routes.h"
+#include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -29,7 +31,27 @@ struct Job {
   bool chat = true;
   GenerationOptions gen;
   std::vector<int32_t> prompt;
+  ToolCallFormat tool_format = ToolCallFormat::kNone;  // chat with tools: how calls are written
+  bool parallel_tool_calls = true;
+  std::vector<std::string> tool_names;                 // the request's declared functions
 };
+
+// A request's call ids: call_<hex> from a per-request random start (unique in practice).
+uint64_t call_id_seed() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+// The model's text of one chat choice split into content and calls (tools requests only);
+// parallel_tool_calls false keeps the first call.
+void split_tool_calls(const Job& job, ChoiceResult& r, uint64_t& ids) {
+  if (job.tool_format == ToolCallFormat::kNone) return;
+  ParsedToolOutput p = parse_tool_calls(r.text, job.tool_format, ids, job.tool_names);
+  if (p.calls.empty()) return;
+  if (!job.parallel_tool_calls) p.calls.resize(1);
+  r.text = std::move(p.content);
+  r.tool_calls = std::move(p.calls);
+}
 
 PieceFn piece_fn(const Tokenizer& tok) {
   return [&tok](int32_t id) { return tok.token_to_piece(id); };
@@ -40,7 +62,12 @@ PieceFn piece_fn(const Tokenizer& tok) {
 class ChunkWriter {
  public:
   ChunkWriter(const ResponseMeta& meta, const Job& job, PieceFn piece, int n)
-      : meta_(meta), job_(job), piece_(std::move(piece)), text_offset_(static_cast<size_t>(n), 0) {}
+      : meta_(meta),
+        job_(job),
+        piece_(std::move(piece)),
+        text_offset_(static_cast<size_t>(n), 0),
+        tools_(static_cast<size_t>(n)),
+        ids_(call_id_seed()) {}
 
   void role_chunks(std::string& out, int n) const {
     for (int i = 0; i < n; ++i)
@@ -49,6 +76,7 @@ class ChunkWriter {
   }
 
   void event_chunks(std::string& out, int index, const RequestEvent& ev) {
+    if (job_.chat && job_.tool_format != ToolCallFormat::kNone) return tool_event_chunks(out, index, ev);
     const bool want_lp = job_.gen.logprobs >= 0 && !ev.logprobs.empty();
     const bool inc = job_.gen.include_usage;
     if (!ev.text.empty() || want_lp) {
@@ -68,10 +96,67 @@ class ChunkWriter {
   }
 
  private:
+  // Chat with tools: content streams as usual until the opening tag of a call appears; text
+  // that might be the start of one is held back; from the tag on everything is buffered and
+  // parsed at the end into delta.tool_calls chunks (what failed to parse goes out as content).
+  struct ToolStream {
+    std::string hold;   // a possible partial opening tag, or all so far while it may be a bare call
+    std::string calls;  // from the first opening tag on
+    bool in_calls = false;
+    bool emitted = false;  // some content went out (then it is not a bare call)
+  };
+  void content_chunk(std::string& out, int index, std::string text) {
+    if (text.empty()) return;
+    out += sse_event(chat_chunk_json(meta_, index, Json{{"content", std::move(text)}}, nullptr, nullptr,
+                                     job_.gen.include_usage));
+  }
+  void tool_event_chunks(std::string& out, int index, const RequestEvent& ev) {
+    ToolStream& ts = tools_[static_cast<size_t>(index)];
+    const bool inc = job_.gen.include_usage;
+    if (ts.in_calls) {
+      ts.calls += ev.text;
+    } else {
+      std::string text = ts.hold + ev.text;
+      ts.hold.clear();
+      const size_t open = find_tool_call_open(text, job_.tool_format);
+      if (open != std::string::npos) {
+        ts.in_calls = true;
+        ts.calls = text.substr(open);
+        if (open > 0) ts.emitted = true;
+        content_chunk(out, index, text.substr(0, open));
+      } else if (!ts.emitted && may_be_bare_call(text)) {
+        ts.hold = std::move(text);  // a JSON answer may be a call without its tags: decide at the end
+      } else {
+        const size_t keep = tool_call_open_prefix(text, job_.tool_format);
+        ts.hold = text.substr(text.size() - keep);
+        if (text.size() > keep) ts.emitted = true;
+        content_chunk(out, index, text.substr(0, text.size() - keep));
+      }
+    }
+    if (ev.finish == EventFinish::kNone || is_failure(ev.finish)) return;
+    const char* reason = event_finish_name(ev.finish);
+    if (ts.in_calls || !ts.emitted) {
+      ParsedToolOutput p =
+          parse_tool_calls(ts.in_calls ? ts.calls : ts.hold, job_.tool_format, ids_, job_.tool_names);
+      if (!job_.parallel_tool_calls && p.calls.size() > 1) p.calls.resize(1);
+      content_chunk(out, index, std::move(p.content));
+      if (!p.calls.empty()) {
+        out += sse_event(chat_chunk_json(meta_, index, Json{{"tool_calls", tool_calls_json(p.calls, true)}}, nullptr,
+                                         nullptr, inc));
+        if (ev.finish == EventFinish::kStop || ev.finish == EventFinish::kEos) reason = "tool_calls";
+      }
+    } else {
+      content_chunk(out, index, std::move(ts.hold));
+    }
+    out += sse_event(chat_chunk_json(meta_, index, Json::object(), nullptr, reason, inc));
+  }
+
   const ResponseMeta& meta_;
   const Job& job_;
   PieceFn piece_;
   std::vector<int64_t> text_offset_;  // [n] completions logprobs text_offset per choice
+  std::vector<ToolStream> tools_;     // [n]
+  uint64_t ids_;
 };
 
 // One streaming response: lives as long as httplib's Response (its provider and releaser
@@ -192,6 +277,9 @@ void respond_when_done(ServerState& st, httplib::Response& res, GenerationRun& r
   if (failure) return send_error(res, *failure);
   UsageTotals usage;
   for (size_t i = 0; i < results.size(); ++i) add_choice_usage(usage, results[i].usage, i == 0);
+  uint64_t ids = call_id_seed();
+  if (job.chat)
+    for (ChoiceResult& r : results) split_tool_calls(job, r, ids);
   const PieceFn piece = piece_fn(*st.model.tokenizer);
   const bool lp = job.gen.logprobs >= 0;
   send_json(res, 200, job.chat ? chat_completion_json(meta, results, usage, lp, piece)
@@ -255,10 +343,30 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   ChatRequest cr;
   if (auto e = parse_chat_request(body, cr)) return send_error(res, *e);
   if (auto e = check_model(cr.gen.model, st.cfg.served_model_name)) return send_error(res, *e);
-  std::string text;
-  if (auto e = render_chat_prompt(st, cr.messages, cr.add_generation_prompt, cr.template_kwargs, text))
-    return send_error(res, *e);
+  ToolsRequest tools;
+  if (auto e = parse_tools_request(body, tools)) return send_error(res, *e);
   Job job;
+  Json kwargs = cr.template_kwargs;
+  if (tools.active()) {
+    if (tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed)
+      return send_error(res, invalid_request("'tool_choice' 'required' or a named function needs constrained decoding, "
+                                             "which is not supported yet; use 'auto'",
+                                             "tool_choice"));
+    job.tool_format = st.model.chat_template ? tool_call_format_of(st.model.chat_template->source())
+                                             : ToolCallFormat::kNone;
+    if (job.tool_format == ToolCallFormat::kNone)
+      return send_error(res, invalid_request("this model's chat template has no tool-call format hindsight can parse "
+                                             "(supported: Hermes-style <tool_call> blocks, e.g. Qwen2.5)",
+                                             "tools"));
+    if (cr.gen.logprobs >= 0)
+      return send_error(res, invalid_request("'logprobs' together with 'tools' is not supported yet", "logprobs"));
+    if (!kwargs.is_object()) kwargs = Json::object();
+    kwargs["tools"] = tools.tools;
+    job.parallel_tool_calls = tools.parallel;
+    job.tool_names = declared_tool_names(tools.tools);
+  }
+  std::string text;
+  if (auto e = render_chat_prompt(st, cr.messages, cr.add_generation_prompt, kwargs, text)) return send_error(res, *e);
   job.chat = true;
   job.gen = std::move(cr.gen);
   // Templates carry their own BOS; special-token text in them is recognised.

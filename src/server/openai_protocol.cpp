@@ -203,6 +203,20 @@ MaybeError parse_message(const Json& m, size_t i, Json& out) {
   } else if (!content->is_string()) {
     return type_error(at + ".content", "a string or an array of content parts", *content);
   }
+  // Assistant tool calls as clients send them (function.arguments a JSON string) are given to
+  // the template with the arguments as an object, as vLLM does: the templates (Qwen2.5's
+  // `tool_call.arguments | tojson`) were trained on objects.
+  if (auto calls = out.find("tool_calls"); calls != out.end() && calls->is_array()) {
+    for (Json& c : *calls) {
+      if (!c.is_object()) continue;
+      auto fn = c.find("function");
+      if (fn == c.end() || !fn->is_object()) continue;
+      auto args = fn->find("arguments");
+      if (args == fn->end() || !args->is_string()) continue;
+      Json parsed = Json::parse(args->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+      if (!parsed.is_discarded() && parsed.is_object()) *args = std::move(parsed);
+    }
+  }
   return std::nullopt;
 }
 

@@ -108,6 +108,17 @@ Json completion_logprobs_json(std::span<const TokenLogprob> lps, const PieceFn& 
   return j;
 }
 
+Json tool_calls_json(const std::vector<ToolCall>& calls, bool stream) {
+  Json arr = Json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    Json c{{"id", calls[i].id}, {"type", "function"},
+           {"function", Json{{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (stream) c["index"] = static_cast<int>(i);
+    arr.push_back(std::move(c));
+  }
+  return arr;
+}
+
 Json chat_completion_json(const ResponseMeta& meta, std::span<const ChoiceResult> choices, const UsageTotals& usage,
                           bool logprobs, const PieceFn& piece) {
   Json j = response_head(meta, "chat.completion");
@@ -116,9 +127,16 @@ Json chat_completion_json(const ResponseMeta& meta, std::span<const ChoiceResult
     const ChoiceResult& c = choices[i];
     Json ch;
     ch["index"] = static_cast<int>(i);
-    ch["message"] = Json{{"role", "assistant"}, {"content", c.text}};
+    if (c.tool_calls.empty()) {
+      ch["message"] = Json{{"role", "assistant"}, {"content", c.text}};
+    } else {
+      ch["message"] = Json{{"role", "assistant"},
+                           {"content", c.text.empty() ? Json(nullptr) : Json(c.text)},
+                           {"tool_calls", tool_calls_json(c.tool_calls, false)}};
+    }
     ch["logprobs"] = logprobs ? chat_logprobs_json(c.logprobs, piece) : Json(nullptr);
-    ch["finish_reason"] = event_finish_name(c.finish);
+    const bool stopped = c.finish == EventFinish::kStop || c.finish == EventFinish::kEos;
+    ch["finish_reason"] = !c.tool_calls.empty() && stopped ? "tool_calls" : event_finish_name(c.finish);
     arr.push_back(std::move(ch));
   }
   j["choices"] = std::move(arr);

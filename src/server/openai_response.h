@@ -17,6 +17,7 @@
 
 #include "engine/request.h"
 #include "server/openai_protocol.h"
+#include "server/tool_calls.h"
 
 namespace hs::server {
 
@@ -33,12 +34,16 @@ int64_t unix_seconds_now();
 
 // One choice, collected from all events of its engine request (non-streaming responses).
 struct ChoiceResult {
-  std::string text;
+  std::string text;                    // chat with tools: the content outside the calls
+  std::vector<ToolCall> tool_calls;    // chat with tools: the parsed calls (server/tool_calls.h)
   std::vector<TokenLogprob> logprobs;  // [completion tokens] when logprobs were asked for
   EventFinish finish = EventFinish::kNone;
   RequestUsage usage;
   std::string error;                   // kError
 };
+
+// message.tool_calls (stream: delta.tool_calls, with each call's "index").
+Json tool_calls_json(const std::vector<ToolCall>& calls, bool stream);
 
 struct UsageTotals {
   int prompt_tokens = 0;

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <unordered_set>
 
 namespace hs::server {
@@ -130,7 +131,64 @@ ToolCallFormat tool_call_format_of(std::string_view src) {
   return src.find(kHermesOpen) != std::string_view::npos ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
 }
 
-ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id) {
+std::vector<std::string> declared_tool_names(const Json& tools) {
+  std::vector<std::string> names;
+  if (!tools.is_array()) return names;
+  for (const Json& t : tools)
+    if (t.is_object() && t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
+      names.push_back(t["function"]["name"].get<std::string>());
+  return names;
+}
+
+bool may_be_bare_call(std::string_view text) {
+  const std::string_view t = trim(text);
+  if (t.empty()) return true;  // nothing seen yet
+  return t.front() == '{' || t.front() == '[' || std::string_view("```").starts_with(t.substr(0, 3)) ||
+         t.starts_with("```");
+}
+
+namespace {
+// The whole text as bare call objects naming declared functions, or no calls.
+std::vector<ToolCall> bare_calls(std::string_view text, const std::vector<std::string>& declared, uint64_t& next_id) {
+  std::string_view t = trim(text);
+  if (t.starts_with("```")) {  // ```json ... ```
+    const size_t nl = t.find('\n');
+    if (nl == std::string_view::npos || !t.ends_with("```")) return {};
+    t = trim(t.substr(nl + 1, t.size() - 3 - (nl + 1)));
+  }
+  if (t.empty() || (t.front() != '{' && t.front() != '[')) return {};
+  std::vector<nlohmann::json> items;
+  const nlohmann::json j = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (j.is_object()) {
+    items.push_back(j);
+  } else if (j.is_array()) {
+    items.assign(j.begin(), j.end());
+  } else {  // one call object per line (parallel calls without tags)
+    size_t pos = 0;
+    while (pos < t.size()) {
+      size_t nl = t.find('\n', pos);
+      if (nl == std::string_view::npos) nl = t.size();
+      const std::string_view line = trim(t.substr(pos, nl - pos));
+      pos = nl + 1;
+      if (line.empty()) continue;
+      nlohmann::json o = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!o.is_object()) return {};
+      items.push_back(std::move(o));
+    }
+  }
+  std::vector<ToolCall> calls;
+  for (const nlohmann::json& item : items) {
+    if (!item.is_object()) return {};
+    std::optional<ToolCall> c = parse_hermes_body(item.dump(), next_id);
+    if (!c || std::find(declared.begin(), declared.end(), c->name) == declared.end()) return {};
+    calls.push_back(std::move(*c));
+  }
+  return calls;
+}
+}  // namespace
+
+ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
+                                  const std::vector<std::string>& declared) {
   ParsedToolOutput out;
   if (format != ToolCallFormat::kHermes) {
     out.content = std::string(text);
@@ -158,6 +216,10 @@ ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, 
       content += text.substr(pos, next - pos);  // not a call: keep it as the model wrote it
     }
     pos = next;
+  }
+  if (out.calls.empty() && !declared.empty()) {
+    out.calls = bare_calls(text, declared, next_id);
+    if (!out.calls.empty()) return out;  // the whole text was the calls: no content
   }
   out.content = out.calls.empty() ? content : std::string(trim(content));
   return out;

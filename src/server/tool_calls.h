@@ -56,8 +56,18 @@ struct ParsedToolOutput {
   std::vector<ToolCall> calls;  // in order
 };
 
-// `next_id` makes the call ids (a counter shared by the server: unique per process).
-ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id);
+// `next_id` makes the call ids. `declared`: the request's function names; when the text has no
+// call blocks, a text that is as a whole one JSON call object (or an array of them, optionally in
+// a ``` fence) naming a declared function is taken as calls too — small models (Qwen2.5-Coder
+// 0.5B) often drop the <tool_call> tags; requiring a declared name keeps plain JSON answers
+// content.
+ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
+                                  const std::vector<std::string>& declared = {});
+// The function names of a validated tools array.
+std::vector<std::string> declared_tool_names(const Json& tools);
+// True when a stream's first text may be a bare call object (starts with '{', '[' or "```" after
+// whitespace): the stream holds its content back until the end.
+bool may_be_bare_call(std::string_view text_so_far);
 
 // The length of the longest suffix of `text` that is a proper prefix of the format's opening
 // tag ("<tool_call>"): what a stream must hold back before it knows whether a call starts.

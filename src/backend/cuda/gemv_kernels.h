@@ -71,13 +71,39 @@ cudaError_t launch_gemv_quant(QuantKind k, const uint8_t* w, int64_t rows, int64
 cudaError_t launch_gemv16(bool bf16, const uint16_t* w, int64_t rows, int64_t cols, int64_t w_stride_elems, CRows x,
                           Rows y, cudaStream_t s, const GemvPlan* plan = nullptr);
 
-// Batch 1 or 2 of 16-bit weights (gemv_warp.cu): one warp per row, f32 x through L1, CUDA-core
-// FMAs on exactly widened weights (fp32 rounding only). Same operands as launch_gemv16 with
-// x.rows <= kMaxGemvWarpRows; also needs x 16-byte aligned with a stride of a multiple of 4 floats
-// (cudaErrorInvalidValue, nothing launched, otherwise: the caller falls back).
+// Batch 1 or 2 of 16-bit weights (gemv_warp.cu): a persistent grid (one CTA of 16 warps per
+// SM) streams the weight rows with 16-byte loads kept two steps ahead of the arithmetic (8 KB in
+// flight per warp), each warp taking 1 or 2 whole rows at a time; x (f32) is staged once per CTA
+// in shared memory (through L1 when it does not fit); CUDA-core FMAs on exactly widened weights.
+// Numerics: fp32 FMA per lane in column order, then a fixed butterfly over the 32 lanes: the
+// only rounding is fp32 accumulation, deterministic for a given shape (independent of the grid,
+// the rows per warp and the other weights of a multi launch). Same operands as launch_gemv16
+// with x.rows <= kMaxGemvWarpRows; also needs x 16-byte aligned with a stride of a multiple of 4
+// floats (cudaErrorInvalidValue, nothing launched, otherwise: the caller falls back).
 constexpr int kMaxGemvWarpRows = 2;
 cudaError_t launch_gemv16_warp(bool bf16, const uint16_t* w, int64_t rows, int64_t cols, int64_t w_stride_elems,
                                CRows x, Rows y, cudaStream_t s);
+
+// How a warp GEMV launch is cut (tests and benchmarks; null = the launcher's choice).
+struct GemvWarpConfig {
+  int rows_per_warp = 0;  // 0: pick (fewest rows per warp on the busiest warp, 2 on a near tie); 1 or 2
+  int x_smem = -1;        // -1: shared memory when x fits (NT * cols * 4 bytes <= the opt-in limit); 0: L1; 1: shared
+  int ctas = 0;           // 0: one per SM; otherwise that many (persistent: each warp loops over its rows)
+  // Programmatic dependent launch: the grid may start while the previous kernel of the stream
+  // runs; it loads its first weights, then waits (griddepcontrol.wait) before reading x or
+  // writing y. Only for weights that no kernel still in flight on the stream writes.
+  bool pdl = false;
+};
+
+// Up to kMaxGemvWarpWeights weights sharing x in one launch (q/k/v, gate/up): y[i] [x.rows][rows[i]]
+// = W_i x^T for W_i = w[i] [rows[i]][cols] (rows w_stride_elems[i] apart; each as launch_gemv16_warp
+// requires; rows[i] may be 0). The weights' rows are one flattened list of tasks cut over the
+// grid; each y[i] is computed exactly as launch_gemv16_warp would compute it alone. The small
+// arrays travel by value in the kernel arguments (graph-capturable).
+constexpr int kMaxGemvWarpWeights = 3;
+cudaError_t launch_gemv16_warp_multi(bool bf16, int n_weights, const uint16_t* const* w, const int64_t* rows,
+                                     int64_t cols, const int64_t* w_stride_elems, CRows x, const Rows* y,
+                                     cudaStream_t s, const GemvWarpConfig* cfg = nullptr);
 
 // out_f16 [rows][cols] dense (16-byte aligned) = the dequantized matrix rounded to f16
 // (nearest even), values clamped to +-65504 (NaN stays NaN). Bandwidth-bound: one thread per

@@ -102,6 +102,31 @@ TEST(ToolCallParser, MalformedBlocksStayContent) {
   EXPECT_TRUE(none.calls.empty());
 }
 
+TEST(ToolCallParser, BareCallObjectsNamingDeclaredFunctions) {
+  uint64_t id = 1;
+  const std::vector<std::string> declared = {"get_weather", "get_time"};
+  auto p = parse_tool_calls("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}", ToolCallFormat::kHermes, id,
+                            declared);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content, "");
+  p = parse_tool_calls("```json\n[{\"name\": \"get_time\"}, {\"name\": \"get_weather\", \"arguments\": {}}]\n```",
+                       ToolCallFormat::kHermes, id, declared);
+  ASSERT_EQ(p.calls.size(), 2u);
+  p = parse_tool_calls("{\"name\": \"get_time\"}\n{\"name\": \"get_weather\"}\n", ToolCallFormat::kHermes, id, declared);
+  ASSERT_EQ(p.calls.size(), 2u);
+  // An undeclared name, or JSON that is not only calls, stays content.
+  for (const char* text : {"{\"name\": \"rm_rf\", \"arguments\": {}}", "{\"city\": \"Paris\"}",
+                           "{\"name\": \"get_time\"} and more", "The answer is {\"name\": \"get_time\"}"}) {
+    p = parse_tool_calls(text, ToolCallFormat::kHermes, id, declared);
+    EXPECT_TRUE(p.calls.empty()) << text;
+    EXPECT_EQ(p.content, text);
+  }
+  EXPECT_TRUE(may_be_bare_call("  {\"na"));
+  EXPECT_TRUE(may_be_bare_call("``"));
+  EXPECT_TRUE(may_be_bare_call(""));
+  EXPECT_FALSE(may_be_bare_call("The weather"));
+}
+
 TEST(ToolCallParser, StreamHoldBack) {
   EXPECT_EQ(tool_call_open_prefix("Hello <tool", ToolCallFormat::kHermes), 5u);
   EXPECT_EQ(tool_call_open_prefix("Hello <", ToolCallFormat::kHermes), 1u);
