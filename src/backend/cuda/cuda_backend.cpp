@@ -79,6 +79,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_QUANT")) keep_quantized_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
   // filled, this is where the error comes.
@@ -112,7 +113,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &attn_, &wdq_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &attn_, &wdq_, &qx_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaFree(cublas_workspace_);

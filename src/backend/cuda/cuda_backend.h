@@ -196,6 +196,7 @@ class CudaBackend final : public Backend {
   bool keep_quantized_ = true;  // HS_CUDA_QUANT=0: quantized GGUF weights become f16 at load
   bool gemv16_ = true;          // HS_CUDA_GEMV=0: 16-bit weights always through cuBLAS
   bool flash_on_ = true;        // HS_CUDA_FLASH=0: prefill attention on the exact kernel too
+  bool quant_warp_ = true;      // HS_CUDA_QUANT_WARP=0: quantized batch 1-2 on the tensor-core GEMV
   // The step's attention launches (begin_step): token ranges [begin, end) of one sequence's
   // prompt run (flash) or of the decode / short tokens between them (exact kernel).
   static constexpr int64_t kFlashMinRun = 32;
@@ -206,6 +207,7 @@ class CudaBackend final : public Backend {
   std::vector<AttnRange> attn_ranges_;
   bool has_flash_range_ = false;
   Scratch wdq_;    // [rows][cols] f16: a quantized weight dequantized for a large-batch matmul
+  Scratch qx_;     // gemv_quant_warp's int16 copy of x (gemv_quant_warp_scratch_bytes)
   Scratch xb_;     // [n][n_in] bf16: matmul input
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/flash_prefill.h"
 #include "backend/cuda/gemv_kernels.h"
+#include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -91,6 +92,13 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
   if (w.rows == 0) return Status::ok();
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
   if (x.rows <= kMaxGemvRows && (qk || gemv16_)) {
+    if (qk && x.rows <= kMaxQuantWarpRows && quant_warp_) {  // batch 1-2: warp per row, dp2a on int16 x
+      HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(w.cols, static_cast<int>(x.rows)),
+                              "the int16 copy of a quantized matmul's input"));
+      const cudaError_t e = launch_gemv_quant_warp(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
+                                                   crows_of(x), rows_of(y), qx_.ptr, stream_);
+      if (e != cudaErrorInvalidValue) return launched(e, "matmul (quantized GEMV, warp per row)");
+    }
     if (qk)
       return launched(launch_gemv_quant(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride, crows_of(x),
                                         rows_of(y), stream_),
@@ -143,6 +151,23 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   if (x.cols == 0) {
     for (const Tensor& y : ys) HS_RETURN_IF_ERROR(launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul_multi"));
     return Status::ok();
+  }
+  // Batch 1-2 of 16-bit weights: all of them (q/k/v, gate/up) in one warp-per-row launch.
+  if (gemv16_ && x.rows <= kMaxGemvWarpRows && ws.size() <= static_cast<size_t>(kMaxGemvWarpWeights) &&
+      (ws[0].dtype == DType::BF16 || ws[0].dtype == DType::F16) &&
+      std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; })) {
+    const uint16_t* wp[kMaxGemvWarpWeights];
+    int64_t rows[kMaxGemvWarpWeights], strides[kMaxGemvWarpWeights];
+    Rows yr[kMaxGemvWarpWeights];
+    for (size_t i = 0; i < ws.size(); ++i) {
+      wp[i] = ws[i].as<const uint16_t>();
+      rows[i] = ws[i].rows;
+      strides[i] = ws[i].row_stride / 2;
+      yr[i] = rows_of(ys[i]);
+    }
+    const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows,
+                                                   x.cols, strides, crows_of(x), yr, stream_);
+    if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (GEMV, warp per row)");
   }
   // The 16-bit input is converted once per weight dtype (every weight of a GGUF model has the same one).
   DType converted = DType::F32;

@@ -6,8 +6,10 @@
 // pos * theta^(-2i/d) in double (at position 1e5 a float angle would be off by ~1e-2 rad),
 // the gates use the CPU's overflow-free sigmoid with an accurate expf. Products that the
 // CPU rounds separately use __fmul_rn / __fadd_rn so nvcc cannot fuse them into FMAs.
-// Cost: all memory-bound, one read and one write of each element (RMSNorm reads its row
-// twice, from L1/L2); RoPE does one double sincos per (token, pair) shared by all heads.
+// Cost: all memory-bound, one read and one write of each element (RMSNorm keeps rows of up to
+// 16384 float4-aligned floats in registers: one round of loads per row; other rows are read
+// twice, the second time from L1/L2); RoPE does one double sincos per (token, pair) shared by
+// all heads.
 // Shapes are strided rows; a 2-D grid (x over columns, y over rows, both grid-strided)
 // covers any size, and contiguous operands are flattened into one long row.
 #include <cuda_bf16.h>
@@ -106,6 +108,74 @@ __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
       for (int64_t c = threadIdx.x; c < x.cols; c += blockDim.x) orow[c] = __fmul_rn(xr[c], inv);
     }
     __syncthreads();  // `partial` is rewritten by the next row
+  }
+}
+
+// The same arithmetic for rows of float4s (cols % 4 == 0, every row 16-byte aligned): one
+// block per row (grid-strided), thread i holds float4s i, i + blockDim, ... (at most K) of its
+// row and of w in registers from one round of loads, so a row is read once and a block's
+// latency is one load, a warp butterfly and one barrier. The double partials are summed in a
+// fixed order (lanes by butterfly, then warps 0, 1, ...): deterministic for a given cols.
+template <int K>
+__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out) {
+  __shared__ double partial[2][32];  // [row parity][warps]: one barrier per row
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  const int n4 = static_cast<int>(x.cols / 4);
+  const float4* w4 = reinterpret_cast<const float4*>(w);
+  float4 wv[K];
+  if (w) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < n4) wv[k] = __ldg(w4 + i);
+    }
+  }
+  int parity = 0;
+  for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x, parity ^= 1) {
+    const float4* xr = reinterpret_cast<const float4*>(x.p + r * x.stride);
+    float4 v[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i < n4) v[k] = xr[i];
+    }
+    double ss = 0.0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (threadIdx.x + k * blockDim.x < n4) {
+        const double a = v[k].x, b = v[k].y, c = v[k].z, d = v[k].w;
+        ss += a * a;
+        ss += b * b;
+        ss += c * c;
+        ss += d * d;
+      }
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    if (lane == 0) partial[parity][warp] = ss;
+    __syncthreads();  // also orders every read of the row before the writes (out may be x)
+    double total = 0.0;
+    for (int i = 0; i < n_warps; ++i) total += partial[parity][i];
+    const float inv = static_cast<float>(1.0 / sqrt(total / static_cast<double>(x.cols) + static_cast<double>(eps)));
+    float4* orow = reinterpret_cast<float4*>(out.p + r * out.stride);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i >= n4) continue;
+      float4 o;
+      if (w) {
+        o.x = __fmul_rn(__fmul_rn(v[k].x, inv), wv[k].x);
+        o.y = __fmul_rn(__fmul_rn(v[k].y, inv), wv[k].y);
+        o.z = __fmul_rn(__fmul_rn(v[k].z, inv), wv[k].z);
+        o.w = __fmul_rn(__fmul_rn(v[k].w, inv), wv[k].w);
+      } else {
+        o.x = __fmul_rn(v[k].x, inv);
+        o.y = __fmul_rn(v[k].y, inv);
+        o.z = __fmul_rn(v[k].z, inv);
+        o.w = __fmul_rn(v[k].w, inv);
+      }
+      orow[i] = o;
+    }
+    // partial[parity] is rewritten two rows later, after every thread passed the next barrier.
   }
 }
 
@@ -224,6 +294,23 @@ cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const
 
 cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
+  // Rows of float4s (the model's activations): up to 4 float4s a thread, as many threads as that
+  // takes (a warp multiple, <= 1024), so one round of loads covers a row of up to 16384 floats.
+  const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  const int64_t n4 = x.cols / 4;
+  if (x.cols % 4 == 0 && x.stride % 4 == 0 && out.stride % 4 == 0 && a16(x.p) && a16(out.p) && (!w || a16(w)) &&
+      n4 <= 4 * 1024) {
+    const int64_t threads = std::min<int64_t>(1024, ((n4 + 3) / 4 + 31) / 32 * 32);
+    const int64_t k = (n4 + threads - 1) / threads;  // 1..4
+    const unsigned t = static_cast<unsigned>(threads);
+    if (k == 1)
+      rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
+    else if (k == 2)
+      rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
+    else
+      rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
+    return cudaGetLastError();
+  }
   rms_norm_kernel<<<row_blocks(x.rows), row_threads(x.cols), 0, s>>>(x, w, eps, out);
   return cudaGetLastError();
 }

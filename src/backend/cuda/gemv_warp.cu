@@ -4,14 +4,15 @@
 //
 // Decode at batch 1 is a pure weight stream (16 GB per token for the 8B shape), so the kernel
 // is built for bytes in flight from the first cycle to the last, not arithmetic:
-//   - a persistent grid, one CTA of 16 warps per SM; the rows of all weights form one flat list
-//     of tasks (1 or 2 rows each) dealt round-robin over the warps, spread over the SMs first
-//     (task t -> warp t / grid of CTA t % grid), so a partial last round still loads every SM;
+//   - a persistent grid, one CTA of 16 warps per SM (<= 128 registers a thread: the whole
+//     register file); the rows of all weights form one flat list of tasks (1 or 2 rows each)
+//     dealt round-robin over the warps, spread over the SMs first (task t -> CTA t % grid, warp
+//     (t % (16 grid)) / grid), so a partial last round still loads every SM alike;
 //   - each warp streams its tasks as one sequence of steps (8 x 16-byte streaming loads per
-//     lane, ld.global.nc.L1::no_allocate), two steps ahead of the arithmetic: 8 KB in flight
-//     per warp, 128 KB per SM, also across task boundaries (no bubble between rows); the first
-//     two steps are issued before x is even read (and, under PDL, before the previous kernel
-//     has finished);
+//     lane, ld.global.nc.L1::no_allocate with an L2 evict-first policy), two steps ahead of the
+//     arithmetic: 8 KB in flight per warp, 128 KB per SM, also across task boundaries (no bubble
+//     between rows); the first two steps are issued before x is even read (and, under PDL,
+//     before the previous kernel has finished);
 //   - x (f32) is staged once per CTA in shared memory, permuted so that a lane's two float4 of
 //     a 16-byte chunk are conflict-free (per 32-chunk group: first halves, then second halves),
 //     and read once for both rows of a 2-row task; x larger than the opt-in shared memory comes
@@ -63,13 +64,21 @@ __device__ __forceinline__ int weight_of(const MultiArgs& a, int t) {
   return (t >= a.task_begin[1]) + (t >= a.task_begin[2]);
 }
 
-// v = *p when pred (16-byte streaming load, no L1 allocation); v unchanged otherwise.
-__device__ __forceinline__ void load_stream(uint4& v, const uint4* p, bool pred) {
+// An L2 policy for the weight stream: evict first (each byte is read once per token; activations,
+// the KV cache and the next x keep their L2 lines).
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// v = *p when pred (16-byte streaming load, no L1 allocation, L2 policy pol); v unchanged otherwise.
+__device__ __forceinline__ void load_stream(uint4& v, const uint4* p, bool pred, uint64_t pol) {
   asm volatile(
       "{\n\t.reg .pred p;\n\tsetp.ne.b32 p, %5, 0;\n\t"
-      "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %6;\n\t}"
       : "+r"(v.x), "+r"(v.y), "+r"(v.z), "+r"(v.w)
-      : "l"(p), "r"(static_cast<int>(pred)));
+      : "l"(p), "r"(static_cast<int>(pred)), "l"(pol));
 }
 
 __device__ __forceinline__ void grid_dependency_wait() {
@@ -124,15 +133,15 @@ __device__ __forceinline__ TaskRef<RPW> task_ref(const MultiArgs& a, int t) {
 // One step of loads: RPW rows x U chunks (lane + 32 u of the step's 32 U chunks), predicated on
 // the row's length. A task past the last row of its weight re-reads that row (never stored).
 template <int RPW, int U>
-__device__ __forceinline__ void load_step(const MultiArgs& a, int total, int S, int lane, int& lt, int& ls,
-                                          const uint4* (&lrow)[RPW], uint4 (&buf)[RPW][U]) {
+__device__ __forceinline__ void load_step(const MultiArgs& a, int total, int S, int lane, uint64_t pol, int& lt,
+                                          int& ls, const uint4* (&lrow)[RPW], uint4 (&buf)[RPW][U]) {
   if (lt >= total) return;  // warp-uniform
   const int base = ls * 32 * U + lane;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int c = base + 32 * u;
 #pragma unroll
-    for (int rr = 0; rr < RPW; ++rr) load_stream(buf[rr][u], lrow[rr] + c, c < a.chunks);
+    for (int rr = 0; rr < RPW; ++rr) load_stream(buf[rr][u], lrow[rr] + c, c < a.chunks, pol);
   }
   if (++ls == S) {
     ls = 0;
@@ -148,35 +157,45 @@ __device__ __forceinline__ void load_step(const MultiArgs& a, int total, int S, 
   }
 }
 
-// The arithmetic of one step (the chunks load_step loaded into buf), then, after a task's last
-// step, the lane butterfly and the stores of its RPW x NT outputs.
-template <bool BF16, int NT, int RPW, int U, bool XS>
-__device__ __forceinline__ void compute_step(const MultiArgs& a, const float* xs, int total, int S, int lane,
-                                             int& ct, int& cs, const uint4 (&buf)[RPW][U], float (&acc)[RPW][NT]) {
+// acc += the chunks of one step (those load_step loaded into buf). GUARD: the step runs past the
+// row's end (chunks at or beyond a.chunks are skipped; full steps go without the tests).
+template <bool BF16, int NT, int RPW, int U, bool XS, bool GUARD>
+__device__ __forceinline__ void step_dots(const MultiArgs& a, const float* xs, int cs, int lane,
+                                          const uint4 (&buf)[RPW][U], float (&acc)[RPW][NT]) {
   const int base = cs * 32 * U + lane;
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const int c = base + 32 * u;
-    if (c < a.chunks) {
-      float4 xa[NT], xb[NT];
+    if (GUARD && c >= a.chunks) continue;
+    float4 xa[NT], xb[NT];
 #pragma unroll
-      for (int t = 0; t < NT; ++t) {
-        if constexpr (XS) {
-          const float* p = xs + t * a.x_pad + (cs * U + u) * kGroupFloats + 4 * lane;
-          xa[t] = *reinterpret_cast<const float4*>(p);
-          xb[t] = *reinterpret_cast<const float4*>(p + kGroupFloats / 2);
-        } else {
-          const float* p = a.x + t * a.x_stride + static_cast<int64_t>(c) * 8;
-          xa[t] = __ldg(reinterpret_cast<const float4*>(p));
-          xb[t] = __ldg(reinterpret_cast<const float4*>(p + 4));
-        }
+    for (int t = 0; t < NT; ++t) {
+      if constexpr (XS) {
+        const float* p = xs + t * a.x_pad + (cs * U + u) * kGroupFloats + 4 * lane;
+        xa[t] = *reinterpret_cast<const float4*>(p);
+        xb[t] = *reinterpret_cast<const float4*>(p + kGroupFloats / 2);
+      } else {
+        const float* p = a.x + t * a.x_stride + static_cast<int64_t>(c) * 8;
+        xa[t] = __ldg(reinterpret_cast<const float4*>(p));
+        xb[t] = __ldg(reinterpret_cast<const float4*>(p + 4));
       }
-#pragma unroll
-      for (int rr = 0; rr < RPW; ++rr)
-#pragma unroll
-        for (int t = 0; t < NT; ++t) acc[rr][t] = dot8<BF16>(buf[rr][u], xa[t], xb[t], acc[rr][t]);
     }
+#pragma unroll
+    for (int rr = 0; rr < RPW; ++rr)
+#pragma unroll
+      for (int t = 0; t < NT; ++t) acc[rr][t] = dot8<BF16>(buf[rr][u], xa[t], xb[t], acc[rr][t]);
   }
+}
+
+// The arithmetic of one step, then, after a task's last step, the lane butterfly and the stores
+// of its RPW x NT outputs.
+template <bool BF16, int NT, int RPW, int U, bool XS>
+__device__ __forceinline__ void compute_step(const MultiArgs& a, const float* xs, int total, int S, int lane,
+                                             int& ct, int& cs, const uint4 (&buf)[RPW][U], float (&acc)[RPW][NT]) {
+  if ((cs + 1) * 32 * U <= a.chunks)  // warp-uniform
+    step_dots<BF16, NT, RPW, U, XS, false>(a, xs, cs, lane, buf, acc);
+  else
+    step_dots<BF16, NT, RPW, U, XS, true>(a, xs, cs, lane, buf, acc);
   if (++cs < S) return;
   // The task's last step: sum over the lanes (every lane ends with the same bits), store, reset.
   float v = 0.0f;
@@ -212,6 +231,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv16_warp_kernel(const MultiArg
   const int total = a.task_begin[kMaxGemvWarpWeights];
   const int S = (a.chunks + 32 * U - 1) / (32 * U);  // steps per task
   const int t0 = warp * static_cast<int>(gridDim.x) + static_cast<int>(blockIdx.x);
+  const uint64_t pol = evict_first_policy();
 
   // The first two steps go out before anything else (they need only the weights).
   uint4 bufA[RPW][U], bufB[RPW][U];
@@ -228,8 +248,8 @@ __global__ void __launch_bounds__(kThreads, 1) gemv16_warp_kernel(const MultiArg
   for (int rr = 0; rr < RPW; ++rr)
 #pragma unroll
     for (int u = 0; u < U; ++u) bufA[rr][u] = bufB[rr][u] = make_uint4(0, 0, 0, 0);
-  load_step<RPW, U>(a, total, S, lane, lt, ls, lrow, bufA);
-  load_step<RPW, U>(a, total, S, lane, lt, ls, lrow, bufB);
+  load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufA);
+  load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufB);
 
   grid_dependency_wait();  // x is the previous kernel's output; y may still be read by it
 
@@ -264,10 +284,10 @@ __global__ void __launch_bounds__(kThreads, 1) gemv16_warp_kernel(const MultiArg
   int ct = t0, cs = 0;
   for (;;) {
     compute_step<BF16, NT, RPW, U, XS>(a, xs, total, S, lane, ct, cs, bufA, acc);
-    load_step<RPW, U>(a, total, S, lane, lt, ls, lrow, bufA);
+    load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufA);
     if (ct >= total) break;
     compute_step<BF16, NT, RPW, U, XS>(a, xs, total, S, lane, ct, cs, bufB, acc);
-    load_step<RPW, U>(a, total, S, lane, lt, ls, lrow, bufB);
+    load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufB);
     if (ct >= total) break;
   }
 }
@@ -324,7 +344,8 @@ cudaError_t launch_kernel(const MultiArgs& a, unsigned grid, size_t smem, bool p
     cfg.numAttrs = 1;
   }
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, a);
-  return e != cudaSuccess ? e : cudaGetLastError();
+  const cudaError_t last = cudaGetLastError();  // clears a launch error, as the <<<>>> launchers do
+  return e != cudaSuccess ? e : last;
 }
 
 template <bool BF16, int NT>
@@ -360,7 +381,7 @@ cudaError_t launch_gemv16_warp_multi(bool bf16, int n_weights, const uint16_t* c
   const DeviceInfo dev = device_info();
   if (dev.n_sm <= 0) return cudaErrorInvalidDevice;
   const int nt = static_cast<int>(x.rows);
-  const int64_t grid_max = cfg && cfg->ctas > 0 ? cfg->ctas : dev.n_sm;
+  const int64_t grid_max = cfg && cfg->ctas > 0 ? std::min(cfg->ctas, 1 << 16) : dev.n_sm;
   const int64_t slots = grid_max * kWarps;
 
   // Rows per task: the busiest warp's rows, ceil(tasks / slots) * rpw, decide; 2 rows (x read

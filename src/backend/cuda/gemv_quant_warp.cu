@@ -1,0 +1,632 @@
+// backend/cuda/gemv_quant_warp.cu — batch-1/2 GEMV on Q4_0 / Q8_0 / Q4_K device rows with int16
+// activations and dp2a (launch_gemv_quant_warp in gemv_quant_warp.h).
+//
+// Owns the x quantization kernel, its scratch layout, the warp-per-rows dot-product kernel and
+// their launch plan. Cost model: batch-1 decode is a pure weight stream, so the main kernel keeps
+// 8 16-byte quant loads (plus their scale loads) in flight per lane, issues few instructions per
+// weight byte (see "Instruction budget") and reads x from L1; x quantization is one tiny kernel
+// (a warp per 32 columns and token, ~2.5 bytes written per column and token) whose run time the
+// main kernel overlaps through programmatic dependent launch.
+//
+// ---- x scratch: [NU u-steps][T tokens][record], NU = ceil(groups / 8) -----------------------------
+// A u-step is what one warp instruction of the main kernel loads from one weight row: 32 lanes x
+// 16 bytes = 8 groups (quant_layout.h). Lane L (qd = L / 4: group 8u + qd, t = L % 4) holds 4
+// bytes of each block of its group (Q4: 4 blocks, nibble bytes qs[4t .. 4t+3]; Q8: 2 blocks x 2
+// words, qs[4t ..] and qs[16 + 4t ..]), i.e. the 8 elements E(t) = {4t .. 4t+3, 16+4t .. 16+4t+3}
+// of each block. A token's record of one u-step, laid out so every main-kernel load of x is 16
+// bytes a lane and one 128-byte line per 8 lanes:
+//   X [B][32 lanes] x 16 B      int16 q of block B (8u + qd) + j, elements E(t) in order
+//                               (B = 4 Q4_0 / Q4_K, 2 Q8_0): 2048 / 1024 B
+//   Q4_0: C [32 lanes] x int4   c0 = 0x4B400000 - 8 * sum_E(t) q for the lane's 4 blocks (512 B)
+//         D dx [8][4], then mdx [8][4] f32 (mdx = -1.5 * 2^23 * dx, exact)           (256 B)
+//   Q4_K: D as Q4_0 (256 B); S sx [8][4] f32 (sx = dx * the block's sum of q)      (128 B)
+//   Q8_0: D dx [8][2] f32                                                                (64 B)
+// Record bytes: Q4_0 2816 (2.75 per column), Q4_K 2432, Q8_0 1088 (2.1). Columns past cols (up to
+// the u-step) hold q = 0 with a finite dx, so the zero-padded weights there contribute exactly 0.
+//
+// ---- x quantization --------------------------------------------------------------------------------
+// dx = max|x| / 32767 rounded up to a multiple of 4 ulps (so 1.5 * 2^23 * dx is exact), max|x|
+// clamped below at 2^-100 (dx stays normal); q = rint(x / dx), |x - q dx| <= 0.504 dx. A block
+// with a NaN / inf gets dx = NaN: every output of that token is NaN.
+//
+// ---- dot products ------------------------------------------------------------------------------------
+// Per lane, row, block part (8 elements): S = sum q_w * q_x with 4 dp2a (IDP.2A: x int16 pairs
+// times weight bytes; Q4 nibbles w & 0x0F0F0F0F and (w >> 4) & 0x0F0F0F0F, Q8 bytes as loaded).
+//  * Q4_0 / Q4_K: the dp2a chain starts at c0 (Q4_0: the -8 offset as -8 sum q_x, plus the magic
+//    1.5 * 2^23) / at the magic (Q4_K). |S| < 2^22 (Q4_0 8*8*32767, Q4_K 8*15*32767), so the
+//    int bits read as a float are exactly 1.5 * 2^23 + S and fmaf(f, dx, mdx) = round(S dx) in
+//    one rounding, no conversion. Then acc += (S dx) * d (d: f16 block scale; Q4_K d*sc, exact).
+//  * Q4_K's mins: lane t owns sub-block t of its group: acc -= (dmin * m_t) * sx_t.
+//  * Q8_0: |S| <= 8*128*32767 needs I2FP: acc += (float(S) * dx) * d.
+// A lane's R x T accumulators are summed over the warp by a reduce-scatter butterfly
+// (log2(R T) exchange stages, then plain ones; a fixed order for a given R and T).
+//
+// ---- instruction budget (ptxas 13.0 SASS of the main loop, full trips) --------------------------------
+// At 4.27 TB/s an H200 SMSP receives one warp-wide 16-byte quant load (512 B, 576 B with the
+// scales) every ~141 cycles at 1.98 GHz, so the issue slots per "16 B of quants a lane and row"
+// must stay well under ~141 (and the IDP pipe, ~2 cycles a warp instruction, under ~70).
+// Measured, per 16 B a lane and row (planner's R in brackets):
+//   Q4_0  T=1 (R 2) 50.0: IDP 16, FFMA 8, LOP3 8, SHF 4, HADD2 4, LDG 5.5, addressing ~4.5
+//         T=2 (R 4) 76.0: IDP 32, FFMA 16, LOP3 8, SHF 4, HADD2 4, LDG 5.5, ~6.5
+//   Q4_K  T=1 (R 2) 64.5;  T=2 (R 4) 92.2  (+ d*sc / dmin*m: PRMT 5, FFMA 6, FMUL 2 a row)
+//   Q8_0  T=1 (R 1) 26.5;  T=2 (R 2) 40.0  (per 16 B = 16 weights, half of Q4's)
+// i.e. 20-65 % of the issue rate at the copy bandwidth (Q4_0 35 / 54 %, Q4_K 45 / 64 %, Q8_0
+// 20 / 30 % at 1 / 2 tokens): memory-bound with margin except Q4_K at two tokens. Registers 70-128 (__launch_bounds__(256, 2): 16 warps an SM), no spills.
+// L1: per u-step and token the x loads are 19-22 wavefronts (Q4) against 5-6 of weights a row, so
+// R = 2 T keeps L1 near 50 % of its 128 B/clk at 4.27 TB/s.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cfloat>
+#include <cstdint>
+
+#include "backend/cuda/gemv_quant_warp.h"
+
+namespace hs::cuda {
+namespace {
+
+constexpr int kQ40 = 0, kQ80 = 1, kQ4K = 2;
+constexpr uint32_t kMagicBits = 0x4B400000u;  // the float 1.5 * 2^23
+constexpr float kMagic = 12582912.0f;
+constexpr int kMaxDevices = 64;
+constexpr int kLoadsInFlight = 8;  // 16-byte quant loads a lane issues per step (R x U)
+
+// One token's record of one u-step of x scratch (bytes) and where its pieces start.
+struct XRec {
+  int c = 0, d = 0, s = 0;  // offsets of C (Q4_0), D, S (Q4_K); X is at 0
+  int bytes = 0;
+};
+constexpr XRec xrec(int k) {
+  XRec z;
+  if (k == kQ40) {
+    z.c = 2048, z.d = 2560, z.bytes = 2816;
+  } else if (k == kQ4K) {
+    z.d = 2048, z.s = 2304, z.bytes = 2432;
+  } else {
+    z.d = 1024, z.bytes = 1088;
+  }
+  return z;
+}
+// u-steps of a row of `cols` columns of kind k.
+int x_steps(int k, int64_t cols) {
+  return static_cast<int>((quant_row_layout(static_cast<QuantKind>(k), cols).groups + 7) / 8);
+}
+// Scratch bytes of kind k for n_tok tokens (a multiple of 256).
+int64_t x_scratch_bytes(int k, int64_t cols, int n_tok) {
+  return (int64_t{x_steps(k, cols)} * n_tok * xrec(k).bytes + 255) / 256 * 256;
+}
+
+// ---- device helpers ----------------------------------------------------------------------
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Weight loads: read-only, no L1 allocation (streamed once), 256-byte L2 fetch.
+__device__ __forceinline__ uint4 ld_w16(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint2 ld_w8(const uint8_t* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ uint32_t ld_w4(const uint8_t* p) {
+  uint32_t v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+// x scratch loads: through L1 (every warp of the SM reads the same x).
+__device__ __forceinline__ uint4 ld_x16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
+__device__ __forceinline__ float4 ld_xf4(const uint8_t* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+
+__device__ __forceinline__ float h_lo(uint32_t u) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xffffu)));
+}
+__device__ __forceinline__ float h_hi(uint32_t u) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16)));
+}
+
+// c + sum of the 8 products of one block part: x = 4 words of int16 pairs (elements 4t..4t+3,
+// 16+4t..16+4t+3), a / b = the weight bytes of elements 4t.. / 16+4t.. .
+__device__ __forceinline__ int dot8(const uint4& x, uint32_t a, uint32_t b, int c) {
+  c = __dp2a_lo(static_cast<int>(x.x), static_cast<int>(a), c);
+  c = __dp2a_hi(static_cast<int>(x.y), static_cast<int>(a), c);
+  c = __dp2a_lo(static_cast<int>(x.z), static_cast<int>(b), c);
+  c = __dp2a_hi(static_cast<int>(x.w), static_cast<int>(b), c);
+  return c;
+}
+
+__device__ __forceinline__ float comp(const float4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+__device__ __forceinline__ int compi(const int4& v, int j) { return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t compu(const uint4& v, int j) {
+  return j == 0 ? v.x : j == 1 ? v.y : j == 2 ? v.z : v.w;
+}
+
+// ---- kernel 1: x -> int16 scratch ------------------------------------------------------------
+
+struct QuantXArgs {
+  const float* x = nullptr;
+  int64_t x_stride = 0, cols = 0;
+  uint8_t* s = nullptr;  // scratch [nu][n_tok][xrec(K).bytes]
+  int nu = 0;            // u-steps
+};
+
+// grid (nu * B, n_tok) CTAs of 8 warps (B = 32-column blocks a group): warp w of CTA (x, tok)
+// quantizes block 8 x + w of token tok (blocks past cols: zeros).
+template <int K>
+__global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
+  pdl_launch_dependents();  // the main kernel may start streaming weights now
+  pdl_wait();               // x: the preceding kernel's output (a no-op unless launched with pdl_x)
+  constexpr int B = K == kQ80 ? 2 : 4;
+  constexpr XRec Z = xrec(K);
+  const int lane = threadIdx.x & 31;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);  // block of the token
+  const int tok = blockIdx.y, n_tok = gridDim.y;
+  const int64_t col = 32 * b + lane;
+  const float v = col < a.cols ? a.x[tok * a.x_stride + col] : 0.0f;
+  const bool bad = __any_sync(0xffffffffu, !(fabsf(v) <= FLT_MAX));
+  float amax = fabsf(v);
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+  amax = fmaxf(amax, 0x1p-100f);
+  float dx = __fdiv_rn(amax, 32767.0f);
+  dx = __uint_as_float((__float_as_uint(dx) + 3u) & ~3u);  // 22-bit mantissa: 1.5 * 2^23 * dx exact
+  const float inv = __fdiv_rn(1.0f, dx);
+  int q = __float2int_rn(v * inv);
+  q = min(32767, max(-32767, q));
+  if (bad) {
+    q = 0;
+    dx = __int_as_float(0x7fc00000);  // NaN
+  }
+  const int64_t g = b / B;
+  const int j = static_cast<int>(b % B);
+  const int64_t u = g >> 3;
+  const int qd = static_cast<int>(g & 7);
+  const int t = (lane >> 2) & 3, slot = ((lane >> 4) << 2) | (lane & 3);  // lane's column in E(t)
+  const int L = 4 * qd + t;
+  uint8_t* rec = a.s + (u * n_tok + tok) * Z.bytes;
+  *reinterpret_cast<int16_t*>(rec + (j * 32 + L) * 16 + 2 * slot) = static_cast<int16_t>(q);
+  if constexpr (K == kQ40) {
+    int ps = q;  // sum over E(t): lanes differing in bits 0, 1, 4
+    ps += __shfl_xor_sync(0xffffffffu, ps, 1);
+    ps += __shfl_xor_sync(0xffffffffu, ps, 2);
+    ps += __shfl_xor_sync(0xffffffffu, ps, 16);
+    if ((lane & 0x13) == 0) *reinterpret_cast<int*>(rec + Z.c + L * 16 + 4 * j) = static_cast<int>(kMagicBits) - 8 * ps;
+  }
+  if constexpr (K == kQ4K) {
+    int bs = q;
+#pragma unroll
+    for (int m = 16; m > 0; m >>= 1) bs += __shfl_xor_sync(0xffffffffu, bs, m);
+    if (lane == 0) *reinterpret_cast<float*>(rec + Z.s + qd * 16 + 4 * j) = static_cast<float>(bs) * dx;
+  }
+  if (lane == 0) {
+    if constexpr (K == kQ80) {
+      *reinterpret_cast<float*>(rec + Z.d + qd * 8 + 4 * j) = dx;
+    } else {
+      float* d = reinterpret_cast<float*>(rec + Z.d + qd * 16);
+      d[j] = dx;
+      d[32 + j] = -kMagic * dx;  // the mdx half, 128 bytes on
+    }
+  }
+}
+
+// ---- kernel 2: the GEMV -------------------------------------------------------------------------
+
+struct MainArgs {
+  const uint8_t* w = nullptr;
+  int64_t row_bytes = 0, rows = 0;
+  int groups = 0;              // G
+  int nu = 0;                  // u-steps
+  int64_t scale_off = 0;       // quant_layout.h: 64 G
+  int64_t dm_off = 0;          // Q4_K: 72 G
+  const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// What a lane loads of one row for one u-step.
+struct WRegs {
+  uint4 q;       // 16 bytes of quants
+  uint2 sc;      // Q4_0: 4 x f16 d; Q8_0: .x = 2 x f16 d; Q4_K: .x = sc[4], .y = m[4]
+  uint32_t dm;   // Q4_K: (d, dmin) f16
+};
+
+// Scale bytes of one group: 8 (Q4_0: 4 x d; Q4_K: sc[4] m[4]) or 4 (Q8_0: 2 x d).
+template <int K>
+constexpr int kScaleBytes = K == kQ80 ? 4 : 8;
+
+// Loads group g's part of lane t from a row (q at q_base + 64 g + 16 t, ...). For a full trip
+// the caller passes per-lane bases and constant offsets, so the loads use immediate offsets.
+template <int K>
+__device__ __forceinline__ void load_w(WRegs& r, const uint8_t* q, const uint8_t* sc, const uint8_t* dm) {
+  r.q = ld_w16(q);
+  if constexpr (K == kQ80) {
+    r.sc.x = ld_w4(sc);
+  } else {
+    r.sc = ld_w8(sc);
+  }
+  if constexpr (K == kQ4K) r.dm = ld_w4(dm);
+}
+
+// The lane's bases in the x scratch record of (u-step, token 0); token k at + k * xrec(K).bytes.
+struct XPtrs {
+  const uint8_t* x;  // X[0][lane] (Q4_0: C[lane] at + xrec.c)
+  const uint8_t* d;  // D[qd]
+  const uint8_t* s;  // Q4_K: S[qd] + 4 t
+};
+
+// acc[i][tok] += the lane's part of one u-step of rows i (w[i]) against the scratch at p.
+template <int K, int T, int R>
+__device__ __forceinline__ void compute_step(const WRegs (&w)[R], const XPtrs& p, int t, float (&acc)[R][T]) {
+  constexpr XRec Z = xrec(K);
+  if constexpr (K == kQ80) {
+    float2 dx[T];
+#pragma unroll
+    for (int k = 0; k < T; ++k) dx[k] = __ldg(reinterpret_cast<const float2*>(p.d + k * Z.bytes));
+    float dw[R][2];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      dw[i][0] = h_lo(w[i].sc.x);
+      dw[i][1] = h_hi(w[i].sc.x);
+    }
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int k = 0; k < T; ++k) {
+        const uint4 xv = ld_x16(p.x + k * Z.bytes + j * 512);
+        const float dxj = j == 0 ? dx[k].x : dx[k].y;
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const int sdot = dot8(xv, compu(w[i].q, 2 * j), compu(w[i].q, 2 * j + 1), 0);
+          acc[i][k] = fmaf(static_cast<float>(sdot) * dxj, dw[i][j], acc[i][k]);
+        }
+      }
+    }
+  } else {
+    float4 dx[T], mdx[T];
+    int4 c0[T];
+    float sx[T];
+#pragma unroll
+    for (int k = 0; k < T; ++k) {
+      dx[k] = ld_xf4(p.d + k * Z.bytes);
+      mdx[k] = ld_xf4(p.d + k * Z.bytes + 128);
+      if constexpr (K == kQ40) c0[k] = __ldg(reinterpret_cast<const int4*>(p.x + k * Z.bytes + Z.c));
+      if constexpr (K == kQ4K) sx[k] = __ldg(reinterpret_cast<const float*>(p.s + k * Z.bytes));
+    }
+    float dw[R][4];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      if constexpr (K == kQ40) {
+        dw[i][0] = h_lo(w[i].sc.x);
+        dw[i][1] = h_hi(w[i].sc.x);
+        dw[i][2] = h_lo(w[i].sc.y);
+        dw[i][3] = h_hi(w[i].sc.y);
+      } else {
+        // d * sc exactly: (2^23 + sc) * d - 2^23 d in one rounding (the product has <= 17 bits).
+        const float d = h_lo(w[i].dm), dmin = h_hi(w[i].dm);
+        const float nd = -8388608.0f * d;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          dw[i][j] = fmaf(__uint_as_float(__byte_perm(w[i].sc.x, 0x4B000000u, 0x7440 + j)), d, nd);
+        // The mins of sub-block t: acc -= (dmin * m_t) * sx_t (dmin * m_t exact, as ggml's).
+        const float m23 = __uint_as_float(__byte_perm(w[i].sc.y, 0x4B000000u, 0x7440 + t));
+        const float nmin = fmaf(m23, -dmin, 8388608.0f * dmin);  // -(dmin * m_t)
+#pragma unroll
+        for (int k = 0; k < T; ++k) acc[i][k] = fmaf(nmin, sx[k], acc[i][k]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t lo[R], hi[R];
+#pragma unroll
+      for (int i = 0; i < R; ++i) {
+        const uint32_t wq = compu(w[i].q, j);
+        lo[i] = wq & 0x0F0F0F0Fu;
+        hi[i] = (wq >> 4) & 0x0F0F0F0Fu;
+      }
+#pragma unroll
+      for (int k = 0; k < T; ++k) {
+        const uint4 xv = ld_x16(p.x + k * Z.bytes + j * 512);
+        const int cst = K == kQ40 ? compi(c0[k], j) : static_cast<int>(kMagicBits);
+        const float dxj = comp(dx[k], j), mdxj = comp(mdx[k], j);
+#pragma unroll
+        for (int i = 0; i < R; ++i) {
+          const float f = __int_as_float(dot8(xv, lo[i], hi[i], cst));  // 1.5 * 2^23 + S exactly
+          acc[i][k] = fmaf(fmaf(f, dxj, mdxj), dw[i][j], acc[i][k]);   // += round(S dx) * d
+        }
+      }
+    }
+  }
+}
+
+// grid: ceil(rows / (R * warps)) CTAs of `warps` warps; warp w of CTA b owns rows
+// (b * warps + w) * R .. + R - 1. Each loop trip loads U u-steps of all R rows (R U = 8 16-byte
+// quant loads a lane in flight, plus their scales), then waits and computes them.
+template <int K, int T, int R>
+__global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
+  constexpr int U = kLoadsInFlight / R;  // u-steps per loop trip
+  constexpr int V = R * T;               // accumulators per lane
+  constexpr int kLogV = V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
+  constexpr int SB = kScaleBytes<K>;
+  constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
+  const int lane = threadIdx.x & 31;
+  const int qd = lane >> 2, t = lane & 3;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
+  if (row0 >= a.rows) return;
+  // Per-lane bases at u-step 0 (group qd): quants, scales, Q4_K's (d, dmin).
+  const uint8_t* wq[R];
+  const uint8_t* ws[R];
+  const uint8_t* wd[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* row = a.w + min(row0 + i, a.rows - 1) * a.row_bytes;  // past the end: a copy
+    wq[i] = row + 16 * lane;
+    ws[i] = row + a.scale_off + SB * qd;
+    wd[i] = row + a.dm_off + 4 * (qd >> 1);
+  }
+  XPtrs xp;
+  xp.x = a.s + 16 * lane;
+  xp.d = a.s + xrec(K).d + (K == kQ80 ? 8 : 16) * qd;
+  xp.s = a.s + xrec(K).s + 16 * qd + 4 * t;
+
+  float acc[R][T];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int k = 0; k < T; ++k) acc[i][k] = 0.0f;
+
+  const int nu = a.nu;
+  const int groups = a.groups;
+  for (int u0 = 0; u0 < nu; u0 += U) {
+    WRegs w[U][R];
+    if (8 * (u0 + U) <= groups) {
+      // Full trip: every lane's group exists; offsets are compile-time.
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+          load_w<K>(w[u][i], wq[i] + 512 * u, ws[i] + 8 * SB * u, wd[i] + 16 * u);
+    } else {
+      // Last trip: lanes past the last group re-read it (their x is zero, so they add 0);
+      // u-steps past the row are not loaded (nor computed).
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (u0 + u < nu) {
+          const int g = min(8 * (u0 + u) + qd, groups - 1) - 8 * u0;  // relative to the trip
+#pragma unroll
+          for (int i = 0; i < R; ++i)
+            load_w<K>(w[u][i], wq[i] - 16 * lane + 64 * g + 16 * t, ws[i] - SB * qd + SB * g,
+                      wd[i] - 4 * (qd >> 1) + 4 * (g >> 1));
+        } else {
+#pragma unroll
+          for (int i = 0; i < R; ++i) w[u][i] = WRegs{};
+        }
+      }
+    }
+    if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (u0 + u < nu) {
+        XPtrs p;
+        p.x = xp.x + kStep * u;
+        p.d = xp.d + kStep * u;
+        p.s = xp.s + kStep * u;
+        compute_step<K, T, R>(w[u], p, t, acc);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      wq[i] += 512 * U;
+      ws[i] += 8 * SB * U;
+      wd[i] += 16 * U;
+    }
+    xp.x += kStep * U;
+    xp.d += kStep * U;
+    xp.s += kStep * U;
+  }
+
+  // Reduce-scatter over the warp: after stage s (mask 16 >> s) a lane keeps the half of its
+  // values selected by that lane bit; then plain butterflies on the last value.
+  float v[V];
+#pragma unroll
+  for (int i = 0; i < R; ++i)
+#pragma unroll
+    for (int k = 0; k < T; ++k) v[i * T + k] = acc[i][k];
+  int idx = 0;
+#pragma unroll
+  for (int s = 0; s < kLogV; ++s) {
+    const int half = V >> (s + 1);
+    const int m = 16 >> s;
+    const bool up = (lane & m) != 0;
+#pragma unroll
+    for (int k = 0; k < half; ++k) {
+      const float send = up ? v[k] : v[k + half];
+      const float keep = up ? v[k + half] : v[k];
+      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, m);
+    }
+    if (up) idx += half;
+  }
+#pragma unroll
+  for (int m = 16 >> kLogV; m > 0; m >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], m);
+  if ((lane & ((32 >> kLogV) - 1)) == 0) {
+    const int i = idx / T, k = idx % T;
+    if (row0 + i < a.rows) a.y[k * a.y_stride + row0 + i] = v[0];
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------------
+
+int sm_count() {
+  static std::atomic<int> cache[kMaxDevices];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (dev < kMaxDevices) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+  if (dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+// Once per kernel and device: prefer the largest L1 (no shared memory is used; x lives in L1).
+// cudaFuncSetAttribute is a host call, legal while a stream is being captured.
+template <typename Kernel>
+void prefer_l1(Kernel kernel, std::atomic<uint64_t>& done) {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return;
+  const uint64_t bit = uint64_t{1} << dev;
+  if (done.load(std::memory_order_relaxed) & bit) return;
+  if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 0) == cudaSuccess)
+    done.fetch_or(bit, std::memory_order_relaxed);
+  (void)cudaGetLastError();  // a refused hint is not an error of the launch
+}
+
+// Launches kernel<<<grid, threads, 0, s>>>(args), as a programmatic dependent of the preceding
+// work on `s` when pdl (falling back to a plain launch where that is refused).
+template <typename Args>
+cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args& args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads, 1, 1);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
+  if (e != cudaSuccess && pdl) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    e = cudaLaunchKernelEx(&cfg, kernel, args);
+  }
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+template <int K, int T, int R>
+cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) {
+  static std::atomic<uint64_t> l1_set{0};
+  const int64_t rows_per_cta = int64_t{R} * warps;
+  const int64_t ctas = (a.rows + rows_per_cta - 1) / rows_per_cta;
+  if (ctas > 0x7fffffff) return cudaErrorInvalidValue;
+  prefer_l1(gemv_quant_warp_kernel<K, T, R>, l1_set);
+  return launch(gemv_quant_warp_kernel<K, T, R>, dim3(static_cast<unsigned>(ctas), 1, 1),
+                32 * static_cast<unsigned>(warps), pdl, s, a);
+}
+
+template <int K, int T>
+cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s) {
+  switch (p.rows_per_warp) {
+    case 1: return launch_main<K, T, 1>(a, p.warps_per_cta, p.pdl, s);
+    case 2: return launch_main<K, T, 2>(a, p.warps_per_cta, p.pdl, s);
+    case 4: return launch_main<K, T, 4>(a, p.warps_per_cta, p.pdl, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <int K>
+cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, const QuantWarpPlan& p, cudaStream_t s) {
+  constexpr int B = K == kQ80 ? 2 : 4;  // 8 B blocks (warps) per u-step
+  const cudaError_t e = launch(quantize_x_kernel<K>, dim3(static_cast<unsigned>(qa.nu * B), static_cast<unsigned>(n_tok), 1),
+                               256, p.pdl_x, s, qa);
+  if (e != cudaSuccess) return e;
+  return n_tok == 1 ? launch_rt<K, 1>(a, p, s) : launch_rt<K, 2>(a, p, s);
+}
+
+bool plan_ok(const QuantWarpPlan& p) {
+  return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
+         (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
+}
+
+}  // namespace
+
+QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm) {
+  (void)cols;
+  QuantWarpPlan p;
+  n_sm = std::max(1, n_sm);
+  n_tok = std::min(std::max(n_tok, 1), kMaxQuantWarpRows);
+  // x comes from L1 once per warp for all its rows: Q4 rows need R = 2 T to keep that stream
+  // (~5 bytes of L1 wavefronts per weight byte and token) near half of L1's 128 B/clk; Q8 R = T.
+  int r = k == QuantKind::kQ8_0 ? n_tok : 2 * n_tok;
+  // Small matrices (the k / v projections) are latency-bound: at least 2 warps an SM.
+  while (r > 1 && rows / r < 2 * int64_t{n_sm}) r /= 2;
+  p.rows_per_warp = r;
+  // Small CTAs (no shared memory, no barriers) balance the SMs' share of rows to ~1/8 of a CTA.
+  const int64_t warps = (rows + r - 1) / r;
+  p.warps_per_cta = 8;
+  while (p.warps_per_cta > 2 && (warps + p.warps_per_cta - 1) / p.warps_per_cta < 8 * int64_t{n_sm})
+    p.warps_per_cta /= 2;
+  p.pdl = true;
+  p.pdl_x = false;
+  return p;
+}
+
+size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows) {
+  if (cols <= 0 || n_rows <= 0) return 0;
+  int64_t m = 0;
+  for (int k : {kQ40, kQ80, kQ4K}) m = std::max(m, x_scratch_bytes(k, cols, n_rows));
+  return static_cast<size_t>(m);
+}
+
+cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
+                                   CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan) {
+  if (rows <= 0 || x.rows <= 0) return cudaSuccess;
+  const int kk = static_cast<int>(k);
+  if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24) || rows > 0x7fffffff)
+    return cudaErrorInvalidValue;
+  if (!w || !x.p || !y.p || !scratch || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
+    return cudaErrorInvalidValue;
+  if (x.rows > kMaxQuantWarpRows || x.cols != cols || x.stride < cols || y.rows != x.rows || y.cols != rows ||
+      y.stride < rows)
+    return cudaErrorInvalidValue;
+  const QuantRowLayout rl = quant_row_layout(k, cols);
+  if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
+  const int n_tok = static_cast<int>(x.rows);
+  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, rows, cols, n_tok, sm_count());
+  if (!plan_ok(p)) return cudaErrorInvalidValue;
+
+  QuantXArgs qa;
+  qa.x = x.p;
+  qa.x_stride = x.stride;
+  qa.cols = cols;
+  qa.s = static_cast<uint8_t*>(scratch);
+  qa.nu = x_steps(kk, cols);
+  MainArgs a;
+  a.w = w;
+  a.row_bytes = w_row_bytes;
+  a.rows = rows;
+  a.groups = static_cast<int>(rl.groups);
+  a.scale_off = rl.scale_offset;
+  a.dm_off = rl.dm_offset;
+  a.nu = qa.nu;
+  a.s = qa.s;
+  a.y = y.p;
+  a.y_stride = y.stride;
+  switch (k) {
+    case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, n_tok, p, s);
+    case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, n_tok, p, s);
+    case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, n_tok, p, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace hs::cuda
