@@ -80,6 +80,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_PDL")) pdl_on_ = std::string(e) == "1";
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
   // filled, this is where the error comes.

@@ -197,6 +197,9 @@ class CudaBackend final : public Backend {
   bool gemv16_ = true;          // HS_CUDA_GEMV=0: 16-bit weights always through cuBLAS
   bool flash_on_ = true;        // HS_CUDA_FLASH=0: prefill attention on the exact kernel too
   bool quant_warp_ = true;      // HS_CUDA_QUANT_WARP=0: quantized batch 1-2 on the tensor-core GEMV
+  // HS_CUDA_PDL=1: the 16-bit batch-1 GEMV starts its weight loads while the previous kernel
+  // runs (programmatic dependent launch; weights are written only at load). Off until measured.
+  bool pdl_on_ = false;
   // The step's attention launches (begin_step): token ranges [begin, end) of one sequence's
   // prompt run (flash) or of the decode / short tokens between them (exact kernel).
   static constexpr int64_t kFlashMinRun = 32;

@@ -104,8 +104,13 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
                                         rows_of(y), stream_),
                       "matmul (quantized GEMV)");
     if (x.rows <= kMaxGemvWarpRows) {  // the warp-per-row kernel; its shape limits send the rest on
-      const cudaError_t e = launch_gemv16_warp(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols,
-                                               w.row_stride / 2, crows_of(x), rows_of(y), stream_);
+      GemvWarpConfig cfg;
+      cfg.pdl = pdl_on_;
+      const uint16_t* wp[1] = {w.as<const uint16_t>()};
+      const int64_t rows[1] = {w.rows}, strides[1] = {w.row_stride / 2};
+      const Rows yr[1] = {rows_of(y)};
+      const cudaError_t e = launch_gemv16_warp_multi(w.dtype == DType::BF16, 1, wp, rows, w.cols, strides, crows_of(x),
+                                                     yr, stream_, &cfg);
       if (e != cudaErrorInvalidValue) return launched(e, "matmul (GEMV, warp per row)");
     }
     return launched(launch_gemv16(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols, w.row_stride / 2,
@@ -165,8 +170,10 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
       strides[i] = ws[i].row_stride / 2;
       yr[i] = rows_of(ys[i]);
     }
+    GemvWarpConfig cfg;
+    cfg.pdl = pdl_on_;
     const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows,
-                                                   x.cols, strides, crows_of(x), yr, stream_);
+                                                   x.cols, strides, crows_of(x), yr, stream_, &cfg);
     if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (GEMV, warp per row)");
   }
   // The 16-bit input is converted once per weight dtype (every weight of a GGUF model has the same one).
