@@ -1,7 +1,9 @@
 // backend/cuda/device_info.cu — CUDA device enumeration (see device_info.h).
+#include <atomic>
 #include <cuda_runtime.h>
 
 #include "backend/cuda/device_info.h"
+#include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
 
@@ -39,6 +41,21 @@ std::string runtime_version_string() {
   cudaRuntimeGetVersion(&rt);
   cudaDriverGetVersion(&drv);
   return fmt::format("runtime {}.{}, driver {}.{}", rt / 1000, (rt % 1000) / 10, drv / 1000, (drv % 1000) / 10);
+}
+
+int current_device_sm_count() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cache[kMaxDevices];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
+  if (dev < kMaxDevices) {
+    const int c = cache[dev].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+  if (dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
 }
 
 }  // namespace hs::cuda

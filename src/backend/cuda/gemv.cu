@@ -697,19 +697,6 @@ __global__ void __launch_bounds__(128) embedding_kernel(DequantArgs a, const int
 
 // ---- host side -------------------------------------------------------------------------------
 
-int device_sm_count() {
-  static std::atomic<int> cache[kMaxDevices];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
-  if (dev < kMaxDevices) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) return c;
-  }
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
-  if (dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
 
 // Raises the kernel's dynamic shared memory limit once per device (cudaFuncSetAttribute is a
 // host call, legal while a stream is being captured).
@@ -863,7 +850,7 @@ cudaError_t launch_gemv_quant(QuantKind k, const uint8_t* w, int64_t rows, int64
   a.n_groups = static_cast<int>(l.groups);
   a.scale_offset = l.scale_offset;
   a.dm_offset = l.dm_offset;
-  const GemvPlan p = plan ? *plan : plan_gemv(static_cast<GemvWeights>(wk), rows, cols, a.ntok, device_sm_count());
+  const GemvPlan p = plan ? *plan : plan_gemv(static_cast<GemvWeights>(wk), rows, cols, a.ntok, current_device_sm_count());
   if (!plan_valid(wk, p, l.groups, a.ntok)) return cudaErrorInvalidValue;
   switch (k) {
     case QuantKind::kQ4_0: return run_gemv<kQ40>(a, p, s);
@@ -884,7 +871,7 @@ cudaError_t launch_gemv16(bool bf16, const uint16_t* w, int64_t rows, int64_t co
   a.w = reinterpret_cast<const uint8_t*>(w);
   a.row_bytes = w_stride_elems * 2;
   a.n_groups = static_cast<int>((cols + 31) / 32);
-  const GemvPlan p = plan ? *plan : plan_gemv(static_cast<GemvWeights>(wk), rows, cols, a.ntok, device_sm_count());
+  const GemvPlan p = plan ? *plan : plan_gemv(static_cast<GemvWeights>(wk), rows, cols, a.ntok, current_device_sm_count());
   if (!plan_valid(wk, p, a.n_groups, a.ntok)) return cudaErrorInvalidValue;
   return bf16 ? run_gemv<kBF16>(a, p, s) : run_gemv<kF16>(a, p, s);
 }

@@ -70,7 +70,6 @@ namespace {
 constexpr int kQ40 = 0, kQ80 = 1, kQ4K = 2;
 constexpr uint32_t kMagicBits = 0x4B400000u;  // the float 1.5 * 2^23
 constexpr float kMagic = 12582912.0f;
-constexpr int kMaxDevices = 64;
 constexpr int kLoadsInFlight = 8;  // 16-byte quant loads a lane issues per step (R x U)
 
 // One token's record of one u-step of x scratch (bytes) and where its pieces start.
@@ -470,19 +469,6 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
 
 // ---- host side -------------------------------------------------------------------------------
 
-int sm_count() {
-  static std::atomic<int> cache[kMaxDevices];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 132;
-  if (dev < kMaxDevices) {
-    const int c = cache[dev].load(std::memory_order_relaxed);
-    if (c > 0) return c;
-  }
-  int n = 0;
-  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
-  if (dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
-  return n;
-}
 
 // Once per kernel and device: prefer the largest L1 (no shared memory is used; x lives in L1).
 // cudaFuncSetAttribute is a host call, legal while a stream is being captured.
@@ -601,7 +587,7 @@ cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, 
   const QuantRowLayout rl = quant_row_layout(k, cols);
   if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
   const int n_tok = static_cast<int>(x.rows);
-  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, rows, cols, n_tok, sm_count());
+  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, rows, cols, n_tok, current_device_sm_count());
   if (!plan_ok(p)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;

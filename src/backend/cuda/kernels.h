@@ -28,6 +28,11 @@ struct CRows {
 };
 inline CRows as_const(const Rows& r) { return CRows{r.p, r.rows, r.cols, r.stride}; }
 
+// ---- device_info.cu ----------------------------------------------------------------------
+// Multiprocessors of the current device, cached per device (132 when the runtime cannot say):
+// what the launchers size their grids by.
+int current_device_sm_count();
+
 // ---- elementwise.cu ----------------------------------------------------------------------
 // out[i][:] = float(table[tokens[i]][:]); table: [vocab][cols] bf16 bits (or f32), rows
 // table_stride elements apart; tokens: [out.rows] device ids (validated by the caller).
