@@ -356,7 +356,8 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
                                              : ToolCallFormat::kNone;
     if (job.tool_format == ToolCallFormat::kNone)
       return send_error(res, invalid_request("this model's chat template has no tool-call format hindsight can parse "
-                                             "(supported: Hermes-style <tool_call> blocks, e.g. Qwen2.5)",
+                                             "(supported: Hermes <tool_call> JSON blocks as Qwen2.5 / Qwen3, <function=...> blocks as "
+                                             "Qwen3-Coder / Qwen3.5, JSON calls as Llama 3.1)",
                                              "tools"));
     if (cr.gen.logprobs >= 0)
       return send_error(res, invalid_request("'logprobs' together with 'tools' is not supported yet", "logprobs"));

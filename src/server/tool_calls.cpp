@@ -33,7 +33,8 @@ std::optional<ToolCall> parse_hermes_body(std::string_view body, uint64_t& next_
   if (name == j.end() || !name->is_string() || name->get_ref<const std::string&>().empty()) return std::nullopt;
   ToolCall c;
   c.name = name->get<std::string>();
-  const auto args = j.find("arguments");
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");  // Llama 3.1's JSON tool calls
   if (args == j.end() || args->is_null()) {
     c.arguments = "{}";
   } else if (args->is_object()) {
@@ -45,6 +46,49 @@ std::optional<ToolCall> parse_hermes_body(std::string_view body, uint64_t& next_
   } else {
     return std::nullopt;
   }
+  c.id = fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
+  return c;
+}
+
+// One Qwen3-Coder / Qwen3.5 block body -> a call:
+//   <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...\n</function>
+// A VALUE that parses as JSON (numbers, booleans, arrays, objects, null) is taken as that JSON,
+// otherwise as the string between the tags minus one leading and one trailing newline (as
+// the templates write it). Anything else (no function tag, an unclosed parameter) -> nullopt.
+std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t& next_id) {
+  body = trim(body);
+  constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kPar = "<parameter=", kParEnd = "</parameter>";
+  if (!body.starts_with(kFn)) return std::nullopt;
+  const size_t name_end = body.find('>');
+  if (name_end == std::string_view::npos) return std::nullopt;
+  ToolCall c;
+  c.name = std::string(trim(body.substr(kFn.size(), name_end - kFn.size())));
+  if (c.name.empty()) return std::nullopt;
+  std::string_view rest = body.substr(name_end + 1);
+  const size_t fn_end = rest.find(kFnEnd);
+  if (fn_end != std::string_view::npos) {
+    if (!trim(rest.substr(fn_end + kFnEnd.size())).empty()) return std::nullopt;  // text after </function>
+    rest = rest.substr(0, fn_end);
+  }
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+  while (true) {
+    rest = trim(rest);
+    if (rest.empty()) break;
+    if (!rest.starts_with(kPar)) return std::nullopt;
+    const size_t key_end = rest.find('>');
+    const size_t val_end = rest.find(kParEnd);
+    if (key_end == std::string_view::npos || val_end == std::string_view::npos || val_end < key_end)
+      return std::nullopt;
+    const std::string key(trim(rest.substr(kPar.size(), key_end - kPar.size())));
+    std::string_view value = rest.substr(key_end + 1, val_end - key_end - 1);
+    if (value.starts_with('\n')) value.remove_prefix(1);
+    if (value.ends_with('\n')) value.remove_suffix(1);
+    nlohmann::ordered_json v = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
+    if (v.is_discarded() || v.is_string()) v = std::string(value);
+    args[key] = std::move(v);
+    rest = rest.substr(val_end + kParEnd.size());
+  }
+  c.arguments = args.dump();
   c.id = fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
   return c;
 }
@@ -128,7 +172,11 @@ MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
 }
 
 ToolCallFormat tool_call_format_of(std::string_view src) {
-  return src.find(kHermesOpen) != std::string_view::npos ? ToolCallFormat::kHermes : ToolCallFormat::kNone;
+  if (src.find("<function=") != std::string_view::npos) return ToolCallFormat::kXmlFunction;  // Qwen3-Coder / 3.5
+  if (src.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::kHermes;         // Qwen2.5 / Qwen3
+  if (src.find("<|python_tag|>") != std::string_view::npos || src.find("\"parameters\"") != std::string_view::npos)
+    return ToolCallFormat::kJson;  // Llama 3.1+: {"name": ..., "parameters": {...}}
+  return ToolCallFormat::kNone;
 }
 
 std::vector<std::string> declared_tool_names(const Json& tools) {
@@ -190,10 +238,21 @@ std::vector<ToolCall> bare_calls(std::string_view text, const std::vector<std::s
 ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
                                   const std::vector<std::string>& declared) {
   ParsedToolOutput out;
-  if (format != ToolCallFormat::kHermes) {
+  if (format == ToolCallFormat::kNone) {
     out.content = std::string(text);
     return out;
   }
+  if (format == ToolCallFormat::kJson) {  // the whole answer is the call(s), after an optional <|python_tag|>
+    std::string_view t = trim(text);
+    if (t.starts_with("<|python_tag|>")) t.remove_prefix(std::string_view("<|python_tag|>").size());
+    out.calls = bare_calls(t, declared, next_id);
+    if (out.calls.empty()) out.content = std::string(text);
+    return out;
+  }
+  auto parse_body = [&](std::string_view body) {
+    return format == ToolCallFormat::kXmlFunction ? parse_xml_function_body(body, next_id)
+                                                  : parse_hermes_body(trim(body), next_id);
+  };
   std::string content;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -207,7 +266,7 @@ ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, 
     // An unclosed last block (the model stopped at max_tokens or on </tool_call> as a stop
     // string) is parsed up to the end.
     const size_t body_end = close == std::string_view::npos ? text.size() : close;
-    std::optional<ToolCall> call = parse_hermes_body(trim(text.substr(body, body_end - body)), next_id);
+    std::optional<ToolCall> call = parse_body(text.substr(body, body_end - body));
     const size_t next = close == std::string_view::npos ? text.size() : close + kHermesClose.size();
     if (call) {
       content += text.substr(pos, open - pos);
@@ -226,14 +285,14 @@ ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, 
 }
 
 size_t tool_call_open_prefix(std::string_view text, ToolCallFormat format) {
-  if (format != ToolCallFormat::kHermes) return 0;
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kXmlFunction) return 0;
   for (size_t n = std::min(text.size(), kHermesOpen.size() - 1); n > 0; --n)
     if (text.substr(text.size() - n) == kHermesOpen.substr(0, n)) return n;
   return 0;
 }
 
 size_t find_tool_call_open(std::string_view text, ToolCallFormat format) {
-  if (format != ToolCallFormat::kHermes) return std::string_view::npos;
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kXmlFunction) return std::string_view::npos;
   return text.find(kHermesOpen);
 }
 

@@ -6,7 +6,7 @@
 // [A-Za-z0-9_-] and unique. `tool_choice` is "auto" (default with tools), "none" (default
 // without), "required", or {"type": "function", "function": {"name": ...}} naming a declared
 // tool. Errors are 400s naming the field (server/api_error.h).
-// Output side, per template family (ToolCallFormat): Hermes-style blocks
+// Output side, per template family (ToolCallFormat; three so far, below): Hermes-style blocks
 // `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen2.5 / Qwen3 templates,
 // detected by "<tool_call>" in the template source). Every block whose body parses as a JSON
 // object with a string "name" (an object or a JSON-string "arguments") becomes a call with a
@@ -41,7 +41,12 @@ struct ToolsRequest {
 // Reads tools, tool_choice and parallel_tool_calls of a chat request body.
 MaybeError parse_tools_request(const Json& body, ToolsRequest& out);
 
-enum class ToolCallFormat { kNone, kHermes };
+// kHermes: <tool_call>{"name", "arguments"}</tool_call> (Qwen2.5 / Qwen3); kXmlFunction:
+// <tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call> (Qwen3-Coder,
+// Qwen3.5; template source has "<function="); kJson: the answer is {"name", "parameters"}
+// objects, optionally after <|python_tag|> (Llama 3.1+; "<|python_tag|>" or "parameters" in the
+// template), names must be declared.
+enum class ToolCallFormat { kNone, kHermes, kXmlFunction, kJson };
 // The format a chat template's tool calls take (from its source text).
 ToolCallFormat tool_call_format_of(std::string_view template_source);
 

@@ -127,6 +127,48 @@ TEST(ToolCallParser, BareCallObjectsNamingDeclaredFunctions) {
   EXPECT_FALSE(may_be_bare_call("The weather"));
 }
 
+TEST(ToolCallParser, XmlFunctionBlocks) {
+  uint64_t id = 1;
+  EXPECT_EQ(tool_call_format_of("<tool_call>\n<function={{ name }}>"), ToolCallFormat::kXmlFunction);
+  auto p = parse_tool_calls(
+      "I will look.\n<tool_call>\n<function=read_file>\n<parameter=path>\nsrc/main.cpp\n</parameter>\n"
+      "<parameter=lines>\n[1, 40]\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=grep>\n"
+      "<parameter=pattern>\nTODO: \"x\"\n</parameter>\n</function>\n</tool_call>",
+      ToolCallFormat::kXmlFunction, id);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.content, "I will look.");
+  EXPECT_EQ(p.calls[0].name, "read_file");
+  EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"path": "src/main.cpp", "lines": [1, 40]})"));
+  EXPECT_EQ(Json::parse(p.calls[1].arguments), Json::parse(R"({"pattern": "TODO: \"x\""})"));
+  // No parameters; and malformed blocks stay content.
+  p = parse_tool_calls("<tool_call>\n<function=now>\n</function>\n</tool_call>", ToolCallFormat::kXmlFunction, id);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  for (const char* bad : {"<tool_call>\n<function=f>\n<parameter=a>\nunclosed\n</function>\n</tool_call>",
+                          "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "<tool_call>\n<function=>\n</tool_call>"}) {
+    p = parse_tool_calls(bad, ToolCallFormat::kXmlFunction, id);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content, bad);
+  }
+}
+
+TEST(ToolCallParser, Llama3JsonCalls) {
+  uint64_t id = 1;
+  EXPECT_EQ(tool_call_format_of("{{- '<|python_tag|>' }} {\"name\": ..., \"parameters\": ...}"), ToolCallFormat::kJson);
+  const std::vector<std::string> declared = {"get_weather"};
+  auto p = parse_tool_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", ToolCallFormat::kJson,
+                            id, declared);
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"city": "Paris"})"));
+  p = parse_tool_calls("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {}}", ToolCallFormat::kJson, id, declared);
+  ASSERT_EQ(p.calls.size(), 1u);
+  for (const char* text : {"It is sunny.", "{\"name\": \"other\", \"parameters\": {}}"}) {
+    p = parse_tool_calls(text, ToolCallFormat::kJson, id, declared);
+    EXPECT_TRUE(p.calls.empty()) << text;
+    EXPECT_EQ(p.content, text);
+  }
+}
+
 TEST(ToolCallParser, StreamHoldBack) {
   EXPECT_EQ(tool_call_open_prefix("Hello <tool", ToolCallFormat::kHermes), 5u);
   EXPECT_EQ(tool_call_open_prefix("Hello <", ToolCallFormat::kHermes), 1u);
