@@ -241,10 +241,20 @@ int run_bench(BenchOptions& o) {
   for (int t : o.tg) max_tg = std::max(max_tg, t);
   for (int p : o.pp) max_pp = std::max(max_pp, p);
   o.model.ctx_size = std::max({o.model.ctx_size, max_depth + max_tg + 16, max_pp + 16});
-  for (const std::string& spec : o.batched) {  // pages for every sequence of the largest test
-    int npl = 0, npp = 0;
-    if (std::sscanf(spec.c_str(), "%d:%d", &npl, &npp) == 2 && npl > 0 && npp > 0)
-      o.model.ctx_size = static_cast<int>(std::max<int64_t>(o.model.ctx_size, int64_t{npl} * (npp + o.batched_gen + 32)));
+  struct BatchedTest {
+    int npl = 0, npp = 0;  // sequences, prompt tokens each
+  };
+  std::vector<BatchedTest> batched;  // --batched, checked before the model loads
+  for (const std::string& spec : o.batched) {
+    BatchedTest t;
+    if (std::sscanf(spec.c_str(), "%d:%d", &t.npl, &t.npp) != 2 || t.npl < 1 || t.npp < 1 || t.npl > 4096) {
+      fmt::print(stderr, "error: --batched {}: want NPL:NPP (sequences:prompt tokens), e.g. 64:512\n", spec);
+      return 1;
+    }
+    batched.push_back(t);
+    // Pages for every sequence of the largest test.
+    o.model.ctx_size =
+        static_cast<int>(std::max<int64_t>(o.model.ctx_size, int64_t{t.npl} * (t.npp + o.batched_gen + 32)));
   }
   auto m = load_model(o.model);
   if (!m.is_ok()) {
@@ -326,12 +336,7 @@ int run_bench(BenchOptions& o) {
       m->decoder->set_sparse(sparse);
     }
 
-  for (const std::string& spec : o.batched) {
-    int npl = 0, npp = 0;
-    if (std::sscanf(spec.c_str(), "%d:%d", &npl, &npp) != 2 || npl < 1 || npp < 1 || npl > 4096) {
-      fmt::print(stderr, "error: --batched {}: want NPL:NPP (sequences:prompt tokens), e.g. 64:512\n", spec);
-      return 1;
-    }
+  for (const auto [npl, npp] : batched) {
     const bool synthetic = npp > o.batched_synthetic_above;
     Measurement r{fmt::format("batched {}x({}+{})", npl, npp, o.batched_gen), o.batched_gen, npp, "dense"};
     r.n_seqs = npl;

@@ -42,13 +42,19 @@ uint64_t call_id_seed() {
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
 }
 
-// The model's text of one chat choice split into content and calls (tools requests only);
-// parallel_tool_calls false keeps the first call.
+// A chat choice's text split into content and calls, as the request asked: parallel_tool_calls
+// false keeps the first call.
+ParsedToolOutput job_tool_calls(const Job& job, std::string_view text, uint64_t& ids) {
+  ParsedToolOutput p = parse_tool_calls(text, job.tool_format, ids, job.tool_names);
+  if (!job.parallel_tool_calls && p.calls.size() > 1) p.calls.resize(1);
+  return p;
+}
+
+// The non-streamed choice's text split into content and calls (tools requests only).
 void split_tool_calls(const Job& job, ChoiceResult& r, uint64_t& ids) {
   if (job.tool_format == ToolCallFormat::kNone) return;
-  ParsedToolOutput p = parse_tool_calls(r.text, job.tool_format, ids, job.tool_names);
+  ParsedToolOutput p = job_tool_calls(job, r.text, ids);
   if (p.calls.empty()) return;
-  if (!job.parallel_tool_calls) p.calls.resize(1);
   r.text = std::move(p.content);
   r.tool_calls = std::move(p.calls);
 }
@@ -136,9 +142,7 @@ class ChunkWriter {
     if (ev.finish == EventFinish::kNone || is_failure(ev.finish)) return;
     const char* reason = event_finish_name(ev.finish);
     if (ts.in_calls || !ts.emitted) {
-      ParsedToolOutput p =
-          parse_tool_calls(ts.in_calls ? ts.calls : ts.hold, job_.tool_format, ids_, job_.tool_names);
-      if (!job_.parallel_tool_calls && p.calls.size() > 1) p.calls.resize(1);
+      ParsedToolOutput p = job_tool_calls(job_, ts.in_calls ? ts.calls : ts.hold, ids_);
       content_chunk(out, index, std::move(p.content));
       if (!p.calls.empty()) {
         out += sse_event(chat_chunk_json(meta_, index, Json{{"tool_calls", tool_calls_json(p.calls, true)}}, nullptr,
@@ -364,7 +368,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
     if (!kwargs.is_object()) kwargs = Json::object();
     kwargs["tools"] = tools.tools;
     job.parallel_tool_calls = tools.parallel;
-    job.tool_names = declared_tool_names(tools.tools);
+    job.tool_names = std::move(tools.names);
   }
   std::string text;
   if (auto e = render_chat_prompt(st, cr.messages, cr.add_generation_prompt, kwargs, text)) return send_error(res, *e);

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <unordered_set>
 
 namespace hs::server {
 namespace {
@@ -23,6 +22,10 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
   return s;
+}
+
+std::string next_call_id(uint64_t& next_id) {
+  return fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
 }
 
 // One Hermes block body -> a call, or nullopt when it is not {"name": string, "arguments": ...}.
@@ -46,7 +49,7 @@ std::optional<ToolCall> parse_hermes_body(std::string_view body, uint64_t& next_
   } else {
     return std::nullopt;
   }
-  c.id = fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
+  c.id = next_call_id(next_id);
   return c;
 }
 
@@ -89,7 +92,7 @@ std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t&
     rest = rest.substr(val_end + kParEnd.size());
   }
   c.arguments = args.dump();
-  c.id = fmt::format("call_{:024x}", next_id++ * 0x9e3779b97f4a7c15ull);
+  c.id = next_call_id(next_id);
   return c;
 }
 
@@ -101,7 +104,6 @@ MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
   const bool has_tools = tools != body.end() && !tools->is_null();
   if (has_tools) {
     if (!tools->is_array()) return invalid_request("'tools' must be an array of function tools", "tools");
-    std::unordered_set<std::string> names;
     for (size_t i = 0; i < tools->size(); ++i) {
       const Json& t = (*tools)[i];
       const std::string at = fmt::format("tools[{}]", i);
@@ -116,9 +118,10 @@ MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
       if (name == fn->end() || !name->is_string() || !valid_function_name(name->get_ref<const std::string&>()))
         return invalid_request(fmt::format("'{}.function.name' must be 1 to 64 letters, digits, '_' or '-'", at),
                                at + ".function.name");
-      if (!names.insert(name->get<std::string>()).second)
+      if (std::find(out.names.begin(), out.names.end(), name->get_ref<const std::string&>()) != out.names.end())
         return invalid_request(fmt::format("'{}.function.name' '{}' is declared twice", at, name->get<std::string>()),
                                at + ".function.name");
+      out.names.push_back(name->get<std::string>());
       const auto params = fn->find("parameters");
       if (params != fn->end() && !params->is_null() && !params->is_object())
         return invalid_request(fmt::format("'{}.function.parameters' must be a JSON Schema object", at),
@@ -129,7 +132,7 @@ MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
                                at + ".function.description");
     }
     out.tools = *tools;
-    if (out.tools.empty()) out.tools = nullptr;
+    if (out.tools.empty()) out.tools = nullptr;  // names stays empty too
   }
   out.choice = out.tools.is_null() ? ToolChoice::kNone : ToolChoice::kAuto;
   const auto choice = body.find("tool_choice");
@@ -151,10 +154,7 @@ MaybeError parse_tools_request(const Json& body, ToolsRequest& out) {
                                "tool_choice");
       out.choice = ToolChoice::kNamed;
       out.named = name->get<std::string>();
-      bool declared = false;
-      if (!out.tools.is_null())
-        for (const Json& t : out.tools) declared = declared || t["function"]["name"] == out.named;
-      if (!declared)
+      if (std::find(out.names.begin(), out.names.end(), out.named) == out.names.end())
         return invalid_request(fmt::format("'tool_choice' names '{}', which is not in 'tools'", out.named),
                                "tool_choice");
     } else {
@@ -179,14 +179,6 @@ ToolCallFormat tool_call_format_of(std::string_view src) {
   return ToolCallFormat::kNone;
 }
 
-std::vector<std::string> declared_tool_names(const Json& tools) {
-  std::vector<std::string> names;
-  if (!tools.is_array()) return names;
-  for (const Json& t : tools)
-    if (t.is_object() && t.contains("function") && t["function"].contains("name") && t["function"]["name"].is_string())
-      names.push_back(t["function"]["name"].get<std::string>());
-  return names;
-}
 
 bool may_be_bare_call(std::string_view text) {
   const std::string_view t = trim(text);

@@ -34,6 +34,7 @@ struct ToolsRequest {
   nlohmann::ordered_json tools = nullptr;  // the validated array, as given (null: none)
   ToolChoice choice = ToolChoice::kNone;
   std::string named;                       // kNamed: the function's name
+  std::vector<std::string> names;          // the declared functions' names, in order
   bool parallel = true;                    // parallel_tool_calls
   bool active() const { return choice != ToolChoice::kNone && !tools.is_null(); }
 };
@@ -68,8 +69,6 @@ struct ParsedToolOutput {
 // content.
 ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
                                   const std::vector<std::string>& declared = {});
-// The function names of a validated tools array.
-std::vector<std::string> declared_tool_names(const Json& tools);
 // True when a stream's first text may be a bare call object (starts with '{', '[' or "```" after
 // whitespace): the stream holds its content back until the end.
 bool may_be_bare_call(std::string_view text_so_far);

@@ -122,6 +122,11 @@ class CudaBackend final : public Backend {
   // bf16 weight or on a dequantized f16 copy of a quantized one (wdq_). `converted` is the dtype
   // whose 16-bit copy of x sits in xb_ (F32: none yet); updated when this converts.
   Status matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted);
+  // y_i = x · w_iᵀ for up to kMaxGemvWarpWeights 16-bit weights of one dtype sharing x (1..2 rows)
+  // in one warp-per-row launch (gemv_warp.cu): the launch's status, or nullopt (nothing launched)
+  // for a shape that kernel does not take (the caller falls back).
+  std::optional<Status> gemv16_warp(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
+                                    const char* op);
   Status convert_input(const Tensor& x, DType type, const char* op);
   Status need_step(const char* op) const;
 

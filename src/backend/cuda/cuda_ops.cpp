@@ -88,6 +88,25 @@ Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
+std::optional<Status> CudaBackend::gemv16_warp(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
+                                               const char* op) {
+  const uint16_t* wp[kMaxGemvWarpWeights];
+  int64_t rows[kMaxGemvWarpWeights], strides[kMaxGemvWarpWeights];
+  Rows yr[kMaxGemvWarpWeights];
+  for (size_t i = 0; i < ws.size(); ++i) {
+    wp[i] = ws[i].as<const uint16_t>();
+    rows[i] = ws[i].rows;
+    strides[i] = ws[i].row_stride / 2;
+    yr[i] = rows_of(ys[i]);
+  }
+  GemvWarpConfig cfg;
+  cfg.pdl = pdl_on_;
+  const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows,
+                                                 x.cols, strides, crows_of(x), yr, stream_, &cfg);
+  if (e == cudaErrorInvalidValue) return std::nullopt;
+  return launched(e, op);
+}
+
 Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted) {
   if (w.rows == 0) return Status::ok();
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
@@ -104,14 +123,9 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
                                         rows_of(y), stream_),
                       "matmul (quantized GEMV)");
     if (x.rows <= kMaxGemvWarpRows) {  // the warp-per-row kernel; its shape limits send the rest on
-      GemvWarpConfig cfg;
-      cfg.pdl = pdl_on_;
-      const uint16_t* wp[1] = {w.as<const uint16_t>()};
-      const int64_t rows[1] = {w.rows}, strides[1] = {w.row_stride / 2};
-      const Rows yr[1] = {rows_of(y)};
-      const cudaError_t e = launch_gemv16_warp_multi(w.dtype == DType::BF16, 1, wp, rows, w.cols, strides, crows_of(x),
-                                                     yr, stream_, &cfg);
-      if (e != cudaErrorInvalidValue) return launched(e, "matmul (GEMV, warp per row)");
+      if (auto st = gemv16_warp(std::span<const Tensor>(&w, 1), x, std::span<const Tensor>(&y, 1),
+                                "matmul (GEMV, warp per row)"))
+        return *st;
     }
     return launched(launch_gemv16(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols, w.row_stride / 2,
                                   crows_of(x), rows_of(y), stream_),
@@ -161,20 +175,7 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   if (gemv16_ && x.rows <= kMaxGemvWarpRows && ws.size() <= static_cast<size_t>(kMaxGemvWarpWeights) &&
       (ws[0].dtype == DType::BF16 || ws[0].dtype == DType::F16) &&
       std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; })) {
-    const uint16_t* wp[kMaxGemvWarpWeights];
-    int64_t rows[kMaxGemvWarpWeights], strides[kMaxGemvWarpWeights];
-    Rows yr[kMaxGemvWarpWeights];
-    for (size_t i = 0; i < ws.size(); ++i) {
-      wp[i] = ws[i].as<const uint16_t>();
-      rows[i] = ws[i].rows;
-      strides[i] = ws[i].row_stride / 2;
-      yr[i] = rows_of(ys[i]);
-    }
-    GemvWarpConfig cfg;
-    cfg.pdl = pdl_on_;
-    const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows,
-                                                   x.cols, strides, crows_of(x), yr, stream_, &cfg);
-    if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (GEMV, warp per row)");
+    if (auto st = gemv16_warp(ws, x, ys, "matmul_multi (GEMV, warp per row)")) return *st;
   }
   // The 16-bit input is converted once per weight dtype (every weight of a GGUF model has the same one).
   DType converted = DType::F32;
