@@ -42,6 +42,7 @@
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/quant_layout.h"
+#include "cuda_test_util.h"
 #endif
 
 namespace hs {
@@ -49,17 +50,17 @@ namespace {
 
 #if defined(HS_WITH_CUDA)
 
+using cuda_test::DevBuf;
+using cuda_test::have_device;
+using cuda_test::kind_dtype;
+using cuda_test::kind_name;
+
 using cuda::QuantKind;
 using ops_test::normal;
 using ops_test::seed_note;
 using ops_test::test_seed;
 
 constexpr QuantKind kKinds[] = {QuantKind::kQ4_0, QuantKind::kQ8_0, QuantKind::kQ4_K};
-
-const char* kind_name(QuantKind k) { return k == QuantKind::kQ4_0 ? "Q4_0" : k == QuantKind::kQ8_0 ? "Q8_0" : "Q4_K"; }
-DType kind_dtype(QuantKind k) {
-  return k == QuantKind::kQ4_0 ? DType::Q4_0 : k == QuantKind::kQ8_0 ? DType::Q8_0 : DType::Q4_K;
-}
 
 // [rows] GGUF rows of cols / block elements each: random quants, random f16 scales (a few zero).
 std::vector<uint8_t> random_gguf(QuantKind k, int64_t rows, int64_t cols, std::mt19937_64& rng) {
@@ -125,31 +126,11 @@ std::vector<uint8_t> repack(QuantKind k, const std::vector<uint8_t>& gguf, int64
   return dev;
 }
 
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-
 #define HS_CU(expr)                                                                                        \
   do {                                                                                                     \
     const cudaError_t hs_e_ = (expr);                                                                      \
     ASSERT_EQ(hs_e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(hs_e_) << "; " << seed_note(); \
   } while (0)
-
-// A device buffer, freed on scope exit.
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
 
 // A repacked random matrix on the device with its host reference floats.
 struct QuantWeights {

@@ -38,6 +38,7 @@
 
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
 #endif
 
 namespace hs {
@@ -45,35 +46,18 @@ namespace {
 
 #if defined(HS_WITH_CUDA)
 
+using cuda_test::DevBuf;
+using cuda_test::have_device;
+
 using ops_test::normal;
 using ops_test::seed_note;
 using ops_test::test_seed;
-
-bool have_device() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
 
 #define HS_CU(expr)                                                                                          \
   do {                                                                                                       \
     const cudaError_t hs_e_ = (expr);                                                                        \
     ASSERT_EQ(hs_e_, cudaSuccess) << #expr << ": " << cudaGetErrorString(hs_e_) << "; " << seed_note(); \
   } while (0)
-
-// A device buffer, freed on scope exit.
-struct DevBuf {
-  void* p = nullptr;
-  explicit DevBuf(size_t bytes) {
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 16)) != cudaSuccess) p = nullptr;
-  }
-  ~DevBuf() { cudaFree(p); }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-};
 
 class GemvWarp : public ::testing::Test {
  protected:

@@ -45,6 +45,7 @@
 #include <cstring>
 
 #include "backend/cuda/gemv_kernels.h"
+#include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
 namespace {
@@ -93,24 +94,6 @@ __device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 h) {
   return u;
 }
 
-// Streaming 16 / 8 / 4-byte weight loads: read-only path, no L1 allocation, 256-byte L2 fetch.
-__device__ __forceinline__ uint4 ld_w16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_w8(const uint8_t* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_w4(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
 
 // c += A (16 x 16, row-major fragments a0..a3) * B (16 x 8, b0 b1), fp32 accumulate.
 template <bool kBf>

@@ -63,6 +63,7 @@
 #include <cstdint>
 
 #include "backend/cuda/gemv_quant_warp.h"
+#include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
 namespace {
@@ -110,24 +111,6 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 #endif
 }
 
-// Weight loads: read-only, no L1 allocation (streamed once), 256-byte L2 fetch.
-__device__ __forceinline__ uint4 ld_w16(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint2 ld_w8(const uint8_t* p) {
-  uint2 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v2.u32 {%0, %1}, [%2];" : "=r"(v.x), "=r"(v.y) : "l"(p));
-  return v;
-}
-__device__ __forceinline__ uint32_t ld_w4(const uint8_t* p) {
-  uint32_t v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.u32 %0, [%1];" : "=r"(v) : "l"(p));
-  return v;
-}
 // x scratch loads: through L1 (every warp of the SM reads the same x).
 __device__ __forceinline__ uint4 ld_x16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ float4 ld_xf4(const uint8_t* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
