@@ -98,9 +98,8 @@ Result<double> time_prefill(LoadedModel& m, int n, std::mt19937& rng) {
   Batch b;
   auto toks = random_tokens(n, m.decoder->config().n_vocab, rng);
   for (int i = 0; i < n; ++i) b.add(toks[i], i, 0, i == n - 1);
-  std::vector<float> logits;
   auto t0 = Clock::now();
-  Status s = m.decoder->forward(b, seqs, *m.kv, *m.pool, logits);
+  Status s = m.decoder->forward(b, seqs, *m.kv, *m.pool).status();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.kv->release(seq);
   HS_RETURN_IF_ERROR(s);
@@ -125,7 +124,6 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
           }
     sp->reset_stats();
   }
-  std::vector<float> logits;
   const int n_vocab = m.decoder->config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
   // Random token ids drawn before the clock starts: the loop times forward steps (their logits
@@ -137,7 +135,7 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   for (int i = 0; i < n && s.is_ok(); ++i) {
     Batch b;
     b.add(toks[i], seq.n_tokens, 0, true);
-    s = m.decoder->forward(b, seqs, *m.kv, *m.pool, logits);
+    s = m.decoder->forward(b, seqs, *m.kv, *m.pool).status();
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.kv->release(seq);
@@ -161,7 +159,6 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   };
   const int n_vocab = m.decoder->config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
-  std::vector<float> logits;
   BatchedTiming out;
   Status st;
   if (synthetic) {
@@ -177,7 +174,7 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
       for (int i = 0; i < npp && st.is_ok(); ++i) {
         b.add(d(rng), i, s, i == npp - 1);
         if (b.size() == ubatch || (s == npl - 1 && i == npp - 1)) {
-          st = m.decoder->forward(b, ptrs, *m.kv, *m.pool, logits);
+          st = m.decoder->forward(b, ptrs, *m.kv, *m.pool).status();
           b.clear();
         }
       }
@@ -195,7 +192,7 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   for (int step = 0; step < gen && st.is_ok(); ++step) {
     Batch b;
     for (int s = 0; s < npl; ++s) b.add(tok[static_cast<size_t>(step) * npl + s], seq[s].n_tokens, s, true);
-    st = m.decoder->forward(b, ptrs, *m.kv, *m.pool, logits);
+    st = m.decoder->forward(b, ptrs, *m.kv, *m.pool).status();
   }
   out.decode_tps = static_cast<double>(npl) * gen / std::chrono::duration<double>(Clock::now() - t0).count();
   release();

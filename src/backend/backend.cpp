@@ -2,12 +2,37 @@
 // device names and the factory (backend.h).
 #include "backend/backend.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cpu_backend.h"
 #if HS_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace hs {
+
+Result<Buffer> Backend::alloc_host(size_t bytes, std::string_view what) {
+  const size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
+  if (rounded && !p) return make_error(StatusCode::kInternal, "out of host memory: {} bytes for {}", bytes, what);
+  if (p) std::memset(p, 0, rounded);
+  return Buffer(this, p, bytes, /*host=*/true);
+}
+
+void Backend::free_host_memory(void* ptr) { std::free(ptr); }
+
+Result<std::vector<Tensor>> Backend::prepare_weight_group(std::span<const Tensor> hosts,
+                                                          std::span<const std::string> names) {
+  if (names.size() != hosts.size())
+    return make_error(StatusCode::kInvalidArgument, "prepare_weight_group: {} weights, {} names", hosts.size(), names.size());
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    HS_ASSIGN_OR_RETURN(Tensor t, prepare_weight(hosts[i], names[i]));
+    out.push_back(t);
+  }
+  return out;
+}
 
 Status Backend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) {
   if (ws.size() != ys.size()) return make_error(StatusCode::kInvalidArgument, "matmul_multi: {} weights, {} outputs", ws.size(), ys.size());

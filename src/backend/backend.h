@@ -81,11 +81,13 @@ struct DevicePeaks {
 
 class Backend;
 
-// Memory from a backend, freed by it when this handle dies.
+// Memory from a backend (device memory from alloc, or host memory from alloc_host), freed by
+// it when this handle dies.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(Backend* owner, void* ptr, size_t bytes) : owner_(owner), ptr_(ptr), bytes_(bytes) {}
+  Buffer(Backend* owner, void* ptr, size_t bytes, bool host = false)
+      : owner_(owner), ptr_(ptr), bytes_(bytes), host_(host) {}
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept;
   Buffer(const Buffer&) = delete;
@@ -99,6 +101,7 @@ class Buffer {
   Backend* owner_ = nullptr;
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+  bool host_ = false;  // from alloc_host: freed by free_host_memory
 };
 
 class Backend {
@@ -111,11 +114,20 @@ class Backend {
   // Zero-initialised; errors name the size and what is free.
   virtual Result<Buffer> alloc(size_t bytes, std::string_view what) = 0;
   virtual void free_memory(void* ptr) = 0;  // Buffer's deleter
+  // Host memory that to_host / from_host copy at the bus's full rate: page-locked on CUDA (a
+  // copy into pageable memory goes through the driver's bounce buffer at a fraction of it), plain
+  // 64-byte-aligned memory on the CPU. Zero-initialised.
+  virtual Result<Buffer> alloc_host(size_t bytes, std::string_view what);
+  virtual void free_host_memory(void* ptr);  // Buffer's deleter for alloc_host
   // A GGUF weight (host view, mmap'd) in the form this backend's matmul and embedding read;
   // `name` for errors. The CPU returns the view itself; CUDA uploads it as f16 or bf16, once per
   // host address (tied embeddings share it): the host weight must stay mapped and unchanged
   // for the backend's lifetime.
   virtual Result<Tensor> prepare_weight(const Tensor& host, std::string_view name) = 0;
+  // Several weights prepared together (q / k / v, gate / up): a device backend may place them
+  // back to back so that matmul_multi can run them as one matrix. The default prepares each.
+  virtual Result<std::vector<Tensor>> prepare_weight_group(std::span<const Tensor> hosts,
+                                                           std::span<const std::string> names);
   // A small f32 vector (norm weights) on this device; the host span must outlive a CPU view.
   virtual Result<Tensor> prepare_vector(std::span<const float> host, std::string_view name) = 0;
   // Copies `src` (contiguous rows) to host memory; waits for the work queued before it.
@@ -148,6 +160,18 @@ class Backend {
   // In place: x [n][n_heads * head_dim], row i rotated at plan.positions[i]; neox rotates
   // halves (x[j], x[j + d/2]), else adjacent pairs; freq_j = theta^(-2j/head_dim).
   virtual Status rope(Tensor x, int head_dim, float theta, bool neox) = 0;
+  // Fused pairs a device backend runs as one kernel (the defaults compose the ops, so every
+  // backend gives the same result as the separate calls):
+  // rope(q) and rope(k) at the same positions;
+  virtual Status rope_qk(Tensor q, Tensor k, int head_dim, float theta, bool neox) {
+    HS_RETURN_IF_ERROR(rope(q, head_dim, theta, neox));
+    return rope(k, head_dim, theta, neox);
+  }
+  // add(x, y) then rms_norm(x, w, eps, out): the residual add and the next layer's norm.
+  virtual Status add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) {
+    HS_RETURN_IF_ERROR(add(x, y));
+    return rms_norm(x, w, eps, out);
+  }
   virtual Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) = 0;
   virtual Status add(Tensor x, const Tensor& y) = 0;   // x += y
   // x[r][c] += bias[c] for every row r (attention projection biases: qwen2's q/k/v). x:
@@ -197,6 +221,7 @@ inline Buffer& Buffer::operator=(Buffer&& o) noexcept {
     owner_ = o.owner_;
     ptr_ = o.ptr_;
     bytes_ = o.bytes_;
+    host_ = o.host_;
     o.owner_ = nullptr;
     o.ptr_ = nullptr;
     o.bytes_ = 0;
@@ -205,7 +230,7 @@ inline Buffer& Buffer::operator=(Buffer&& o) noexcept {
 }
 
 inline void Buffer::reset() {
-  if (owner_ && ptr_) owner_->free_memory(ptr_);
+  if (owner_ && ptr_) host_ ? owner_->free_host_memory(ptr_) : owner_->free_memory(ptr_);
   owner_ = nullptr;
   ptr_ = nullptr;
   bytes_ = 0;

@@ -35,13 +35,8 @@ std::string CpuBackend::name() const {
   return std::string("cpu (") + cpu::simd_level() + ")";
 }
 
-Result<Buffer> CpuBackend::alloc(size_t bytes, std::string_view what) {
-  const size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = rounded ? std::aligned_alloc(64, rounded) : nullptr;
-  if (rounded && !p) return make_error(StatusCode::kInternal, "out of host memory: {} bytes for {}", bytes, what);
-  if (p) std::memset(p, 0, rounded);
-  return Buffer(this, p, bytes);
-}
+// Device memory is host memory here: the aligned, zeroed allocation of alloc_host.
+Result<Buffer> CpuBackend::alloc(size_t bytes, std::string_view what) { return alloc_host(bytes, what); }
 
 void CpuBackend::free_memory(void* ptr) { std::free(ptr); }
 

@@ -49,8 +49,15 @@ struct Engine::Impl {
 
   // Engine thread only.
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> live;
-  std::vector<float> logits;  // [n_sampled][n_vocab]
-  std::vector<float> raw;     // [n_vocab] copy for logprobs
+  // What sampling one logits row gave (computed on the pool's threads; delivered serially).
+  struct SampledRow {
+    Sequence* seq = nullptr;
+    int32_t token = -1;
+    TokenLogprob logprob;  // when the request asked for logprobs
+  };
+
+  std::vector<std::vector<float>> raw;  // [pool threads][n_vocab]: a row before sampling, for logprobs
+  std::vector<SampledRow> sampled;      // [rows sampled this step]
   EngineStats counters;       // cumulative fields, engine-thread copy
 
   mutable std::mutex stats_mu;
@@ -121,11 +128,31 @@ struct Engine::Impl {
     finish(s, std::move(ev));
   }
 
-  void sample(Sequence* s, float* row) {
+  // Samples every row of `logits` [rows.size()][n_vocab] in parallel (each sequence's sampler
+  // is its own; a row is changed in place), then hands each token to its request in order.
+  void sample_rows(std::span<Sequence* const> rows, std::span<float> logits) {
     const int V = model.config().n_vocab;
+    sampled.resize(rows.size());
+    raw.resize(static_cast<size_t>(pool.n_threads()));
+    pool.parallel_for(static_cast<int64_t>(rows.size()), 1, [&](int64_t b, int64_t e, int thread) {
+      for (int64_t i = b; i < e; ++i) {
+        Sequence* s = rows[i];
+        float* row = logits.data() + i * V;
+        const int k = s->params.logprobs;
+        if (k >= 0) raw[thread].assign(row, row + V);
+        SampledRow& out = sampled[i];
+        out.seq = s;
+        out.token = s->sampler->sample(std::span<float>(row, V));
+        if (k >= 0) out.logprob = compute_logprobs(raw[thread], out.token, k);
+      }
+    });
+    for (size_t i = 0; i < rows.size(); ++i) deliver(sampled[i]);
+  }
+
+  void deliver(SampledRow& r) {
+    Sequence* s = r.seq;
     const int k = s->params.logprobs;
-    if (k >= 0) raw.assign(row, row + V);
-    const int32_t t = s->sampler->sample(std::span<float>(row, V));
+    const int32_t t = r.token;
     counters.generation_tokens_total++;
     if (!s->params.ignore_eos && tok.is_eog(t)) {
       finish(s, EventFinish::kEos, s->text->finish());
@@ -136,7 +163,7 @@ struct Engine::Impl {
     s->tokens.push_back(t);
     s->sampler->accept(t);
     ev.tokens.push_back(t);
-    if (k >= 0) ev.logprobs.push_back(compute_logprobs(raw, t, k));
+    if (k >= 0) ev.logprobs.push_back(std::move(r.logprob));
     ev.text = s->text->push(t);
     if (s->text->stopped()) {
       ev.finish = EventFinish::kStop;
@@ -170,7 +197,8 @@ struct Engine::Impl {
       attn += cm.chunk_attn(c.seq->num_computed, c.n_tokens);
     }
     const auto t0 = Clock::now();
-    Status st = model.forward(batch, seqs, kv, pool, logits);
+    Result<std::span<float>> logits = model.forward(batch, seqs, kv, pool);  // [n_sampled][n_vocab]
+    const Status& st = logits.status();
     cm.observe(other, attn, std::chrono::duration<double>(Clock::now() - t0).count());
     counters.steps_total++;
     if (counters.steps_total % 500 == 0)
@@ -182,10 +210,10 @@ struct Engine::Impl {
       return;
     }
     sched->commit(plan);
-    const int V = model.config().n_vocab;
-    int row = 0;
+    std::vector<Sequence*> rows;  // [logit rows]: the sequences sampled this step, in batch order
     for (const auto& c : plan.chunks)
-      if (c.sample) sample(c.seq, logits.data() + static_cast<int64_t>(row++) * V);
+      if (c.sample) rows.push_back(c.seq);
+    sample_rows(rows, *logits);
   }
 
   void loop() {

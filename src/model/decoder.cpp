@@ -2,6 +2,7 @@
 #include "model/decoder.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "model/forward_plan.h"
 
@@ -44,6 +45,18 @@ Status Decoder::prepare_weights() {
     HS_ASSIGN_OR_RETURN(out, b.prepare_weight(host_matrix(w), name));
     return Status::ok();
   };
+  // Weights that share an input (one matmul_multi) are prepared together (a device may place them
+  // back to back).
+  auto group = [&](std::initializer_list<const WeightView*> w, std::initializer_list<std::string> names,
+                   std::initializer_list<Tensor*> out) -> Status {
+    std::vector<Tensor> hosts;
+    for (const WeightView* v : w) hosts.push_back(host_matrix(*v));
+    const std::vector<std::string> nm(names);
+    HS_ASSIGN_OR_RETURN(std::vector<Tensor> dev, b.prepare_weight_group(hosts, nm));
+    size_t i = 0;
+    for (Tensor* t : out) *t = dev[i++];
+    return Status::ok();
+  };
   auto vec = [&](const std::vector<float>& v, const std::string& name, Tensor& out) -> Status {
     if (v.empty()) return Status::ok();
     HS_ASSIGN_OR_RETURN(out, b.prepare_vector(v, name));
@@ -58,9 +71,8 @@ Status Decoder::prepare_weights() {
     LayerTensors& T = layers_[il];
     const std::string p = "blk." + std::to_string(il) + ".";
     HS_RETURN_IF_ERROR(vec(L.attn_norm, p + "attn_norm.weight", T.attn_norm));
-    HS_RETURN_IF_ERROR(mat(L.wq, p + "attn_q.weight", T.wq));
-    HS_RETURN_IF_ERROR(mat(L.wk, p + "attn_k.weight", T.wk));
-    HS_RETURN_IF_ERROR(mat(L.wv, p + "attn_v.weight", T.wv));
+    HS_RETURN_IF_ERROR(group({&L.wq, &L.wk, &L.wv}, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
+                             {&T.wq, &T.wk, &T.wv}));
     HS_RETURN_IF_ERROR(mat(L.wo, p + "attn_output.weight", T.wo));
     HS_RETURN_IF_ERROR(vec(L.bq, p + "attn_q.bias", T.bq));
     HS_RETURN_IF_ERROR(vec(L.bk, p + "attn_k.bias", T.bk));
@@ -69,8 +81,7 @@ Status Decoder::prepare_weights() {
     HS_RETURN_IF_ERROR(vec(L.k_norm, p + "attn_k_norm.weight", T.k_norm));
     HS_RETURN_IF_ERROR(vec(L.post_attn_norm, p + "post_attention_norm.weight", T.post_attn_norm));
     HS_RETURN_IF_ERROR(vec(L.ffn_norm, p + "ffn_norm.weight", T.ffn_norm));
-    HS_RETURN_IF_ERROR(mat(L.w_gate, p + "ffn_gate.weight", T.w_gate));
-    HS_RETURN_IF_ERROR(mat(L.w_up, p + "ffn_up.weight", T.w_up));
+    HS_RETURN_IF_ERROR(group({&L.w_gate, &L.w_up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
     HS_RETURN_IF_ERROR(mat(L.w_down, p + "ffn_down.weight", T.w_down));
     HS_RETURN_IF_ERROR(vec(L.post_ffn_norm, p + "post_ffw_norm.weight", T.post_ffn_norm));
   }
@@ -105,6 +116,10 @@ Status Decoder::reserve_logits(int64_t rows) {
   float* p = static_cast<float*>(ws_.logits_mem.data());
   ws_.hsel = Tensor::matrix(p, DType::F32, rows, c.n_embd, backend_->device());
   ws_.logits = Tensor::matrix(p + hsel, DType::F32, rows, c.n_vocab, backend_->device());
+  if (backend_->device() != Device::kCpu) {
+    ws_.logits_host.reset();
+    HS_ASSIGN_OR_RETURN(ws_.logits_host, backend_->alloc_host(static_cast<size_t>(rows * c.n_vocab) * 4, "the logits rows (host)"));
+  }
   ws_.logit_capacity = rows;
   return Status::ok();
 }
@@ -120,10 +135,10 @@ void Decoder::set_hot_chunks(HotChunks* h) {
   sparse_status_ = backend_->set_sparse(sparse_, hot_);
 }
 
-Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
-                        std::vector<float>& logits) {
+Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
+                                                ThreadPool& pool) {
   const int64_t n = batch.size();
-  if (n == 0) return Status::ok();
+  if (n == 0) return std::span<float>();
   if (key_observer_ && backend_->device() != Device::kCpu)
     return make_error(StatusCode::kUnsupported, "the key observer (fit-sketch, eval recall) needs --device cpu");
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
@@ -138,9 +153,19 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
   HS_RETURN_IF_ERROR(end);
   for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos_[s];
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
-  logits.resize(static_cast<size_t>(n_out) * config_.n_vocab);
-  if (n_out == 0) return Status::ok();
-  return backend_->to_host(ws_.logits.slice_rows(0, n_out), logits.data());
+  const size_t n_floats = static_cast<size_t>(n_out * config_.n_vocab);
+  if (n_out == 0) return std::span<float>();
+  if (backend_->device() == Device::kCpu) return std::span<float>(ws_.logits.f32(), n_floats);
+  float* host = static_cast<float*>(ws_.logits_host.data());
+  HS_RETURN_IF_ERROR(backend_->to_host(ws_.logits.slice_rows(0, n_out), host));
+  return std::span<float>(host, n_floats);
+}
+
+Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
+                        std::vector<float>& logits) {
+  HS_ASSIGN_OR_RETURN(std::span<float> rows, forward(batch, seqs, kv, pool));
+  logits.assign(rows.begin(), rows.end());
+  return Status::ok();
 }
 
 Status Decoder::run_layers(int64_t n) {
@@ -155,10 +180,12 @@ Status Decoder::run_layers(int64_t n) {
 
   HS_RETURN_IF_ERROR(b.embedding(token_embd_, x));
   if (c.embed_scale != 1.0f) HS_RETURN_IF_ERROR(b.scale(x, c.embed_scale));
+  // Each residual add is fused with the norm that reads its sum next (add_rms_norm); the last
+  // layer's FFN add stands alone (the final norm runs on the logit rows only).
+  if (c.n_layer > 0) HS_RETURN_IF_ERROR(b.rms_norm(x, layers_[0].attn_norm, c.rms_eps, h));
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerTensors& L = layers_[il];
     const bool swa = c.layer_is_swa[il];
-    HS_RETURN_IF_ERROR(b.rms_norm(x, L.attn_norm, c.rms_eps, h));
     {  // q [n][q_dim], k [n][kv_dim], v [n][kv_dim] in one dispatch
       const Tensor ws[] = {L.wq, L.wk, L.wv};
       const Tensor ys[] = {q, k, v};
@@ -174,17 +201,14 @@ Status Decoder::run_layers(int64_t n) {
     const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
     if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
     const float theta = swa ? c.rope_theta_local : c.rope_theta;
-    HS_RETURN_IF_ERROR(b.rope(q, hd, theta, neox));
-    HS_RETURN_IF_ERROR(b.rope(k, hd, theta, neox));
+    HS_RETURN_IF_ERROR(b.rope_qk(q, k, hd, theta, neox));
     HS_RETURN_IF_ERROR(b.kv_write(il, k, v));
     if (key_observer_) key_observer_(il, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
     AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, swa && c.sliding_window > 0 ? c.sliding_window : 0};
     HS_RETURN_IF_ERROR(b.attention(il, q, att, ap));
     HS_RETURN_IF_ERROR(b.matmul(L.wo, att, o));  // [n][d]
     if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, L.post_attn_norm, c.rms_eps, o));
-    HS_RETURN_IF_ERROR(b.add(x, o));
-
-    HS_RETURN_IF_ERROR(b.rms_norm(x, L.ffn_norm, c.rms_eps, h));
+    HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, L.ffn_norm, c.rms_eps, h));
     {  // gate, up [n][n_ff] in one dispatch
       const Tensor ws[] = {L.w_gate, L.w_up};
       const Tensor ys[] = {gate, up};
@@ -193,7 +217,10 @@ Status Decoder::run_layers(int64_t n) {
     HS_RETURN_IF_ERROR(b.glu(c.ffn_act == FfnActivation::kSilu ? GluKind::kSilu : GluKind::kGeluTanh, gate, up, gate));
     HS_RETURN_IF_ERROR(b.matmul(L.w_down, gate, o));  // [n][d]
     if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, L.post_ffn_norm, c.rms_eps, o));
-    HS_RETURN_IF_ERROR(b.add(x, o));
+    if (il + 1 < c.n_layer)
+      HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, layers_[il + 1].attn_norm, c.rms_eps, h));
+    else
+      HS_RETURN_IF_ERROR(b.add(x, o));
   }
 
   // Final norm + output projection for the rows that want logits.

@@ -71,8 +71,13 @@ class Decoder {
   // larger; call this at start with the scheduler's token budget to keep growth off the path).
   Status reserve(int64_t max_tokens);
 
-  // Appends K/V of every batch token to its sequence (reserving pages) and writes
-  // logits rows for tokens with want_logits: logits [n_logit_rows][n_vocab] (host).
+  // Appends K/V of every batch token to its sequence (reserving pages) and returns the
+  // logits rows of the tokens with want_logits, [n_logit_rows][n_vocab] in host memory this
+  // decoder owns (the caller may change them in place: sampling does), valid until the next forward: on the CPU the workspace itself, on a device a
+  // page-locked copy (Backend::alloc_host: a pageable destination halves the copy rate or worse).
+  Result<std::span<float>> forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
+                                         ThreadPool& pool);
+  // The same, copied into `logits` (callers that keep the rows past the next step).
   Status forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
                  std::vector<float>& logits);
 
@@ -97,6 +102,7 @@ class Decoder {
     Buffer logits_mem;
     int64_t logit_capacity = 0;  // rows
     Tensor hsel, logits;      // [n_out][n_embd], [n_out][n_vocab]
+    Buffer logits_host;       // [logit_capacity][n_vocab] f32, page-locked (device backends only)
   };
 
   std::unique_ptr<gguf::File> file_;

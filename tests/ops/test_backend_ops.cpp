@@ -362,7 +362,7 @@ TEST_F(BackendOps, Matmul) {
         ASSERT_TRUE(r.is_ok()) << r.status().to_string();
         w[which] = *r;
       }
-      for (int64_t n : {1, 7, 8, 9, 64}) {  // 1..8: the GEMV kernels; 9, 64: cuBLAS
+      for (int64_t n : {1, 2, 7, 8, 9, 64}) {  // quantized 1..8 / 16-bit 1..2: the GEMV kernels; else cuBLAS
         Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
         std::vector<std::vector<float>> ref, got;
         run_both(step.plan, {{{n, n_in}, normal(rng_, static_cast<size_t>(n * n_in), 1.0f, true)}}, {{n, n_out}},
@@ -374,9 +374,9 @@ TEST_F(BackendOps, Matmul) {
         // The GEMV kernels read Q4_0 / Q8_0 / Q4_K kept quantized and F16 / BF16 as they are, and
         // split x into exact 16-bit terms: within float rounding of the CPU's exact matmul. The
         // rest rounds weights (dequantized to f16, F32 to bf16) and inputs to 16 bits.
-        const bool exact_weights = tc.type == DType::Q4_0 || tc.type == DType::Q8_0 || tc.type == DType::Q4_K ||
-                                   tc.type == DType::F16 || tc.type == DType::BF16;
-        const bool tight = exact_weights && n <= 8;
+        const bool kept_quant = tc.type == DType::Q4_0 || tc.type == DType::Q8_0 || tc.type == DType::Q4_K;
+        const bool sixteen = tc.type == DType::F16 || tc.type == DType::BF16;
+        const bool tight = (kept_quant && n <= 8) || (sixteen && n <= 2);
         // Quantized weights at 1-2 rows run the warp-per-row kernel on x quantized to int16 per
         // 32 columns (gemv_quant_warp.h: ~2^-16 of sum |w| max|x| per block).
         const bool int16_x = n <= 2 && (tc.type == DType::Q4_0 || tc.type == DType::Q8_0 || tc.type == DType::Q4_K);
@@ -410,6 +410,55 @@ TEST_F(BackendOps, MatmulMulti) {
            ref, got);
   if (HasFatalFailure()) return;
   for (int i = 0; i < 3; ++i) check("matmul_multi", dims(n, n_in) + " x q8_0" + dims(outs[i], n_in), got[i], ref[i], 1e-2, 3e-2);
+}
+
+// Weights prepared together (prepare_weight_group: back to back on the device) through
+// matmul_multi at every batch path: the GEMV kernels, and above them cuBLAS (q / k / v-like
+// shapes as one fused GEMM split into the outputs; gate / up-like ones each alone).
+TEST_F(BackendOps, MatmulMultiGroupedWeights) {
+  const int64_t n_in = 544;
+  const std::vector<std::vector<int64_t>> shapes = {{96, 32, 32}, {64, 64}};
+  for (DType type : {DType::BF16, DType::F16, DType::Q8_0}) {
+    for (const auto& outs : shapes) {
+      const size_t m = outs.size();
+      std::vector<Tensor> hosts;
+      std::vector<std::string> names;
+      for (size_t i = 0; i < m; ++i) {
+        const auto& bytes = keep(random_weight(type, outs[i], n_in, rng_));
+        hosts.push_back(Tensor::matrix(bytes.data(), type, outs[i], n_in));
+        names.push_back("blk.0.w" + std::to_string(i));
+      }
+      std::vector<Tensor> w[2];
+      for (int which = 0; which < 2; ++which) {
+        auto r = (which == 0 ? *cpu_ : *dev_).prepare_weight_group(hosts, names);
+        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+        w[which] = *r;
+        ASSERT_EQ(w[which].size(), m);
+      }
+      for (size_t i = 1; i < m; ++i)  // the device placed them back to back
+        EXPECT_EQ(static_cast<const uint8_t*>(w[1][i].data),
+                  static_cast<const uint8_t*>(w[1][i - 1].data) + w[1][i - 1].rows * w[1][i - 1].row_stride);
+      for (int64_t n : {1, 2, 7, 40}) {
+        Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
+        std::vector<std::vector<int64_t>> out_shapes;
+        for (int64_t o : outs) out_shapes.push_back({n, o});
+        std::vector<std::vector<float>> ref, got;
+        run_both(step.plan, {{{n, n_in}, normal(rng_, static_cast<size_t>(n * n_in), 1.0f, true)}}, out_shapes,
+                 [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                   const auto& wv = w[&b == cpu_.get() ? 0 : 1];
+                   return b.matmul_multi(wv, in[0], std::span<const Tensor>(out.data(), m));
+                 },
+                 ref, got);
+        if (HasFatalFailure()) return;
+        const bool quant = type == DType::Q8_0;
+        const bool int16_x = quant && n <= 2, tight = (quant && n <= 8) || (!quant && n <= 2);
+        const double tol = int16_x ? 5e-4 : tight ? 1e-5 : 1e-2, max_tol = int16_x ? 1e-3 : tight ? 3e-5 : 3e-2;
+        for (size_t i = 0; i < m; ++i)
+          check("matmul_multi", dims(n, n_in) + " x grouped " + std::string(dtype_name(type)) + dims(outs[i], n_in),
+                got[i], ref[i], tol, max_tol);
+      }
+    }
+  }
 }
 
 TEST_F(BackendOps, RmsNorm) {
@@ -458,6 +507,67 @@ TEST_F(BackendOps, Rope) {
                           std::to_string(static_cast<int64_t>(theta)) + " pos<=1e5",
               got[0], ref[0], 1e-5);
       }
+    }
+  }
+}
+
+// The fused residual add + norm: both outputs (the sum written back to x, and the norm) against
+// the CPU's add then rms_norm, and bitwise against the device's own two ops.
+TEST_F(BackendOps, AddRmsNorm) {
+  std::uniform_int_distribution<int64_t> rows_d(1, 70);
+  for (int64_t width : {66, 576, 4096}) {  // 66: rows not float4-aligned (the two-kernel path)
+    const int64_t rows = rows_d(rng_);
+    const std::vector<float> w = normal(rng_, static_cast<size_t>(width), 1.0f);
+    Tensor wt[2];
+    for (int which = 0; which < 2; ++which) {
+      auto r = (which == 0 ? *cpu_ : *dev_).prepare_vector(w, "norm.weight");
+      ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+      wt[which] = *r;
+    }
+    Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
+    const auto x = normal(rng_, static_cast<size_t>(rows * width), 3.0f, true);
+    const auto y = normal(rng_, static_cast<size_t>(rows * width), 1.0f, true);
+    std::vector<std::vector<float>> ref, got, ref2, sep;
+    run_both(step.plan, {{{rows, width}, x}, {{rows, width}, y}}, {{rows, width}},
+             [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+               return b.add_rms_norm(in[0], in[1], wt[&b == cpu_.get() ? 0 : 1], 1e-6f, out[0]);
+             },
+             ref, got);
+    if (HasFatalFailure()) return;
+    check("add_rms_norm (norm)", dims(rows, width), got[0], ref[0], 1e-5);
+    check("add_rms_norm (x + y)", dims(rows, width), got[1], ref[1], 0);
+    run_both(step.plan, {{{rows, width}, x}, {{rows, width}, y}}, {{rows, width}},
+             [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+               HS_RETURN_IF_ERROR(b.add(in[0], in[1]));
+               return b.rms_norm(in[0], wt[&b == cpu_.get() ? 0 : 1], 1e-6f, out[0]);
+             },
+             ref2, sep);
+    if (HasFatalFailure()) return;
+    EXPECT_EQ(got[0], sep[0]) << "fused add_rms_norm differs from add + rms_norm on the device " << dims(rows, width);
+    EXPECT_EQ(got[1], sep[1]);
+  }
+}
+
+// RoPE of q and k in one launch: q with more heads than k (GQA), against the CPU's two ropes.
+TEST_F(BackendOps, RopeQk) {
+  const std::vector<int32_t> positions = {0, 3, 4095, 100000, 7};
+  const int64_t n = static_cast<int64_t>(positions.size());
+  for (int hd : {64, 128}) {
+    for (bool neox : {false, true}) {
+      const int64_t qc = 8 * hd, kc = 2 * hd;
+      Step step = simple_step(positions);
+      std::vector<std::vector<float>> ref, got;
+      run_both(step.plan,
+               {{{n, qc}, normal(rng_, static_cast<size_t>(n * qc))}, {{n, kc}, normal(rng_, static_cast<size_t>(n * kc))}},
+               {},
+               [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>&) {
+                 return b.rope_qk(in[0], in[1], hd, 500000.0f, neox);
+               },
+               ref, got);
+      if (HasFatalFailure()) return;
+      const std::string what = " hd " + std::to_string(hd) + (neox ? " neox" : " pairs");
+      check("rope_qk (q)", dims(n, qc) + what, got[0], ref[0], 1e-5);
+      check("rope_qk (k)", dims(n, kc) + what, got[1], ref[1], 1e-5);
     }
   }
 }

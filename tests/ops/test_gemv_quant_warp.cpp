@@ -344,6 +344,96 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
 }
 
 // A captured graph (three launches on different x, PDL edges inside) replays to the eager bits.
+// Several weights sharing x in one launch (q / k / v): each output bitwise equal to the weight
+// launched alone under the same plan (a row's sum order depends only on rows per warp), a weight
+// of 0 rows skipped, strided outputs' padding untouched; the default plan (planned on the total
+// rows) within the bound of the reference.
+TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
+  const int64_t cols = 4096;
+  const int64_t rows[] = {300, 0, 37, 64};  // launched as {300, 37, 64} and {300, 0, 37}
+  const float sc[2] = {1.0f, 1e5f};
+  for (QuantKind k : kKinds) {
+    if (!cuda::quant_cols_valid(k, cols)) continue;
+    std::vector<std::unique_ptr<QuantWeights>> qw;
+    for (int64_t r : rows) qw.push_back(std::make_unique<QuantWeights>(k, std::max<int64_t>(r, 1), cols, rng_));
+    for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+      const auto x = make_x(rng_, ntok, cols, sc);
+      DevBuf dx(x.size() * 4), ds(cuda::gemv_quant_warp_scratch_bytes(cols, ntok));
+      ASSERT_TRUE(dx.p && ds.p);
+      ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      const cuda::CRows xr{dx.as<float>(), ntok, cols, cols};
+      for (int rpw : {1, 2, 4}) {
+        for (const std::vector<int>& pick : {std::vector<int>{0, 2, 3}, std::vector<int>{0, 1, 2}}) {
+          cuda::QuantWarpPlan p;
+          p.rows_per_warp = rpw;
+          p.warps_per_cta = 4;
+          const std::string what = std::string(kind_name(k)) + " ntok " + std::to_string(ntok) + " rpw " +
+                                   std::to_string(rpw) + " weights " + std::to_string(pick.size());
+          std::vector<std::unique_ptr<DevBuf>> ym, ys;  // multi / single outputs, [ntok][rows + 3]
+          cuda::QuantWarpOut outs[cuda::kMaxQuantWarpWeights];
+          for (size_t i = 0; i < pick.size(); ++i) {
+            const int64_t r = rows[pick[i]], stride = r + 3;
+            ym.push_back(std::make_unique<DevBuf>(static_cast<size_t>(ntok * stride) * 4 + 4));
+            ys.push_back(std::make_unique<DevBuf>(static_cast<size_t>(ntok * stride) * 4 + 4));
+            ASSERT_EQ(cudaMemset(ym.back()->p, 0xFF, static_cast<size_t>(ntok * stride) * 4 + 4), cudaSuccess);
+            ASSERT_EQ(cudaMemset(ys.back()->p, 0xFF, static_cast<size_t>(ntok * stride) * 4 + 4), cudaSuccess);
+            outs[i] = cuda::QuantWarpOut{qw[pick[i]]->dev.as<uint8_t>(), r,
+                                         cuda::Rows{ym.back()->as<float>(), ntok, r, stride}};
+            if (r > 0) {
+              ASSERT_EQ(cuda::launch_gemv_quant_warp(k, qw[pick[i]]->dev.as<uint8_t>(), r, cols, qw[pick[i]]->row_bytes,
+                                                     xr, cuda::Rows{ys.back()->as<float>(), ntok, r, stride}, ds.p,
+                                                     nullptr, &p),
+                        cudaSuccess)
+                  << what;
+              ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+            }
+          }
+          ASSERT_EQ(cuda::launch_gemv_quant_warp_multi(k, static_cast<int>(pick.size()), outs, cols, qw[0]->row_bytes, xr,
+                                                       ds.p, nullptr, &p),
+                    cudaSuccess)
+              << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          for (size_t i = 0; i < pick.size(); ++i) {
+            const int64_t r = rows[pick[i]];
+            const size_t n = static_cast<size_t>(ntok * (r + 3)) + 1;
+            std::vector<uint32_t> a(n), b(n);
+            ASSERT_EQ(cudaMemcpy(a.data(), ym[i]->p, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            ASSERT_EQ(cudaMemcpy(b.data(), ys[i]->p, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+            EXPECT_EQ(a, b) << what << ": weight " << i << " (" << r << " rows) differs from its own launch";
+            if (r > 0) {
+              EXPECT_NE(a[0], 0xFFFFFFFFu) << what << ": weight " << i << " not written";
+            }
+          }
+        }
+      }
+      // The default plan over the total rows: every weight within the reference bound.
+      for (int i : {0, 2, 3}) {
+        const int64_t r = rows[i];
+        const Check c = run_check(
+            k, *qw[i], x, ntok, cols, 0, r,
+            [&](cuda::CRows xr2, cuda::Rows yr, void* scratch) {
+              cuda::QuantWarpOut o[3] = {
+                  {qw[0]->dev.as<uint8_t>(), rows[0], cuda::Rows{nullptr, 0, 0, 0}},
+                  {qw[2]->dev.as<uint8_t>(), rows[2], cuda::Rows{nullptr, 0, 0, 0}},
+                  {qw[3]->dev.as<uint8_t>(), rows[3], cuda::Rows{nullptr, 0, 0, 0}}};
+              DevBuf other[3] = {DevBuf(static_cast<size_t>(ntok * rows[0]) * 4),
+                                 DevBuf(static_cast<size_t>(ntok * rows[2]) * 4),
+                                 DevBuf(static_cast<size_t>(ntok * rows[3]) * 4)};
+              const int slot = i == 0 ? 0 : i == 2 ? 1 : 2;
+              for (int j = 0; j < 3; ++j) o[j].y = cuda::Rows{other[j].as<float>(), ntok, o[j].rows, o[j].rows};
+              o[slot].y = yr;
+              const cudaError_t e = cuda::launch_gemv_quant_warp_multi(k, 3, o, cols, qw[0]->row_bytes, xr2, scratch,
+                                                                       nullptr);
+              const cudaError_t es = cudaDeviceSynchronize();  // before `other` is freed
+              return e != cudaSuccess ? e : es;
+            },
+            std::string(kind_name(k)) + " multi default plan, weight " + std::to_string(i));
+        EXPECT_EQ(c.bad, 0);
+      }
+    }
+  }
+}
+
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   const int64_t rows = 1031, cols = 4096;
   for (QuantKind k : kKinds) {

@@ -181,6 +181,26 @@ void CudaBackend::free_memory(void* ptr) {
   if (e != cudaSuccess) spdlog::warn("cuda:{}: cudaFree failed: {}", device_, cudaGetErrorString(e));
 }
 
+Result<Buffer> CudaBackend::alloc_host(size_t bytes, std::string_view what) {
+  HS_CUDA(cudaSetDevice(device_));
+  if (bytes == 0) return Buffer(this, nullptr, 0, /*host=*/true);
+  void* p = nullptr;
+  const cudaError_t e = cudaMallocHost(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return make_error(StatusCode::kIoError, "cuda: cannot allocate {} bytes ({}) of pinned host memory for {}: {}", bytes,
+                      gib(bytes), what, cudaGetErrorString(e));
+  }
+  std::memset(p, 0, bytes);
+  return Buffer(this, p, bytes, /*host=*/true);
+}
+
+void CudaBackend::free_host_memory(void* ptr) {
+  if (!ptr) return;
+  const cudaError_t e = cudaFreeHost(ptr);
+  if (e != cudaSuccess) spdlog::warn("cuda:{}: cudaFreeHost failed: {}", device_, cudaGetErrorString(e));
+}
+
 Status CudaBackend::ensure_load_staging(size_t bytes) {
   if (bytes <= load_staging_bytes_) return Status::ok();
   for (int b = 0; b < 2; ++b) {
@@ -202,12 +222,9 @@ Status CudaBackend::ensure_load_staging(size_t bytes) {
   return Status::ok();
 }
 
-Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view name) {
+Result<CudaBackend::WeightForm> CudaBackend::weight_form(const Tensor& host, std::string_view name) const {
   if (host.device != Device::kCpu)
     return make_error(StatusCode::kInvalidArgument, "cuda: weight {}: the source must be in host memory", name);
-  if (auto it = weight_cache_.find(host.data); it != weight_cache_.end() && it->second.src == host.dtype &&
-                                                it->second.rows == host.rows && it->second.cols == host.cols)
-    return it->second.dev;  // tied embeddings: the same host tensor uploaded once
   if (!dequantize_supported(host.dtype))
     return make_error(StatusCode::kUnsupported,
                       "cuda: weight {}: type {} cannot be uploaded (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, "
@@ -217,40 +234,33 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
   if (!info || host.rows <= 0 || host.cols <= 0 || host.cols % info->block_elems != 0 || host.data == nullptr)
     return make_error(StatusCode::kInvalidArgument, "cuda: weight {}: bad shape {} (cols must be whole blocks)", name,
                       shape(host));
-  const int64_t src_row = host.row_bytes();
-  if (host.row_stride < src_row)
+  if (host.row_stride < host.row_bytes())
     return make_error(StatusCode::kInvalidArgument, "cuda: weight {}: row stride {} B < row size {} B", name,
-                      host.row_stride, src_row);
-  HS_CUDA(cudaSetDevice(device_));
-
+                      host.row_stride, host.row_bytes());
   // The device form: Q4_0, Q8_0 and Q4_K stay quantized (quant_layout.h's repacked rows,
   // dequantized in registers by the GEMV kernels; HS_CUDA_QUANT=0 turns this off); other
   // GGUF block types and F16 become f16 (their values are f16-scaled: a 10-bit mantissa keeps
   // them 8x closer than bf16's 7 bits; the matmul input is then f16 too), F32 / BF16 sources
   // bf16 (their range may exceed f16's).
-  const std::optional<QuantKind> quant = keep_quantized_ ? quant_kind_of(host.dtype) : std::nullopt;
-  const bool as_bf16 = host.dtype == DType::BF16 || host.dtype == DType::F32;
-  const DType dev_type = quant ? host.dtype : as_bf16 ? DType::BF16 : DType::F16;
-  const int64_t rows = host.rows, cols = host.cols;
-  const size_t row_b = quant ? static_cast<size_t>(quant_device_row_bytes(*quant, cols))
-                             : static_cast<size_t>(cols) * 2;  // one device row
-  const size_t total = static_cast<size_t>(rows) * row_b;
-  void* dev = nullptr;  // [rows][row_b bytes]: repacked quants, or f16 / bf16 elements
-  HS_RETURN_IF_ERROR(device_malloc(&dev, total,
-                                   fmt::format("weight {} ({} x {} {}, from {})", name, rows, cols,
-                                               quant ? std::string(dtype_name(host.dtype)) + " (kept quantized)"
-                                                     : as_bf16 ? "bf16" : "f16",
-                                               dtype_name(host.dtype))));
-  struct FreeOnError {
-    CudaBackend* b;
-    void* p;
-    ~FreeOnError() {
-      if (!p) return;
-      (void)cudaStreamSynchronize(b->stream_);  // copies into p may be in flight
-      (void)cudaFree(p);
-    }
-  } guard{this, dev};
+  WeightForm f;
+  f.quant = keep_quantized_ ? quant_kind_of(host.dtype) : std::nullopt;
+  f.as_bf16 = host.dtype == DType::BF16 || host.dtype == DType::F32;
+  f.dev_type = f.quant ? host.dtype : f.as_bf16 ? DType::BF16 : DType::F16;
+  f.row_b = f.quant ? static_cast<size_t>(quant_device_row_bytes(*f.quant, host.cols))
+                    : static_cast<size_t>(host.cols) * 2;  // one device row
+  return f;
+}
 
+std::string CudaBackend::weight_what(const Tensor& host, std::string_view name, const WeightForm& f) {
+  return fmt::format("weight {} ({} x {} {}, from {})", name, host.rows, host.cols,
+                     f.quant ? std::string(dtype_name(host.dtype)) + " (kept quantized)" : f.as_bf16 ? "bf16" : "f16",
+                     dtype_name(host.dtype));
+}
+
+Status CudaBackend::upload_weight(const Tensor& host, std::string_view name, const WeightForm& form, void* dev) {
+  const int64_t rows = host.rows, cols = host.cols;
+  const size_t row_b = form.row_b;
+  const int64_t src_row = host.row_bytes();
   const int64_t chunk_rows = std::max<int64_t>(1, static_cast<int64_t>(kLoadChunkBytes / row_b));
   HS_RETURN_IF_ERROR(ensure_load_staging(static_cast<size_t>(std::min(chunk_rows, rows)) * row_b));
   if (!load_pool_) load_pool_ = std::make_unique<ThreadPool>(0);
@@ -267,8 +277,8 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
       float* f = rowbuf.data() + static_cast<size_t>(t) * static_cast<size_t>(cols);
       for (int64_t r = begin; r < end; ++r) {
         const uint8_t* src = static_cast<const uint8_t*>(host.data) + (r0 + r) * host.row_stride;
-        if (quant) {
-          quant_repack_row(*quant, src, cols, stage + static_cast<size_t>(r) * row_b);
+        if (form.quant) {
+          quant_repack_row(*form.quant, src, cols, stage + static_cast<size_t>(r) * row_b);
           continue;
         }
         Status st = dequantize_row(host.dtype, src, static_cast<size_t>(src_row), f, cols);
@@ -277,7 +287,7 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
           continue;
         }
         uint16_t* dst = reinterpret_cast<uint16_t*>(stage + static_cast<size_t>(r) * row_b);
-        if (as_bf16)
+        if (form.as_bf16)
           for (int64_t c = 0; c < cols; ++c) dst[c] = fp32_to_bf16(f[c]);
         else  // saturating: a block value past +-65504 (never seen in real files) stays finite
           for (int64_t c = 0; c < cols; ++c) dst[c] = fp32_to_fp16(std::clamp(f[c], -65504.0f, 65504.0f));
@@ -290,14 +300,78 @@ Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view 
     HS_CUDA(cudaEventRecord(load_copied_[b], stream_));
   }
   HS_CUDA(cudaStreamSynchronize(stream_));
-  guard.p = nullptr;
+  return Status::ok();
+}
 
-  Tensor t = Tensor::matrix(dev, dev_type, rows, cols, Device::kCuda);
-  t.row_stride = static_cast<int64_t>(row_b);
+Tensor CudaBackend::register_weight(const Tensor& host, const WeightForm& form, void* dev) {
+  Tensor t = Tensor::matrix(dev, form.dev_type, host.rows, host.cols, Device::kCuda);
+  t.row_stride = static_cast<int64_t>(form.row_b);
+  weight_cache_[host.data] = CachedWeight{t, host.dtype, host.rows, host.cols};
+  return t;
+}
+
+// Frees a fresh weight allocation unless released (an upload failed half way).
+struct CudaBackend::FreeOnError {
+  CudaBackend* b;
+  void* p;
+  ~FreeOnError() {
+    if (!p) return;
+    (void)cudaStreamSynchronize(b->stream_);  // copies into p may be in flight
+    (void)cudaFree(p);
+  }
+};
+
+Result<Tensor> CudaBackend::prepare_weight(const Tensor& host, std::string_view name) {
+  if (auto it = weight_cache_.find(host.data); it != weight_cache_.end() && it->second.src == host.dtype &&
+                                                it->second.rows == host.rows && it->second.cols == host.cols)
+    return it->second.dev;  // tied embeddings: the same host tensor uploaded once
+  HS_ASSIGN_OR_RETURN(const WeightForm form, weight_form(host, name));
+  HS_CUDA(cudaSetDevice(device_));
+  const size_t total = static_cast<size_t>(host.rows) * form.row_b;
+  void* dev = nullptr;  // [rows][row_b bytes]: repacked quants, or f16 / bf16 elements
+  HS_RETURN_IF_ERROR(device_malloc(&dev, total, weight_what(host, name, form)));
+  FreeOnError guard{this, dev};
+  HS_RETURN_IF_ERROR(upload_weight(host, name, form, dev));
+  guard.p = nullptr;
   owned_.push_back(dev);
   weight_bytes_ += total;
-  weight_cache_[host.data] = CachedWeight{t, host.dtype, rows, cols};
-  return t;
+  return register_weight(host, form, dev);
+}
+
+Result<std::vector<Tensor>> CudaBackend::prepare_weight_group(std::span<const Tensor> hosts,
+                                                              std::span<const std::string> names) {
+  std::vector<WeightForm> forms;
+  bool together = hosts.size() >= 2 && names.size() == hosts.size();
+  for (size_t i = 0; together && i < hosts.size(); ++i) {
+    HS_ASSIGN_OR_RETURN(WeightForm f, weight_form(hosts[i], names[i]));
+    together = weight_cache_.find(hosts[i].data) == weight_cache_.end() && hosts[i].cols == hosts[0].cols &&
+               (forms.empty() || (f.dev_type == forms[0].dev_type && f.row_b == forms[0].row_b));
+    forms.push_back(f);
+  }
+  if (!together) return Backend::prepare_weight_group(hosts, names);
+  HS_CUDA(cudaSetDevice(device_));
+  size_t total = 0;
+  for (const Tensor& h : hosts) total += static_cast<size_t>(h.rows) * forms[0].row_b;
+  void* dev = nullptr;  // the weights' rows back to back: [sum of rows][row_b bytes]
+  HS_RETURN_IF_ERROR(device_malloc(&dev, total, weight_what(hosts[0], names[0], forms[0]) + fmt::format(
+                                                    " and {} more weights of its shape, in one allocation",
+                                                    hosts.size() - 1)));
+  FreeOnError guard{this, dev};
+  std::vector<Tensor> out;
+  uint8_t* p = static_cast<uint8_t*>(dev);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    HS_RETURN_IF_ERROR(upload_weight(hosts[i], names[i], forms[i], p));
+    p += static_cast<size_t>(hosts[i].rows) * forms[i].row_b;
+  }
+  guard.p = nullptr;
+  owned_.push_back(dev);
+  weight_bytes_ += total;
+  p = static_cast<uint8_t*>(dev);
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    out.push_back(register_weight(hosts[i], forms[i], p));
+    p += static_cast<size_t>(hosts[i].rows) * forms[i].row_b;
+  }
+  return out;
 }
 
 Result<Tensor> CudaBackend::prepare_vector(std::span<const float> host, std::string_view name) {

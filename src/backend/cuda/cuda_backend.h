@@ -58,7 +58,13 @@ class CudaBackend final : public Backend {
 
   Result<Buffer> alloc(size_t bytes, std::string_view what) override;
   void free_memory(void* ptr) override;
+  Result<Buffer> alloc_host(size_t bytes, std::string_view what) override;  // cudaMallocHost
+  void free_host_memory(void* ptr) override;
   Result<Tensor> prepare_weight(const Tensor& host, std::string_view name) override;
+  // One allocation for weights of one device form and column count (q / k / v): matmul_multi
+  // then runs a large batch of them as one GEMM.
+  Result<std::vector<Tensor>> prepare_weight_group(std::span<const Tensor> hosts,
+                                                   std::span<const std::string> names) override;
   Result<Tensor> prepare_vector(std::span<const float> host, std::string_view name) override;
   Status to_host(const Tensor& src, void* dst) override;
   Status from_host(const void* src, Tensor dst) override;
@@ -72,12 +78,18 @@ class CudaBackend final : public Backend {
   void set_graphs(bool on) override { graphs_on_ = on; }
   Status end_step() override;
   static constexpr int64_t kMaxGraphTokens = 256;
+  // 16-bit weights go through the GEMV kernels for up to this many rows, cuBLAS above: on the
+  // H200 the tensor-core GEMV of gemv.cu streamed 1.7 TB/s at 8 rows where cuBLAS gave the
+  // 8B shape's batch-8 decode 1,348 t/s against 817 (docs/benchmarks.md, session 9).
+  static constexpr int64_t kMaxGemv16Rows = 2;
 
   Status embedding(const Tensor& table, Tensor out) override;
   Status matmul(const Tensor& w, const Tensor& x, Tensor y) override;
   Status matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) override;
   Status rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override;
   Status rope(Tensor x, int head_dim, float theta, bool neox) override;
+  Status rope_qk(Tensor q, Tensor k, int head_dim, float theta, bool neox) override;
+  Status add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) override;
   Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) override;
   Status add(Tensor x, const Tensor& y) override;
   Status add_bias(Tensor x, const Tensor& bias) override;
@@ -114,11 +126,24 @@ class CudaBackend final : public Backend {
   Status device_malloc(void** ptr, size_t bytes, std::string_view what);
   Status grow(Scratch& s, size_t bytes, std::string_view what);
   Status ensure_load_staging(size_t bytes);
+  // How a host weight is stored on the device (validates it; names it in errors).
+  struct WeightForm {
+    DType dev_type = DType::F16;
+    std::optional<QuantKind> quant;  // kept quantized (quant_layout.h rows)
+    bool as_bf16 = false;            // else f16 (when not quantized)
+    size_t row_b = 0;                // bytes of one device row
+  };
+  Result<WeightForm> weight_form(const Tensor& host, std::string_view name) const;
+  static std::string weight_what(const Tensor& host, std::string_view name, const WeightForm& f);
+  // Converts / repacks `host` on the load threads and copies it to dev ([rows][row_b]); syncs.
+  Status upload_weight(const Tensor& host, std::string_view name, const WeightForm& form, void* dev);
+  Tensor register_weight(const Tensor& host, const WeightForm& form, void* dev);  // into the cache
+  struct FreeOnError;
   Status bind_kv(const KvCache& kv);
   // y = x16 · wᵀ with w f16 or bf16 and x16 the input converted to w's dtype.
   Status gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y);
   // y = x · wᵀ for one weight of any prepared form: the GEMV kernels for up to kMaxGemvRows
-  // rows (quantized weights, and 16-bit ones unless HS_CUDA_GEMV=0), else cuBLAS on the f16 /
+  // rows of quantized weights and kMaxGemv16Rows of 16-bit ones (unless HS_CUDA_GEMV=0), else cuBLAS on the f16 /
   // bf16 weight or on a dequantized f16 copy of a quantized one (wdq_). `converted` is the dtype
   // whose 16-bit copy of x sits in xb_ (F32: none yet); updated when this converts.
   Status matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted);
@@ -128,6 +153,9 @@ class CudaBackend final : public Backend {
   std::optional<Status> gemv16_warp(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
                                     const char* op);
   Status convert_input(const Tensor& x, DType type, const char* op);
+  // The checks of rms_norm / rope; the weight pointer (null: no scale).
+  Result<const float*> check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op) const;
+  Status check_rope(const Tensor& x, int head_dim, const char* op) const;
   Status need_step(const char* op) const;
 
   int device_ = 0;
@@ -217,6 +245,7 @@ class CudaBackend final : public Backend {
   Scratch wdq_;    // [rows][cols] f16: a quantized weight dequantized for a large-batch matmul
   Scratch qx_;     // gemv_quant_warp's int16 copy of x (gemv_quant_warp_scratch_bytes)
   Scratch xb_;     // [n][n_in] bf16: matmul input
+  Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 
   // Device KV copy: n_layer layers of n_blocks pages, layer l at kv_base_ + l * kv_layer_bytes_.

@@ -110,7 +110,7 @@ std::optional<Status> CudaBackend::gemv16_warp(std::span<const Tensor> ws, const
 Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted) {
   if (w.rows == 0) return Status::ok();
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
-  if (x.rows <= kMaxGemvRows && (qk || gemv16_)) {
+  if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
     if (qk && x.rows <= kMaxQuantWarpRows && quant_warp_) {  // batch 1-2: warp per row, dp2a on int16 x
       HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(w.cols, static_cast<int>(x.rows)),
                               "the int16 copy of a quantized matmul's input"));
@@ -177,35 +177,99 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
       std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; })) {
     if (auto st = gemv16_warp(ws, x, ys, "matmul_multi (GEMV, warp per row)")) return *st;
   }
+  // Batch 1-2 of quantized weights of one kind: x quantized once, one launch over all of them.
+  if (const std::optional<QuantKind> qk = quant_kind_of(ws[0].dtype);
+      qk && quant_warp_ && x.rows <= kMaxQuantWarpRows && ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
+      std::all_of(ws.begin(), ws.end(),
+                  [&](const Tensor& w) { return w.dtype == ws[0].dtype && w.row_stride == ws[0].row_stride; })) {
+    HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(x.cols, static_cast<int>(x.rows)),
+                            "the int16 copy of a quantized matmul's input"));
+    QuantWarpOut outs[kMaxQuantWarpWeights];
+    for (size_t i = 0; i < ws.size(); ++i) outs[i] = QuantWarpOut{ws[i].as<const uint8_t>(), ws[i].rows, rows_of(ys[i])};
+    const cudaError_t e = launch_gemv_quant_warp_multi(*qk, static_cast<int>(ws.size()), outs, x.cols, ws[0].row_stride,
+                                                       crows_of(x), qx_.ptr, stream_);
+    if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (quantized GEMV, warp per row)");
+  }
+  // A large batch over 16-bit weights back to back in one allocation (prepare_weight_group) with
+  // a small one among them (k / v beside q): one GEMM over all their rows, then each output's
+  // columns; the small GEMMs alone are latency-bound (~10 us each for 1024 x 4096 at 64 rows).
+  if (x.rows > kMaxGemv16Rows && ws.size() >= 2 && ws.size() <= 3 &&
+      (ws[0].dtype == DType::BF16 || ws[0].dtype == DType::F16)) {
+    bool adjacent = true;
+    int64_t total = 0, min_rows = ws[0].rows, max_rows = ws[0].rows;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      adjacent = adjacent && ws[i].dtype == ws[0].dtype && ws[i].row_stride == ws[0].row_stride &&
+                 (i == 0 || static_cast<const uint8_t*>(ws[i].data) ==
+                                static_cast<const uint8_t*>(ws[i - 1].data) + ws[i - 1].rows * ws[i - 1].row_stride);
+      total += ws[i].rows;
+      min_rows = std::min(min_rows, ws[i].rows);
+      max_rows = std::max(max_rows, ws[i].rows);
+    }
+    if (adjacent && 2 * min_rows <= max_rows) {
+      HS_RETURN_IF_ERROR(convert_input(x, ws[0].dtype, "matmul_multi"));
+      HS_RETURN_IF_ERROR(grow(yall_, static_cast<size_t>(x.rows * total) * 4, "a fused projection's output"));
+      Tensor w_all = Tensor::matrix(ws[0].data, ws[0].dtype, total, x.cols, Device::kCuda);
+      w_all.row_stride = ws[0].row_stride;
+      const Tensor y_all = Tensor::matrix(yall_.ptr, DType::F32, x.rows, total, Device::kCuda);  // [n][total]
+      HS_RETURN_IF_ERROR(gemm16(w_all, xb_.ptr, x.rows, y_all));
+      Rows parts[3];
+      for (size_t i = 0; i < ws.size(); ++i) parts[i] = rows_of(ys[i]);
+      return launched(launch_split_cols(crows_of(y_all), static_cast<int>(ws.size()), parts, stream_),
+                      "matmul_multi (split of the fused projection)");
+    }
+  }
   // The 16-bit input is converted once per weight dtype (every weight of a GGUF model has the same one).
   DType converted = DType::F32;
   for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(matmul_one(ws[i], x, ys[i], converted));
   return Status::ok();
 }
 
+Result<const float*> CudaBackend::check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out,
+                                                 const char* op) const {
+  HS_RETURN_IF_ERROR(check_f32(x, op, "x"));
+  HS_RETURN_IF_ERROR(check_f32(out, op, "out"));
+  HS_RETURN_IF_ERROR(check_same_shape(x, out, op, "x", "out"));
+  if (w.empty()) return static_cast<const float*>(nullptr);
+  HS_RETURN_IF_ERROR(check_f32(w, op, "the weight"));
+  if (w.rows * w.cols != x.cols || !(w.rows == 1 || w.contiguous()))
+    return make_error(StatusCode::kInvalidArgument, "cuda {}: weight {} for rows of {}", op, shape(w), x.cols);
+  return static_cast<const float*>(w.f32());
+}
+
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
   OpProfile::Scope prof(&profile_, "rms_norm", stream_);
-  HS_RETURN_IF_ERROR(check_f32(x, "rms_norm", "x"));
-  HS_RETURN_IF_ERROR(check_f32(out, "rms_norm", "out"));
-  HS_RETURN_IF_ERROR(check_same_shape(x, out, "rms_norm", "x", "out"));
-  const float* wp = nullptr;
-  if (!w.empty()) {
-    HS_RETURN_IF_ERROR(check_f32(w, "rms_norm", "the weight"));
-    if (w.rows * w.cols != x.cols || !(w.rows == 1 || w.contiguous()))
-      return make_error(StatusCode::kInvalidArgument, "cuda rms_norm: weight {} for rows of {}", shape(w), x.cols);
-    wp = w.f32();
-  }
+  HS_ASSIGN_OR_RETURN(const float* wp, check_rms_norm(x, w, out, "rms_norm"));
   return launched(launch_rms_norm(crows_of(x), wp, eps, rows_of(out), stream_), "rms_norm");
+}
+
+Status CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) {
+  OpProfile::Scope prof(&profile_, "add_rms_norm", stream_);
+  HS_ASSIGN_OR_RETURN(const float* wp, check_rms_norm(x, w, out, "add_rms_norm"));
+  HS_RETURN_IF_ERROR(check_f32(y, "add_rms_norm", "y"));
+  HS_RETURN_IF_ERROR(check_same_shape(x, y, "add_rms_norm", "x", "y"));
+  return launched(launch_add_rms_norm(rows_of(x), crows_of(y), wp, eps, rows_of(out), stream_), "add_rms_norm");
+}
+
+Status CudaBackend::check_rope(const Tensor& x, int head_dim, const char* op) const {
+  HS_RETURN_IF_ERROR(need_step(op));
+  HS_RETURN_IF_ERROR(check_f32(x, op, "x"));
+  HS_RETURN_IF_ERROR(check_rows(x, plan_->n_tokens(), op, "x"));
+  if (head_dim <= 0 || head_dim % 2 != 0 || x.cols % head_dim != 0)
+    return make_error(StatusCode::kInvalidArgument, "cuda {}: head_dim {} for rows of {}", op, head_dim, x.cols);
+  return Status::ok();
 }
 
 Status CudaBackend::rope(Tensor x, int head_dim, float theta, bool neox) {
   OpProfile::Scope prof(&profile_, "rope", stream_);
-  HS_RETURN_IF_ERROR(need_step("rope"));
-  HS_RETURN_IF_ERROR(check_f32(x, "rope", "x"));
-  HS_RETURN_IF_ERROR(check_rows(x, plan_->n_tokens(), "rope", "x"));
-  if (head_dim <= 0 || head_dim % 2 != 0 || x.cols % head_dim != 0)
-    return make_error(StatusCode::kInvalidArgument, "cuda rope: head_dim {} for rows of {}", head_dim, x.cols);
+  HS_RETURN_IF_ERROR(check_rope(x, head_dim, "rope"));
   return launched(launch_rope(rows_of(x), head_dim, theta, neox, d_positions_, stream_), "rope");
+}
+
+Status CudaBackend::rope_qk(Tensor q, Tensor k, int head_dim, float theta, bool neox) {
+  OpProfile::Scope prof(&profile_, "rope_qk", stream_);
+  HS_RETURN_IF_ERROR(check_rope(q, head_dim, "rope_qk"));
+  HS_RETURN_IF_ERROR(check_rope(k, head_dim, "rope_qk"));
+  return launched(launch_rope_qk(rows_of(q), rows_of(k), head_dim, theta, neox, d_positions_, stream_), "rope_qk");
 }
 
 Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) {

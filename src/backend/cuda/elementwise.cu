@@ -116,8 +116,11 @@ __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
 // row and of w in registers from one round of loads, so a row is read once and a block's
 // latency is one load, a warp butterfly and one barrier. The double partials are summed in a
 // fixed order (lanes by butterfly, then warps 0, 1, ...): deterministic for a given cols.
+// With add_y (add_rms_norm): x += y first (stored back to x), then the same norm of the sum, so
+// the result is bitwise that of add then rms_norm.
 template <int K>
-__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out) {
+__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out,
+                                                            CRows add_y = CRows{nullptr, 0, 0, 0}) {
   __shared__ double partial[2][32];  // [row parity][warps]: one barrier per row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int n4 = static_cast<int>(x.cols / 4);
@@ -138,6 +141,22 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
     for (int k = 0; k < K; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
       if (i < n4) v[k] = xr[i];
+    }
+    if (add_y.p) {  // the residual add: x += y, written back before the norm reads on
+      const float4* yr = reinterpret_cast<const float4*>(add_y.p + r * add_y.stride);
+      float4* xw = reinterpret_cast<float4*>(const_cast<float*>(x.p) + r * x.stride);
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i < n4) {
+          const float4 yv = yr[i];
+          v[k].x = __fadd_rn(v[k].x, yv.x);
+          v[k].y = __fadd_rn(v[k].y, yv.y);
+          v[k].z = __fadd_rn(v[k].z, yv.z);
+          v[k].w = __fadd_rn(v[k].w, yv.w);
+          xw[i] = v[k];
+        }
+      }
     }
     double ss = 0.0;
 #pragma unroll
@@ -185,7 +204,10 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
 // t / half + H', ... (H' = blockDim / half head groups), so the heads rotate in parallel and
 // each thread computes its pair's cos/sin once (the head groups repeat that work: it is the
 // latency of one double sincos, not a cost per head).
-__global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions) {
+// rope_qk: grid.y = 2, block row y rotates x (y = 0) or x2 (y = 1), the same positions.
+__global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions,
+                            Rows x2 = Rows{nullptr, 0, 0, 0}) {
+  if (blockIdx.y == 1) x = x2;
   const int half = head_dim / 2;
   const int64_t n_heads = x.cols / head_dim;
   const int groups = max(1, static_cast<int>(blockDim.x) / half);
@@ -259,6 +281,20 @@ __global__ void f32_to_f16_kernel(CRows x, __half* __restrict__ out) {
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __float2half_rn(fminf(fmaxf(x.p[r * x.stride + c], -65504.0f), 65504.0f));
 }
 
+// dst segment i = columns [off_i, off_i + cols_i) of src (segments back to back, up to 3).
+struct SplitDst {
+  Rows d[3];
+  int n = 0;
+};
+__global__ void split_cols_kernel(CRows src, SplitDst dst) {
+  HS_ROWS_LOOP(src.rows, src.cols) {
+    int i = 0;
+    int64_t cc = c;
+    while (i + 1 < dst.n && cc >= dst.d[i].cols) cc -= dst.d[i++].cols;
+    dst.d[i].p[r * dst.d[i].stride + cc] = src.p[r * src.stride + c];
+  }
+}
+
 #undef HS_ROWS_LOOP
 
 // Threads for a one-block-per-row kernel over `n` items per row: a warp multiple, <= 256.
@@ -292,25 +328,40 @@ cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const
   return cudaGetLastError();
 }
 
-cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s) {
-  if (empty(x.rows, x.cols)) return cudaSuccess;
-  // Rows of float4s (the model's activations): up to 4 float4s a thread, as many threads as that
-  // takes (a warp multiple, <= 1024), so one round of loads covers a row of up to 16384 floats.
+namespace {
+// rms_norm_vec_kernel's launch (x, out, w, and y when adding, float4 rows) or false when the
+// operands do not take it.
+bool launch_rms_norm_vec(CRows x, const float* w, float eps, Rows out, CRows add_y, cudaStream_t s) {
   const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const int64_t n4 = x.cols / 4;
-  if (x.cols % 4 == 0 && x.stride % 4 == 0 && out.stride % 4 == 0 && a16(x.p) && a16(out.p) && (!w || a16(w)) &&
-      n4 <= 4 * 1024) {
-    const int64_t threads = std::min<int64_t>(1024, ((n4 + 3) / 4 + 31) / 32 * 32);
-    const int64_t k = (n4 + threads - 1) / threads;  // 1..4
-    const unsigned t = static_cast<unsigned>(threads);
-    if (k == 1)
-      rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
-    else if (k == 2)
-      rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
-    else
-      rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out);
-    return cudaGetLastError();
-  }
+  if (!(x.cols % 4 == 0 && x.stride % 4 == 0 && out.stride % 4 == 0 && a16(x.p) && a16(out.p) && (!w || a16(w)) &&
+        (!add_y.p || (add_y.stride % 4 == 0 && a16(add_y.p))) && n4 <= 4 * 1024))
+    return false;
+  const int64_t threads = std::min<int64_t>(1024, ((n4 + 3) / 4 + 31) / 32 * 32);
+  const int64_t k = (n4 + threads - 1) / threads;  // 1..4
+  const unsigned t = static_cast<unsigned>(threads);
+  if (k == 1)
+    rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+  else if (k == 2)
+    rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+  else
+    rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+  return true;
+}
+}  // namespace
+
+cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  const CRows xc{x.p, x.rows, x.cols, x.stride};
+  if (launch_rms_norm_vec(xc, w, eps, out, y, s)) return cudaGetLastError();
+  const cudaError_t e = launch_add(x, y, s);  // unaligned / odd rows: the two kernels
+  if (e != cudaSuccess) return e;
+  return launch_rms_norm(xc, w, eps, out, s);
+}
+
+cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  if (launch_rms_norm_vec(x, w, eps, out, CRows{nullptr, 0, 0, 0}, s)) return cudaGetLastError();
   rms_norm_kernel<<<row_blocks(x.rows), row_threads(x.cols), 0, s>>>(x, w, eps, out);
   return cudaGetLastError();
 }
@@ -323,6 +374,20 @@ cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int3
   const unsigned threads = static_cast<unsigned>(
       half >= 1024 ? 1024 : std::min<int64_t>(heads, 1024 / half) * half);
   rope_kernel<<<row_blocks(x.rows), threads, 0, s>>>(x, head_dim, theta, neox, positions);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_qk(Rows q, Rows k, int head_dim, float theta, bool neox, const int32_t* positions,
+                           cudaStream_t s) {
+  if (q.rows != k.rows || empty(k.rows, k.cols)) {  // one of them empty (or unequal): one at a time
+    const cudaError_t e = launch_rope(q, head_dim, theta, neox, positions, s);
+    return e != cudaSuccess ? e : launch_rope(k, head_dim, theta, neox, positions, s);
+  }
+  if (empty(q.rows, q.cols) || head_dim < 2) return cudaSuccess;
+  const int64_t half = head_dim / 2, heads = std::max(q.cols, k.cols) / head_dim;
+  const unsigned threads = static_cast<unsigned>(
+      half >= 1024 ? 1024 : std::max<int64_t>(1, std::min<int64_t>(heads, 1024 / half)) * half);
+  rope_kernel<<<dim3(row_blocks(q.rows), 2, 1), threads, 0, s>>>(q, head_dim, theta, neox, positions, k);
   return cudaGetLastError();
 }
 
@@ -342,6 +407,22 @@ cudaError_t launch_add(Rows x, CRows y, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   flatten2(x, y);
   add_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_split_cols(CRows src, int n_dst, const Rows* dst, cudaStream_t s) {
+  if (n_dst < 1 || n_dst > 3) return cudaErrorInvalidValue;
+  SplitDst d;
+  int64_t cols = 0;
+  for (int i = 0; i < n_dst; ++i) {
+    if (dst[i].rows != src.rows) return cudaErrorInvalidValue;
+    d.d[i] = dst[i];
+    cols += dst[i].cols;
+  }
+  d.n = n_dst;
+  if (cols != src.cols) return cudaErrorInvalidValue;
+  if (empty(src.rows, src.cols)) return cudaSuccess;
+  split_cols_kernel<<<grid_for(src.rows, src.cols), kThreads, 0, s>>>(src, d);
   return cudaGetLastError();
 }
 

@@ -208,16 +208,26 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
 
 // ---- kernel 2: the GEMV -------------------------------------------------------------------------
 
-struct MainArgs {
+// One weight of a launch: its rows, output and first warp (the launch's warps run over the
+// weights back to back, each weight's rows starting at a fresh warp).
+struct MainSeg {
   const uint8_t* w = nullptr;
-  int64_t row_bytes = 0, rows = 0;
+  int64_t rows = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int64_t warp_begin = 0;
+};
+
+struct MainArgs {
+  MainSeg seg[kMaxQuantWarpWeights];
+  int n_seg = 1;
+  int64_t warps = 0;           // all segments' warps
+  int64_t row_bytes = 0;
   int groups = 0;              // G
   int nu = 0;                  // u-steps
   int64_t scale_off = 0;       // quant_layout.h: 64 G
   int64_t dm_off = 0;          // Q4_K: 72 G
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
-  float* y = nullptr;
-  int64_t y_stride = 0;
 };
 
 // What a lane loads of one row for one u-step.
@@ -347,15 +357,23 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
   constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
   const int lane = threadIdx.x & 31;
   const int qd = lane >> 2, t = lane & 3;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5)) * R;
-  if (row0 >= a.rows) return;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (gw >= a.warps) return;
+  // The warp's weight (selects by comparison: no dynamic indexing of the parameter block).
+  const int si = (a.n_seg > 1 && gw >= a.seg[1].warp_begin) + (a.n_seg > 2 && gw >= a.seg[2].warp_begin);
+  const uint8_t* const wbase = si == 0 ? a.seg[0].w : si == 1 ? a.seg[1].w : a.seg[2].w;
+  const int64_t rows = si == 0 ? a.seg[0].rows : si == 1 ? a.seg[1].rows : a.seg[2].rows;
+  float* const y = si == 0 ? a.seg[0].y : si == 1 ? a.seg[1].y : a.seg[2].y;
+  const int64_t y_stride = si == 0 ? a.seg[0].y_stride : si == 1 ? a.seg[1].y_stride : a.seg[2].y_stride;
+  const int64_t row0 = (gw - (si == 0 ? 0 : si == 1 ? a.seg[1].warp_begin : a.seg[2].warp_begin)) * R;
+  if (row0 >= rows) return;
   // Per-lane bases at u-step 0 (group qd): quants, scales, Q4_K's (d, dmin).
   const uint8_t* wq[R];
   const uint8_t* ws[R];
   const uint8_t* wd[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) {
-    const uint8_t* row = a.w + min(row0 + i, a.rows - 1) * a.row_bytes;  // past the end: a copy
+    const uint8_t* row = wbase + min(row0 + i, rows - 1) * a.row_bytes;  // past the end: a copy
     wq[i] = row + 16 * lane;
     ws[i] = row + a.scale_off + SB * qd;
     wd[i] = row + a.dm_off + 4 * (qd >> 1);
@@ -446,7 +464,7 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
   for (int m = 16 >> kLogV; m > 0; m >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], m);
   if ((lane & ((32 >> kLogV) - 1)) == 0) {
     const int i = idx / T, k = idx % T;
-    if (row0 + i < a.rows) a.y[k * a.y_stride + row0 + i] = v[0];
+    if (row0 + i < rows) y[k * y_stride + row0 + i] = v[0];
   }
 }
 
@@ -493,8 +511,7 @@ cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, 
 template <int K, int T, int R>
 cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) {
   static std::atomic<uint64_t> l1_set{0};
-  const int64_t rows_per_cta = int64_t{R} * warps;
-  const int64_t ctas = (a.rows + rows_per_cta - 1) / rows_per_cta;
+  const int64_t ctas = (a.warps + warps - 1) / warps;
   if (ctas > 0x7fffffff) return cudaErrorInvalidValue;
   prefer_l1(gemv_quant_warp_kernel<K, T, R>, l1_set);
   return launch(gemv_quant_warp_kernel<K, T, R>, dim3(static_cast<unsigned>(ctas), 1, 1),
@@ -555,22 +572,28 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows) {
   return static_cast<size_t>(m);
 }
 
-cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
-                                   CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan) {
-  if (rows <= 0 || x.rows <= 0) return cudaSuccess;
+cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
+                                         int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
+                                         const QuantWarpPlan* plan) {
+  if (n_w < 1 || n_w > kMaxQuantWarpWeights || !outs) return cudaErrorInvalidValue;
   const int kk = static_cast<int>(k);
-  if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24) || rows > 0x7fffffff)
-    return cudaErrorInvalidValue;
-  if (!w || !x.p || !y.p || !scratch || reinterpret_cast<uintptr_t>(w) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(scratch) % 16 != 0)
-    return cudaErrorInvalidValue;
-  if (x.rows > kMaxQuantWarpRows || x.cols != cols || x.stride < cols || y.rows != x.rows || y.cols != rows ||
-      y.stride < rows)
-    return cudaErrorInvalidValue;
+  if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24)) return cudaErrorInvalidValue;
+  if (!x.p || !scratch || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) return cudaErrorInvalidValue;
+  if (x.rows > kMaxQuantWarpRows || x.cols != cols || x.stride < cols) return cudaErrorInvalidValue;
+  int64_t total_rows = 0;
+  for (int i = 0; i < n_w; ++i) {
+    const QuantWarpOut& o = outs[i];
+    if (o.rows < 0 || o.rows > 0x7fffffff) return cudaErrorInvalidValue;
+    if (o.rows == 0) continue;
+    if (!o.w || !o.y.p || reinterpret_cast<uintptr_t>(o.w) % 16 != 0) return cudaErrorInvalidValue;
+    if (o.y.rows != x.rows || o.y.cols != o.rows || o.y.stride < o.rows) return cudaErrorInvalidValue;
+    total_rows += o.rows;
+  }
+  if (total_rows == 0 || x.rows <= 0) return cudaSuccess;
   const QuantRowLayout rl = quant_row_layout(k, cols);
   if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
   const int n_tok = static_cast<int>(x.rows);
-  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, rows, cols, n_tok, current_device_sm_count());
+  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
   if (!plan_ok(p)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;
@@ -580,22 +603,39 @@ cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, 
   qa.s = static_cast<uint8_t*>(scratch);
   qa.nu = x_steps(kk, cols);
   MainArgs a;
-  a.w = w;
+  a.n_seg = 0;
+  int64_t warps = 0;
+  for (int i = 0; i < n_w; ++i) {
+    if (outs[i].rows == 0) continue;  // nothing to write
+    MainSeg& g = a.seg[a.n_seg++];
+    g.w = outs[i].w;
+    g.rows = outs[i].rows;
+    g.y = outs[i].y.p;
+    g.y_stride = outs[i].y.stride;
+    g.warp_begin = warps;
+    warps += (g.rows + p.rows_per_warp - 1) / p.rows_per_warp;
+  }
+  a.warps = warps;
   a.row_bytes = w_row_bytes;
-  a.rows = rows;
   a.groups = static_cast<int>(rl.groups);
   a.scale_off = rl.scale_offset;
   a.dm_off = rl.dm_offset;
   a.nu = qa.nu;
   a.s = qa.s;
-  a.y = y.p;
-  a.y_stride = y.stride;
   switch (k) {
     case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, n_tok, p, s);
     case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, n_tok, p, s);
     case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, n_tok, p, s);
   }
   return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
+                                   CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan) {
+  if (rows <= 0 || x.rows <= 0) return cudaSuccess;
+  if (!w || !y.p) return cudaErrorInvalidValue;
+  const QuantWarpOut o{w, rows, y};
+  return launch_gemv_quant_warp_multi(k, 1, &o, cols, w_row_bytes, x, scratch, s, plan);
 }
 
 }  // namespace hs::cuda

@@ -42,6 +42,8 @@ namespace hs::cuda {
 
 // Activation rows (tokens) one launch of launch_gemv_quant_warp takes.
 constexpr int kMaxQuantWarpRows = 2;
+// Weights sharing x that one launch_gemv_quant_warp_multi takes (q / k / v).
+constexpr int kMaxQuantWarpWeights = 3;
 
 // How a launch is cut (plan_gemv_quant_warp picks one; tests / benchmarks may force another).
 // rows_per_warp: weight rows a warp owns (1, 2 or 4; they share every x load);
@@ -75,5 +77,21 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows);
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                    CRows x, Rows y, void* scratch, cudaStream_t s,
                                    const QuantWarpPlan* plan = nullptr);
+
+// One weight of launch_gemv_quant_warp_multi: w [rows] device rows, y [x.rows][rows] (strided).
+struct QuantWarpOut {
+  const uint8_t* w = nullptr;
+  int64_t rows = 0;
+  Rows y;
+};
+
+// y_i = W_i x^T for n_w (1..kMaxQuantWarpWeights) weights of one kind and column count sharing x:
+// x is quantized once and one main launch runs over all the weights' rows (the planner sees
+// their total, so small k / v matrices ride with q instead of each being latency-bound). Same
+// operand rules as launch_gemv_quant_warp for each weight (same w_row_bytes for all); a weight of
+// 0 rows is skipped.
+cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
+                                         int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
+                                         const QuantWarpPlan* plan = nullptr);
 
 }  // namespace hs::cuda

@@ -46,6 +46,15 @@ cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaSt
 // In place: row r of x ([n_heads * head_dim]) rotated at positions[r] (device [x.rows]);
 // cos/sin of pos * theta^(-2i/head_dim) computed in double as backend/cpu/ops.cpp does.
 cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s);
+// launch_rope of q and of k (same rows, same positions) in one launch.
+cudaError_t launch_rope_qk(Rows q, Rows k, int head_dim, float theta, bool neox, const int32_t* positions,
+                           cudaStream_t s);
+// dst[i] = columns [sum of dst[<i].cols, + dst[i].cols) of src (1..3 outputs covering src's
+// columns, src.rows rows each): a fused projection's output split into its parts.
+cudaError_t launch_split_cols(CRows src, int n_dst, const Rows* dst, cudaStream_t s);
+// x += y, then out = rms_norm(x) * w: bitwise add then rms_norm, in one pass over x where rows
+// are float4-aligned (else the two kernels).
+cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s);
 // out = act(gate) * up; kind 0: silu, 1: gelu (tanh form, written as g * sigmoid(2u)).
 cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s);
 cudaError_t launch_add(Rows x, CRows y, cudaStream_t s);             // x += y
