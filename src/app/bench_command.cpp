@@ -5,8 +5,8 @@
 // mean ± std tokens/s, as a markdown table and JSON (--json FILE). Token ids are random;
 // timings exclude tokenization and sampling (the logits still come to the host each step),
 // as llama-bench's do. Depth context is
-// synthetic: the KV pages of the first D positions are filled with random values instead
-// of running a D-token prefill — decode cost depends on the amount of KV read, not on its
+// synthetic: the KV pages of the first D positions are filled with random values (on a GPU
+// the device copy's pages stay zeroed) instead of running a D-token prefill — decode cost depends on the amount of KV read, not on its
 // values — so deep tests take seconds instead of minutes (stated in the output).
 // With sparse attention on, each decode test also reports what a step reads (weights,
 // sketch / Quest metadata, KV) and what the device tier fetched (MB per step, hit rate of the

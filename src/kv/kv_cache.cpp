@@ -78,6 +78,7 @@ void KvCache::read(const SeqKv& seq, int layer, int head, int32_t pos, float* k,
 }
 
 void KvCache::fill_random(std::mt19937& rng) {
+  if (!has_host_pages()) return;  // a device backend's cache: the pages live (zeroed) on the device
   std::normal_distribution<float> nd(0.0f, 1.0f);
   if (kv_dtype_plain(g_.dtype)) {  // every element at once
     for (auto& layer : layer_data_) {

@@ -116,7 +116,9 @@ class KvCache {
 
   // Start of layer `layer`'s storage: page b starts b * page_bytes() later.
   const void* layer_base(int layer) const { return layer_data_[layer].data(); }
-  // Fill every page with N(0, 1) values (benchmarks: synthetic context).
+  // Fill every page with N(0, 1) values (benchmarks: synthetic context). A cache without host
+  // pages (a device backend keeps them) is left alone: its synthetic context is the device
+  // copy's zeroed pages (the same bytes are streamed either way).
   void fill_random(std::mt19937& rng);
 
  private:

@@ -193,7 +193,9 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   // A large batch over 16-bit weights back to back in one allocation (prepare_weight_group) with
   // a small one among them (k / v beside q): one GEMM over all their rows, then each output's
   // columns; the small GEMMs alone are latency-bound (~10 us each for 1024 x 4096 at 64 rows).
-  if (x.rows > kMaxGemv16Rows && ws.size() >= 2 && ws.size() <= 3 &&
+  // Decode-sized batches only (<= kMaxGraphTokens rows): a prompt's GEMMs are compute-bound
+  // apiece, and the split's copy of the output would cost more than it saves.
+  if (x.rows > kMaxGemv16Rows && x.rows <= kMaxGraphTokens && ws.size() >= 2 && ws.size() <= 3 &&
       (ws[0].dtype == DType::BF16 || ws[0].dtype == DType::F16)) {
     bool adjacent = true;
     int64_t total = 0, min_rows = ws[0].rows, max_rows = ws[0].rows;

@@ -53,6 +53,37 @@ TEST(KvCache, ReserveAddressesDistinctRowsAndReleases) {
   EXPECT_TRUE(s1.blocks.empty());
 }
 
+// fill_random (the bench's synthetic context) fills host pages of every dtype with finite values,
+// and leaves a cache without host pages (a device backend's) alone instead of writing through
+// its empty page storage (it crashed for fp8 on the GPU before).
+TEST(KvCache, FillRandomEveryDtypeWithAndWithoutHostPages) {
+  for (KvDtype dt : {KvDtype::kF32, KvDtype::kF16, KvDtype::kBF16, KvDtype::kInt8, KvDtype::kInt4, KvDtype::kFp8}) {
+    KvGeometry g{2, 2, 8, 4, dt};
+    std::mt19937 rng(7);
+    KvCache no_pages(g, 4, KvCache::kDefaultMaxLeases, /*host_pages=*/false);
+    EXPECT_FALSE(no_pages.has_host_pages());
+    no_pages.fill_random(rng);
+    KvCache kv(g, 4);
+    kv.fill_random(rng);
+    SeqKv s;
+    ASSERT_TRUE(kv.reserve(s, 16).is_ok());
+    s.n_tokens = 16;
+    float k[8], v[8];
+    double sum_sq = 0;
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h)
+        for (int p = 0; p < 16; ++p) {
+          kv.read(s, l, h, p, k, v);
+          for (int d = 0; d < 8; ++d) {
+            ASSERT_TRUE(std::isfinite(k[d]) && std::isfinite(v[d])) << kv_dtype_name(dt);
+            sum_sq += k[d] * k[d] + v[d] * v[d];
+          }
+        }
+    EXPECT_GT(sum_sq / (2 * 2 * 16 * 16), 0.3) << kv_dtype_name(dt) << ": pages not filled";
+    kv.release(s);
+  }
+}
+
 // Values written come back (exactly for f32, to f16 rounding for f16), and writes to one
 // (layer, head, pos) do not disturb another.
 TEST(KvCache, WriteReadRoundTripEveryDtype) {
