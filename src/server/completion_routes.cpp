@@ -343,7 +343,7 @@ MaybeError render_chat_prompt(const ServerState& st, const Json& messages, bool 
 void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
                              const RouteContext& ctx) {
   Json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
   ChatRequest cr;
   if (auto e = parse_chat_request(body, cr)) return send_error(res, *e);
   if (auto e = check_model(cr.gen.model, st.cfg.served_model_name)) return send_error(res, *e);
@@ -382,7 +382,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
 void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
                         const RouteContext& ctx) {
   Json body;
-  if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
   CompletionRequest cr;
   if (auto e = parse_completion_request(body, cr)) return send_error(res, *e);
   if (auto e = check_model(cr.gen.model, st.cfg.served_model_name)) return send_error(res, *e);

@@ -6,6 +6,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -51,7 +54,7 @@ struct RouteFlags {
 ApiError error_for_status(const httplib::Request& req, int status, size_t max_body) {
   switch (status) {
     case 400: return invalid_request("malformed HTTP request");
-    case 404: return not_found(fmt::format("no route for {} {}", req.method, req.path));
+    case 404: return not_found(fmt::format("no route for {} {}", log_safe(req.method, 16), log_safe(req.path)));
     case 413: return request_too_large(fmt::format("the request body exceeds the limit of {} bytes", max_body));
     case 414: return ApiError{414, "invalid_request_error", "the request URI is too long", ""};
     case 499: return ApiError{499, "invalid_request_error", "the client closed the request", ""};
@@ -60,7 +63,61 @@ ApiError error_for_status(const httplib::Request& req, int status, size_t max_bo
   return ApiError{status, status < 500 ? "invalid_request_error" : "server_error", fmt::format("HTTP {}", status), ""};
 }
 
+// The routes and their methods (405 with Allow for a known path asked with another method).
+struct KnownRoute {
+  const char* path;
+  const char* allow;
+};
+constexpr KnownRoute kRoutes[] = {
+    {"/health", "GET"},          {"/v1/health", "GET"},           {"/metrics", "GET"},
+    {"/v1/models", "GET"},       {"/tokenize", "POST"},           {"/detokenize", "POST"},
+    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
+};
+const char* allowed_methods(std::string_view path) {
+  for (const KnownRoute& r : kRoutes)
+    if (path == r.path) return r.allow;
+  return nullptr;
+}
+
+// Only SO_REUSEADDR (a restart may bind while old connections sit in TIME_WAIT); httplib's
+// default also sets SO_REUSEPORT, which lets a second server bind the same port and take a
+// share of its connections.
+void listen_socket_options(socket_t sock) {
+  int yes = 1;
+  (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+}
+
 }  // namespace
+
+std::string log_safe(std::string_view s, size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(s.size(), max_bytes) + 8);
+  auto hex = [&](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
+  size_t i = 0;
+  for (; i < s.size() && out.size() < max_bytes; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c < 0x20 || c == 0x7f) hex(c);
+    else if (c < 0x80) out += static_cast<char>(c);
+    else {  // a whole, valid UTF-8 sequence passes; anything else byte by byte as \xNN
+      const int len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+      bool ok = len > 0 && i + len <= s.size() && !(c == 0xC0 || c == 0xC1 || c > 0xF4);
+      for (int k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+      if (ok) {
+        out.append(s.data() + i, static_cast<size_t>(len));
+        i += static_cast<size_t>(len) - 1;
+      } else {
+        hex(c);
+      }
+    }
+  }
+  if (i < s.size()) out += "...";
+  return out;
+}
 
 void send_json(httplib::Response& res, int status, const Json& body) {
   res.status = status;
@@ -87,14 +144,50 @@ struct HttpServer::Impl {
 
   template <typename F>
   httplib::Server::Handler route(RouteFlags flags, F f) {
-    return [this, flags, f](const httplib::Request& req, httplib::Response& res) {
+    return [this, flags, f](const httplib::Request& req, httplib::Response& res) { serve(flags, f, req, res, {}); };
+  }
+
+  // A POST route: the body is read here under max_body_bytes whatever its framing
+  // (Content-Length is checked by httplib before reading; chunked bodies, which httplib 0.11
+  // would buffer whole, are cut off as soon as they pass the cap), then the handler runs.
+  template <typename F>
+  httplib::Server::HandlerWithContentReader post_route(RouteFlags flags, F f) {
+    return [this, flags, f](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      std::string body;
+      bool over = false;
+      const size_t cap = st.cfg.max_body_bytes;
+      const bool ok = reader([&](const char* data, size_t n) {
+        if (body.size() + n > cap) {
+          over = true;
+          return false;
+        }
+        body.append(data, n);
+        return true;
+      });
+      if (over || res.status == 413) {
+        res.set_header("Connection", "close");  // the rest of the body is never read
+        res.set_header("X-Request-Id", request_id_for(req));
+        return send_error(res, request_too_large(fmt::format("the request body exceeds the limit of {} bytes", cap)));
+      }
+      if (!ok) {
+        res.set_header("Connection", "close");
+        res.set_header("X-Request-Id", request_id_for(req));
+        return send_error(res, invalid_request("the request body could not be read (malformed chunked framing?)"));
+      }
+      serve(flags, f, req, res, std::move(body));
+    };
+  }
+
+  template <typename F>
+  void serve(RouteFlags flags, const F& f, const httplib::Request& req, httplib::Response& res, std::string body) {
+    {
       struct Active {  // the gauge, for the handler's duration
         ServerMetrics& m;
         bool on;
         Active(ServerMetrics& mm, bool o) : m(mm), on(o) { if (on) m.http_request_begin(); }
         ~Active() { if (on) m.http_request_end(); }
       } active{st.metrics, flags.active};
-      RouteContext ctx{request_id_for(req), Clock::now()};
+      RouteContext ctx{request_id_for(req), Clock::now(), std::move(body)};
       res.set_header("X-Request-Id", ctx.request_id);
       try {
         if (flags.auth && !authorized(req))
@@ -103,12 +196,12 @@ struct HttpServer::Impl {
         if (flags.ready && !st.ready.load(std::memory_order_acquire)) return send_error(res, unavailable("Loading model"));
         f(req, res, ctx);
       } catch (const std::exception& e) {
-        spdlog::error("{} {}: {}", req.method, req.path, e.what());
+        spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(e.what(), 1024));
         send_error(res, server_error(fmt::format("internal error: {}", e.what())));
       } catch (...) {
         send_error(res, server_error("internal error"));
       }
-    };
+    }
   }
 
   void health(const httplib::Request&, httplib::Response& res, const RouteContext&) {
@@ -139,9 +232,9 @@ struct HttpServer::Impl {
     res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void tokenize(const httplib::Request& req, httplib::Response& res, const RouteContext&) {
+  void tokenize(const httplib::Request&, httplib::Response& res, const RouteContext& ctx) {
     Json body;
-    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
     TokenizeRequest tr;
     if (auto e = parse_tokenize_request(body, tr)) return send_error(res, *e);
     if (auto e = check_model(tr.model, st.cfg.served_model_name)) return send_error(res, *e);
@@ -159,9 +252,9 @@ struct HttpServer::Impl {
     send_json(res, 200, out);
   }
 
-  void detokenize(const httplib::Request& req, httplib::Response& res, const RouteContext&) {
+  void detokenize(const httplib::Request&, httplib::Response& res, const RouteContext& ctx) {
     Json body;
-    if (auto e = parse_json_body(req.body, body)) return send_error(res, *e);
+    if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
     DetokenizeRequest dr;
     if (auto e = parse_detokenize_request(body, dr)) return send_error(res, *e);
     if (auto e = check_model(dr.model, st.cfg.served_model_name)) return send_error(res, *e);
@@ -187,12 +280,13 @@ struct HttpServer::Impl {
     svr.Get("/v1/health", route(open, bind(&Impl::health)));
     svr.Get("/metrics", route(open, bind(&Impl::metrics)));
     svr.Get("/v1/models", route(api, bind(&Impl::models)));
-    svr.Post("/tokenize", route(api, bind(&Impl::tokenize)));
-    svr.Post("/detokenize", route(api, bind(&Impl::detokenize)));
-    svr.Post("/v1/chat/completions", route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                       const RouteContext& c) { handle_chat_completions(st, q, r, c); }));
-    svr.Post("/v1/completions", route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                  const RouteContext& c) { handle_completions(st, q, r, c); }));
+    svr.Post("/tokenize", post_route(api, bind(&Impl::tokenize)));
+    svr.Post("/detokenize", post_route(api, bind(&Impl::detokenize)));
+    svr.Post("/v1/chat/completions", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                            const RouteContext& c) { handle_chat_completions(st, q, r, c); }));
+    svr.Post("/v1/completions", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                       const RouteContext& c) { handle_completions(st, q, r, c); }));
+    svr.set_socket_options(listen_socket_options);
 
     svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
       t_request_start = Clock::now();
@@ -203,6 +297,16 @@ struct HttpServer::Impl {
     svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
                                                                       httplib::Response& res) {
       if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
+      if (const char* allow = res.status == 404 ? allowed_methods(req.path) : nullptr) {  // known path, other method
+        res.status = 405;
+        res.set_header("Allow", allow);
+        send_error(res, ApiError{405, "invalid_request_error",
+                                 fmt::format("method {} is not allowed for {} (allowed: {})", log_safe(req.method, 16),
+                                             req.path, allow),
+                                 ""});
+        if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
+        return httplib::Server::HandlerResponse::Handled;
+      }
       send_error(res, error_for_status(req, res.status, st.cfg.max_body_bytes));
       if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
       return httplib::Server::HandlerResponse::Handled;
@@ -215,7 +319,7 @@ struct HttpServer::Impl {
         what = e.what();
       } catch (...) {
       }
-      spdlog::error("{} {}: {}", req.method, req.path, what);
+      spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(what, 1024));
       send_error(res, server_error("internal error: " + what));
     });
     // Count the status before httplib writes the response: the logger runs only after the
@@ -231,10 +335,11 @@ struct HttpServer::Impl {
         const bool timed = t_request_start != Clock::time_point{};
         const double ms = timed ? std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count() : 0;
         t_request_start = Clock::time_point{};
+        // Method and path escaped: a client's %0a or ESC cannot start a forged log line.
         if (req.path == "/health" || req.path == "/metrics")
-          spdlog::debug("{} {} {} {:.1f} ms", req.method, req.path, res.status, ms);
+          spdlog::debug("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
         else
-          spdlog::info("{} {} {} {:.1f} ms", req.method, req.path, res.status, ms);
+          spdlog::info("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
       } catch (...) {
       }
     });

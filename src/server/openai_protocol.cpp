@@ -177,6 +177,11 @@ MaybeError parse_message(const Json& m, size_t i, Json& out) {
   const Json* role = field(m, "role");
   if (!role) return invalid_request(fmt::format("'{}.role' is required", at), at + ".role");
   if (!role->is_string()) return type_error(at + ".role", "a string", *role);
+  const std::string& r = role->get_ref<const std::string&>();
+  if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool" && r != "function")
+    return invalid_request(fmt::format("'{}.role' is '{}': expected system, developer, user, assistant or tool", at,
+                                       r.size() > 64 ? r.substr(0, 64) + "..." : r),
+                           at + ".role");
   out = m;
   const Json* content = field(m, "content");
   if (!content) {

@@ -32,7 +32,13 @@ struct ServerState {
 struct RouteContext {
   std::string request_id;
   SteadyTime arrival;
+  std::string body;  // POST routes: the request body, read under the size cap however it was framed
 };
+
+// `s` made safe for one log line: control characters, DEL, quotes and backslashes escaped
+// (\n, \t, \xNN), invalid UTF-8 bytes as \xNN, cut to `max_bytes` with "..." (a client's path,
+// method or header cannot forge a log line or flood the log).
+std::string log_safe(std::string_view s, size_t max_bytes = 256);
 
 // How long an HTTP thread waits for events before it checks the client's socket again.
 constexpr std::chrono::milliseconds kPollInterval{20};

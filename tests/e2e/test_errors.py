@@ -111,6 +111,57 @@ def test_unknown_model(http_client):
     err = error_of(http_client.post("/v1/completions", json={"prompt": "x", "model": "gpt-17"}), 404)
 
 
+def test_unknown_role(http_client):
+    body = {"messages": [{"role": "wizard", "content": "Hi"}], "max_tokens": 4}
+    err = error_of(http_client.post("/v1/chat/completions", json=body), 400)
+    assert err["param"] == "messages[0].role" and "wizard" in err["message"]
+
+
+def test_wrong_method_405(http_client):
+    r = http_client.get("/v1/chat/completions")
+    error_of(r, 405)
+    assert r.headers["allow"] == "POST"
+
+
+def test_log_lines_cannot_be_forged(server, http_client):
+    """A %0a (and an ESC) in the path must not start a new log line."""
+    r = http_client.get("/v1/x%0a[error]%20forged%1b[2J")
+    assert r.status_code == 404
+    time.sleep(0.2)  # the access log line is written after the response
+    with open(server.log_path, "rb") as f:
+        log = f.read().decode("utf-8", "replace")
+    lines = log.splitlines()
+    assert not any(line.startswith("[error] forged") for line in lines), log[-2000:]
+    assert "\x1b" not in log
+    assert any("/v1/x\\n[error] forged\\x1b[2J 404" in line for line in lines), log[-2000:]
+
+
+def test_chunked_body_over_the_cap_413(server):
+    """A chunked body is capped like one with Content-Length (it used to be buffered whole)."""
+    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+            f"Content-Type: application/json\r\nAuthorization: {server.auth['Authorization']}\r\n"
+            f"Connection: close\r\n\r\n")
+    received = bytearray()
+    try:
+        s.sendall(head.encode())
+        chunk = b"x" * 65536
+        for _ in range(9 * 16):  # 9 MiB > the 8 MiB default cap, unless the server stops reading
+            s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+    except OSError:
+        pass  # the server answered and closed: what it said is what counts
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            received.extend(d)
+    except OSError:
+        pass
+    s.close()
+    assert received.startswith(b"HTTP/1.1 413"), bytes(received[:300])
+
+
 def test_unknown_route(http_client):
     assert http_client.get("/v1/nope").status_code == 404
 

@@ -1,6 +1,7 @@
 // tests/unit/server/test_http_server.cpp — the HTTP layer without a model: the client-gone
 // probe on real sockets, and an HttpServer that is still loading (health 503, auth 401,
-// 404/413 with OpenAI error bodies, request ids, metrics).
+// 404/405/413 with OpenAI error bodies, chunked bodies under the cap, the port taken, request
+// ids, metrics), and log_safe.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,6 +16,7 @@
 #include "server/connection_probe.h"
 #include "server/http_server.h"
 #include "server/openai_protocol.h"
+#include "server/routes.h"
 
 namespace hs::server {
 namespace {
@@ -180,6 +182,103 @@ TEST_F(LoadingServer, NotFoundTooLargeAndRequestIds) {
   auto r = client_->Get("/health", {{"X-Request-Id", "abc-123"}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("X-Request-Id"), "abc-123");
+}
+
+// Sends `request` (raw bytes, `Connection: close`) to 127.0.0.1:port and reads the response
+// until the server closes or 10 s pass. No half-close: the server reads a client's EOF as the
+// client going away.
+std::string raw_exchange(int port, const std::string& request) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return "";
+  }
+  timeval tv{10, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  size_t off = 0;
+  while (off < request.size()) {
+    const ssize_t n = send(fd, request.data() + off, request.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) break;  // the server may answer (and close) before reading everything
+    off += static_cast<size_t>(n);
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+std::string chunked_post(const std::string& path, const std::string& body, size_t chunk) {
+  std::string r = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sekret\r\n"
+                  "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
+  for (size_t i = 0; i < body.size(); i += chunk) {
+    const std::string part = body.substr(i, chunk);
+    char len[32];
+    std::snprintf(len, sizeof len, "%zx\r\n", part.size());
+    r += len + part + "\r\n";
+  }
+  return r + "0\r\n\r\n";
+}
+
+int status_of(const std::string& response) {
+  if (response.rfind("HTTP/1.", 0) != 0 || response.size() < 12) return -1;
+  return std::atoi(response.c_str() + 9);
+}
+
+// httplib 0.11 ignores its payload limit for chunked bodies; the POST routes cut them off at
+// the cap themselves (413), and a chunked body under the cap is read whole.
+TEST_F(LoadingServer, ChunkedBodiesAreCappedToo) {
+  const std::string over = chunked_post("/v1/completions", std::string(4096, 'x'), 512);
+  const std::string r = raw_exchange(server_->port(), over);
+  EXPECT_EQ(status_of(r), 413) << r.substr(0, 300);
+  EXPECT_NE(r.find("request_too_large"), std::string::npos) << r.substr(0, 300);
+  const std::string under = chunked_post("/v1/completions", R"({"prompt":"x"})", 5);
+  const std::string r2 = raw_exchange(server_->port(), under);
+  EXPECT_EQ(status_of(r2), 503) << r2.substr(0, 300);  // read, authorized, then "Loading model"
+  EXPECT_NE(r2.find("Loading model"), std::string::npos) << r2.substr(0, 300);
+  // The server is still serving.
+  error_of(client_->Get("/health"), 503);
+}
+
+TEST_F(LoadingServer, WrongMethodIs405WithAllow) {
+  auto r = client_->Get("/v1/completions", {{"Authorization", "Bearer sekret"}});
+  Json e = error_of(r, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "POST");
+  EXPECT_NE(e.value("message", "").find("GET"), std::string::npos);
+  r = client_->Post("/health", "", "application/json");
+  error_of(r, 405);
+  EXPECT_EQ(r->get_header_value("Allow"), "GET");
+  error_of(client_->Delete("/v1/chat/completions"), 405);
+  error_of(client_->Get("/v1/nope"), 404);  // unknown paths stay 404
+}
+
+// A second server on a port in use fails to start (no SO_REUSEPORT sharing of connections).
+TEST_F(LoadingServer, PortInUseFailsClearly) {
+  ServerConfig cfg;
+  cfg.port = server_->port();
+  cfg.http_threads = 2;
+  HttpServer second(cfg);
+  const Status s = second.start();
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find(std::to_string(server_->port())), std::string::npos) << s.message();
+  error_of(client_->Get("/health"), 503);  // the first one still answers
+}
+
+TEST(LogSafe, EscapesWhatCouldForgeALine) {
+  EXPECT_EQ(log_safe("/v1/completions"), "/v1/completions");
+  EXPECT_EQ(log_safe("/x\n[error] forged"), "/x\\n[error] forged");
+  EXPECT_EQ(log_safe("a\rb\tc"), "a\\rb\\tc");
+  EXPECT_EQ(log_safe("\x1b[31mred"), "\\x1b[31mred");
+  EXPECT_EQ(log_safe(std::string("nul\0x", 5)), "nul\\x00x");
+  EXPECT_EQ(log_safe("q\"\\"), "q\\\"\\\\");
+  EXPECT_EQ(log_safe("caf\xc3\xa9 \xe2\x82\xac"), "caf\xc3\xa9 \xe2\x82\xac");  // valid UTF-8 kept
+  EXPECT_EQ(log_safe("bad\xc3(\xff"), "bad\\xc3(\\xff");                       // invalid bytes escaped
+  EXPECT_EQ(log_safe("\x7f"), "\\x7f");
+  EXPECT_EQ(log_safe(std::string(300, 'a'), 10), std::string(10, 'a') + "...");
 }
 
 TEST_F(LoadingServer, MetricsArePublic) {
