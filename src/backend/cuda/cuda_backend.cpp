@@ -114,7 +114,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &attn_, &wdq_, &qx_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaFree(cublas_workspace_);
