@@ -461,6 +461,66 @@ TEST_F(BackendOps, MatmulMultiGroupedWeights) {
   }
 }
 
+// rms_norm / add_rms_norm / glu write the next matmul's 16-bit input beside their f32 output on a
+// decode-sized batch (the matmul then skips its conversion): the matmul's result must be bitwise
+// that of converting afterwards (an op in between — scale by 1 — drops the early copy), and an
+// op that overwrites the tensor (copy) must not leave a stale copy behind.
+TEST_F(BackendOps, EarlyMatmulInputCopyIsExactAndNeverStale) {
+  const int64_t n = 8, d = 512, ff = 768;
+  const auto& wb = keep(random_weight(DType::BF16, 96, d, rng_));
+  const auto& wb2 = keep(random_weight(DType::BF16, 64, ff, rng_));
+  const std::vector<float> nw = normal(rng_, static_cast<size_t>(d), 1.0f);
+  Tensor w[2], w2[2], nv[2];
+  for (int which = 0; which < 2; ++which) {
+    Backend& b = which == 0 ? *cpu_ : *dev_;
+    auto r = b.prepare_weight(Tensor::matrix(wb.data(), DType::BF16, 96, d), "w");
+    auto r2 = b.prepare_weight(Tensor::matrix(wb2.data(), DType::BF16, 64, ff), "w2");
+    auto rv = b.prepare_vector(nw, "norm");
+    ASSERT_TRUE(r.is_ok() && r2.is_ok() && rv.is_ok());
+    w[which] = *r;
+    w2[which] = *r2;
+    nv[which] = *rv;
+  }
+  Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
+  const auto x = normal(rng_, static_cast<size_t>(n * d), 2.0f, true);
+  const auto y = normal(rng_, static_cast<size_t>(n * d), 1.0f, true);
+  const auto other = normal(rng_, static_cast<size_t>(n * d), 1.0f, true);
+  const auto g = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
+  const auto u = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
+  // ins: x, y, other, gate, up; outs: h [n][d], m1 [n][96], a [n][ff], m2 [n][64], m3 [n][96]
+  std::vector<std::vector<float>> first;  // the CUDA outputs with the early copies used
+  for (int between = 0; between < 2; ++between) {  // 0: early copy used; 1: dropped by scale(.., 1)
+    std::vector<std::vector<float>> ref, got;
+    run_both(step.plan, {{{n, d}, x}, {{n, d}, y}, {{n, d}, other}, {{n, ff}, g}, {{n, ff}, u}},
+             {{n, d}, {n, 96}, {n, ff}, {n, 64}, {n, 96}},
+             [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+               const int wi = &b == cpu_.get() ? 0 : 1;
+               HS_RETURN_IF_ERROR(b.add_rms_norm(in[0], in[1], nv[wi], 1e-6f, out[0]));
+               if (between) HS_RETURN_IF_ERROR(b.scale(out[0], 1.0f));
+               HS_RETURN_IF_ERROR(b.matmul(w[wi], out[0], out[1]));
+               HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, in[3], in[4], out[2]));
+               if (between) HS_RETURN_IF_ERROR(b.scale(out[2], 1.0f));
+               HS_RETURN_IF_ERROR(b.matmul(w2[wi], out[2], out[3]));
+               // Staleness: norm into h, then h overwritten; the matmul must read the new h.
+               HS_RETURN_IF_ERROR(b.rms_norm(in[0], nv[wi], 1e-6f, out[0]));
+               HS_RETURN_IF_ERROR(b.copy(in[2], out[0]));
+               return b.matmul(w[wi], out[0], out[4]);
+             },
+             ref, got);
+    if (HasFatalFailure()) return;
+    check("early copy", "add_rms_norm -> matmul", got[1], ref[1], 1e-2, 3e-2);
+    check("early copy", "glu -> matmul", got[3], ref[3], 1e-2, 3e-2);
+    check("early copy", "norm, copy -> matmul", got[4], ref[4], 1e-2, 3e-2);
+    if (between == 0) {
+      first = got;
+    } else {
+      for (int i : {1, 3, 4})
+        EXPECT_EQ(std::memcmp(got[i].data(), first[i].data(), got[i].size() * 4), 0)
+            << "output " << i << ": the early 16-bit copy changed the matmul's result";
+    }
+  }
+}
+
 TEST_F(BackendOps, RmsNorm) {
   std::uniform_int_distribution<int64_t> rows_d(1, 33);
   for (int64_t width : {64, 576, 640}) {

@@ -78,6 +78,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_GRAPHS")) graphs_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_QUANT")) keep_quantized_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_EARLY16")) early16_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_PDL")) pdl_on_ = std::string(e) == "1";
@@ -304,6 +305,9 @@ Status CudaBackend::upload_weight(const Tensor& host, std::string_view name, con
 }
 
 Tensor CudaBackend::register_weight(const Tensor& host, const WeightForm& form, void* dev) {
+  const DType gemm_in = form.quant ? DType::F16 : form.dev_type;  // quantized: dequantized to f16 for cuBLAS
+  if (!gemm_in_) gemm_in_ = gemm_in;
+  else if (*gemm_in_ != gemm_in) gemm_in_mixed_ = true;
   Tensor t = Tensor::matrix(dev, form.dev_type, host.rows, host.cols, Device::kCuda);
   t.row_stride = static_cast<int64_t>(form.row_b);
   weight_cache_[host.data] = CachedWeight{t, host.dtype, host.rows, host.cols};
@@ -406,6 +410,7 @@ Status CudaBackend::to_host(const Tensor& src, void* dst) {
 }
 
 Status CudaBackend::from_host(const void* src, Tensor dst) {
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_on_device(dst, "from_host", "the destination"));
   if (dst.rows == 0 || dst.cols == 0) return Status::ok();
   const int64_t row_b = dst.row_bytes();
@@ -470,6 +475,7 @@ Status CudaBackend::read_kv_pages(int layer, void* host) {
 }
 
 Status CudaBackend::begin_step(const ForwardPlan& plan) {
+  clear_input_tag();
   HS_CUDA(cudaSetDevice(device_));
   in_step_ = false;
   kv_ready_ = false;

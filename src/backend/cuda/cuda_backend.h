@@ -244,7 +244,33 @@ class CudaBackend final : public Backend {
   bool has_flash_range_ = false;
   Scratch wdq_;    // [rows][cols] f16: a quantized weight dequantized for a large-batch matmul
   Scratch qx_;     // gemv_quant_warp's int16 copy of x (gemv_quant_warp_scratch_bytes)
-  Scratch xb_;     // [n][n_in] bf16: matmul input
+  Scratch xb_;     // [n][n_in] bf16 / f16: matmul input
+  // Which f32 tensor xb_ holds the 16-bit copy of (convert_input, or written beside its f32
+  // output by rms_norm / add_rms_norm / glu for the matmul after them): a matmul of that tensor
+  // skips its conversion kernel. Every other op clears it (it may write the tensor), as do
+  // from_host, begin_step and a matmul whose output overlaps it.
+  struct InputTag {
+    const void* p = nullptr;
+    int64_t rows = 0, cols = 0, stride = 0;
+    DType type = DType::F32;
+  };
+  InputTag xb_tag_;
+  // The 16-bit input type of the model's cuBLAS matmuls (bf16 weights: BF16; f16 and quantized
+  // ones, dequantized to f16: F16), from prepare_weight; unset or mixed: no early copies.
+  std::optional<DType> gemm_in_;
+  bool gemm_in_mixed_ = false;
+  bool early16_ = true;  // HS_CUDA_EARLY16=0: no early copies (every matmul converts its input)
+  // Where an op writing `out` (f32) should also write its 16-bit copy: into xb_ (grown) when a
+  // decode-sized batch's next matmul will take the cuBLAS path; p = null otherwise (kernels.h
+  // Out16 has the same two fields).
+  struct Copy16 {
+    uint16_t* p = nullptr;
+    bool bf16 = true;
+  };
+  Result<Copy16> out16_for(const Tensor& out);
+  void set_input_tag(const Tensor& t, DType type) { xb_tag_ = InputTag{t.data, t.rows, t.cols, t.row_stride, type}; }
+  void clear_input_tag() { xb_tag_ = InputTag{}; }
+  void clear_input_tag_if_written(const Tensor& y);
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

@@ -10,6 +10,7 @@ namespace hs::cuda {
 
 Status CudaBackend::add_bias(Tensor x, const Tensor& bias) {
   OpProfile::Scope prof(&profile_, "add_bias", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_f32(x, "add_bias", "x"));
   HS_RETURN_IF_ERROR(check_f32(bias, "add_bias", "bias"));
   if (bias.rows * bias.cols != x.cols || !(bias.rows <= 1 || bias.contiguous()))

@@ -22,6 +22,7 @@ namespace hs::cuda {
 
 Status CudaBackend::embedding(const Tensor& table, Tensor out) {
   OpProfile::Scope prof(&profile_, "embedding", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(need_step("embedding"));
   HS_RETURN_IF_ERROR(check_on_device(table, "embedding", "the table"));
   HS_RETURN_IF_ERROR(check_f32(out, "embedding", "out"));
@@ -52,10 +53,38 @@ Status CudaBackend::embedding(const Tensor& table, Tensor out) {
 }
 
 Status CudaBackend::convert_input(const Tensor& x, DType type, const char* op) {
+  const InputTag& t = xb_tag_;
+  if (t.p == x.data && t.rows == x.rows && t.cols == x.cols && t.stride == x.row_stride && t.type == type)
+    return Status::ok();  // xb_ already holds it (written beside x by the op that made x)
   const size_t bytes = static_cast<size_t>(x.rows) * static_cast<size_t>(x.cols) * 2;
   HS_RETURN_IF_ERROR(grow(xb_, bytes, "the 16-bit copy of a matmul input"));
-  if (type == DType::F16) return launched(launch_f32_to_f16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op);
-  return launched(launch_f32_to_bf16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op);
+  if (type == DType::F16) {
+    HS_RETURN_IF_ERROR(launched(launch_f32_to_f16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op));
+  } else {
+    HS_RETURN_IF_ERROR(launched(launch_f32_to_bf16(crows_of(x), static_cast<uint16_t*>(xb_.ptr), stream_), op));
+  }
+  set_input_tag(x, type);
+  return Status::ok();
+}
+
+Result<CudaBackend::Copy16> CudaBackend::out16_for(const Tensor& out) {
+  // Decode-sized batches whose next matmul runs cuBLAS (16-bit weights from kMaxGemv16Rows + 1
+  // rows; quantized ones above kMaxGemvRows); rows the width of a model's activations.
+  if (!early16_ || !gemm_in_ || gemm_in_mixed_ || out.rows > kMaxGraphTokens || out.cols < 256 || out.cols % 4 != 0)
+    return Copy16{};
+  const int64_t min_rows = *gemm_in_ == DType::BF16 ? kMaxGemv16Rows : kMaxGemvRows;
+  if (out.rows <= min_rows) return Copy16{};
+  HS_RETURN_IF_ERROR(grow(xb_, static_cast<size_t>(out.rows) * static_cast<size_t>(out.cols) * 2,
+                          "the 16-bit copy of a matmul input"));
+  return Copy16{static_cast<uint16_t*>(xb_.ptr), *gemm_in_ == DType::BF16};
+}
+
+void CudaBackend::clear_input_tag_if_written(const Tensor& y) {
+  if (!xb_tag_.p) return;
+  const auto* a = static_cast<const uint8_t*>(y.data);
+  const auto* b = static_cast<const uint8_t*>(xb_tag_.p);
+  const int64_t ya = y.rows * y.row_stride, tb = xb_tag_.rows * xb_tag_.stride;  // spans in bytes
+  if (a < b + tb && b < a + ya) clear_input_tag();
 }
 
 Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y) {
@@ -153,6 +182,7 @@ Status CudaBackend::matmul(const Tensor& w, const Tensor& x, Tensor y) {
                                                  : std::string(), stream_);
   HS_RETURN_IF_ERROR(check_matmul(w, x, y));
   if (x.rows == 0 || w.rows == 0) return Status::ok();
+  clear_input_tag_if_written(y);
   if (x.cols == 0) return launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul");  // empty sum
   DType converted = DType::F32;
   return matmul_one(w, x, y, converted);
@@ -167,6 +197,7 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
     return make_error(StatusCode::kInvalidArgument, "cuda matmul_multi: {} weights for {} outputs", ws.size(), ys.size());
   for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(check_matmul(ws[i], x, ys[i]));
   if (ws.empty() || x.rows == 0) return Status::ok();
+  for (const Tensor& y : ys) clear_input_tag_if_written(y);
   if (x.cols == 0) {
     for (const Tensor& y : ys) HS_RETURN_IF_ERROR(launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul_multi"));
     return Status::ok();
@@ -240,15 +271,29 @@ Result<const float*> CudaBackend::check_rms_norm(const Tensor& x, const Tensor& 
 
 Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
   OpProfile::Scope prof(&profile_, "rms_norm", stream_);
+  clear_input_tag();
   HS_ASSIGN_OR_RETURN(const float* wp, check_rms_norm(x, w, out, "rms_norm"));
+  HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
+  if (c16.p && launch_rms_norm16(crows_of(x), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_)) {
+    HS_RETURN_IF_ERROR(launched(cudaGetLastError(), "rms_norm"));
+    set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    return Status::ok();
+  }
   return launched(launch_rms_norm(crows_of(x), wp, eps, rows_of(out), stream_), "rms_norm");
 }
 
 Status CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) {
   OpProfile::Scope prof(&profile_, "add_rms_norm", stream_);
+  clear_input_tag();
   HS_ASSIGN_OR_RETURN(const float* wp, check_rms_norm(x, w, out, "add_rms_norm"));
   HS_RETURN_IF_ERROR(check_f32(y, "add_rms_norm", "y"));
   HS_RETURN_IF_ERROR(check_same_shape(x, y, "add_rms_norm", "x", "y"));
+  HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
+  if (c16.p && launch_add_rms_norm16(rows_of(x), crows_of(y), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_)) {
+    HS_RETURN_IF_ERROR(launched(cudaGetLastError(), "add_rms_norm"));
+    set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    return Status::ok();
+  }
   return launched(launch_add_rms_norm(rows_of(x), crows_of(y), wp, eps, rows_of(out), stream_), "add_rms_norm");
 }
 
@@ -263,12 +308,14 @@ Status CudaBackend::check_rope(const Tensor& x, int head_dim, const char* op) co
 
 Status CudaBackend::rope(Tensor x, int head_dim, float theta, bool neox) {
   OpProfile::Scope prof(&profile_, "rope", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_rope(x, head_dim, "rope"));
   return launched(launch_rope(rows_of(x), head_dim, theta, neox, d_positions_, stream_), "rope");
 }
 
 Status CudaBackend::rope_qk(Tensor q, Tensor k, int head_dim, float theta, bool neox) {
   OpProfile::Scope prof(&profile_, "rope_qk", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_rope(q, head_dim, "rope_qk"));
   HS_RETURN_IF_ERROR(check_rope(k, head_dim, "rope_qk"));
   return launched(launch_rope_qk(rows_of(q), rows_of(k), head_dim, theta, neox, d_positions_, stream_), "rope_qk");
@@ -282,11 +329,17 @@ Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tens
   HS_RETURN_IF_ERROR(check_same_shape(gate, up, "glu", "gate", "up"));
   HS_RETURN_IF_ERROR(check_same_shape(gate, out, "glu", "gate", "out"));
   const int k = kind == GluKind::kSilu ? 0 : 1;
-  return launched(launch_glu(k, crows_of(gate), crows_of(up), rows_of(out), stream_), "glu");
+  clear_input_tag();
+  HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
+  HS_RETURN_IF_ERROR(launched(launch_glu(k, crows_of(gate), crows_of(up), rows_of(out), stream_, Out16{c16.p, c16.bf16}),
+                              "glu"));
+  if (c16.p) set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+  return Status::ok();
 }
 
 Status CudaBackend::add(Tensor x, const Tensor& y) {
   OpProfile::Scope prof(&profile_, "add", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_f32(x, "add", "x"));
   HS_RETURN_IF_ERROR(check_f32(y, "add", "y"));
   HS_RETURN_IF_ERROR(check_same_shape(x, y, "add", "x", "y"));
@@ -295,12 +348,14 @@ Status CudaBackend::add(Tensor x, const Tensor& y) {
 
 Status CudaBackend::scale(Tensor x, float s) {
   OpProfile::Scope prof(&profile_, "scale", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_f32(x, "scale", "x"));
   return launched(launch_scale(rows_of(x), s, stream_), "scale");
 }
 
 Status CudaBackend::softcap(Tensor x, float cap) {
   OpProfile::Scope prof(&profile_, "softcap", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_f32(x, "softcap", "x"));
   if (!(cap > 0.0f) || !std::isfinite(cap))
     return make_error(StatusCode::kInvalidArgument, "cuda softcap: cap {} must be positive", cap);
@@ -309,6 +364,7 @@ Status CudaBackend::softcap(Tensor x, float cap) {
 
 Status CudaBackend::copy(const Tensor& src, Tensor dst) {
   OpProfile::Scope prof(&profile_, "copy", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(check_on_device(src, "copy", "src"));
   HS_RETURN_IF_ERROR(check_on_device(dst, "copy", "dst"));
   HS_RETURN_IF_ERROR(check_same_shape(src, dst, "copy", "src", "dst"));
@@ -324,6 +380,7 @@ Status CudaBackend::copy(const Tensor& src, Tensor dst) {
 
 Status CudaBackend::logit_rows(const Tensor& src, Tensor dst) {
   OpProfile::Scope prof(&profile_, "logit_rows", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(need_step("logit_rows"));
   HS_RETURN_IF_ERROR(check_f32(src, "logit_rows", "src"));
   HS_RETURN_IF_ERROR(check_f32(dst, "logit_rows", "dst"));
@@ -360,6 +417,7 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 
 Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   OpProfile::Scope prof(&profile_, "kv_write", stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(need_step("kv_write"));
   if (!kv_ready_)
     return make_error(StatusCode::kInvalidArgument, "cuda kv_write: the step has no KV cache, sequences or page table");
@@ -380,6 +438,7 @@ Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
 
 Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) {
   OpProfile::Scope prof(&profile_, profile_.on() ? fmt::format("attention (n={})", q.rows) : std::string(), stream_);
+  clear_input_tag();
   HS_RETURN_IF_ERROR(need_step("attention"));
   if (!kv_ready_)
     return make_error(StatusCode::kInvalidArgument, "cuda attention: the step has no KV cache, sequences or page table");

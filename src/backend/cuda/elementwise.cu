@@ -38,6 +38,13 @@ __device__ __forceinline__ float sigmoid_f(float z) {
   return z >= 0.0f ? inv : e * inv;
 }
 
+// The matmul input conversions (f32_to_bf16_kernel / f32_to_f16_kernel's exact arithmetic):
+// bf16 round to nearest even; f16 saturating at +-65504, round to nearest even.
+__device__ __forceinline__ uint16_t to16(float v, bool bf16) {
+  return bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(v))
+              : __half_as_ushort(__float2half_rn(fminf(fmaxf(v, -65504.0f), 65504.0f)));
+}
+
 dim3 grid_for(int64_t rows, int64_t cols) {
   const int64_t gx = std::min<int64_t>(kMaxGridX, (cols + kThreads - 1) / kThreads);
   const int64_t gy = std::min<int64_t>(kMaxGridY, rows);
@@ -120,7 +127,8 @@ __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
 // the result is bitwise that of add then rms_norm.
 template <int K>
 __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out,
-                                                            CRows add_y = CRows{nullptr, 0, 0, 0}) {
+                                                            CRows add_y = CRows{nullptr, 0, 0, 0},
+                                                            Out16 out16 = Out16{}) {
   __shared__ double partial[2][32];  // [row parity][warps]: one barrier per row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int n4 = static_cast<int>(x.cols / 4);
@@ -193,6 +201,12 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
         o.w = __fmul_rn(v[k].w, inv);
       }
       orow[i] = o;
+      if (out16.p) {  // the next matmul's input, [rows][cols] 16-bit
+        uint16_t* d = out16.p + r * x.cols + 4 * static_cast<int64_t>(i);
+        const uint2 packed = make_uint2(static_cast<uint32_t>(to16(o.x, out16.bf16)) | (static_cast<uint32_t>(to16(o.y, out16.bf16)) << 16),
+                                        static_cast<uint32_t>(to16(o.z, out16.bf16)) | (static_cast<uint32_t>(to16(o.w, out16.bf16)) << 16));
+        *reinterpret_cast<uint2*>(d) = packed;
+      }
     }
     // partial[parity] is rewritten two rows later, after every thread passed the next barrier.
   }
@@ -236,7 +250,8 @@ __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const 
 
 // ---- gates and element-wise ----------------------------------------------------------------
 
-__global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out) {
+// out16 (when set): the product also as 16-bit at [r][c] of rows `out16_cols` wide.
+__global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out, Out16 out16, int64_t out16_cols) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   HS_ROWS_LOOP(out.rows, out.cols) {
     const float g = gate.p[r * gate.stride + c];
@@ -248,7 +263,9 @@ __global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out) {
       const float inner = __fadd_rn(g, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g));
       a = __fmul_rn(g, sigmoid_f(__fmul_rn(2.0f * kSqrt2OverPi, inner)));
     }
-    out.p[r * out.stride + c] = __fmul_rn(a, u);
+    const float v = __fmul_rn(a, u);
+    out.p[r * out.stride + c] = v;
+    if (out16.p) out16.p[r * out16_cols + c] = to16(v, out16.bf16);
   }
 }
 
@@ -331,7 +348,8 @@ cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const
 namespace {
 // rms_norm_vec_kernel's launch (x, out, w, and y when adding, float4 rows) or false when the
 // operands do not take it.
-bool launch_rms_norm_vec(CRows x, const float* w, float eps, Rows out, CRows add_y, cudaStream_t s) {
+bool launch_rms_norm_vec(CRows x, const float* w, float eps, Rows out, CRows add_y, cudaStream_t s,
+                         Out16 out16 = Out16{}) {
   const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const int64_t n4 = x.cols / 4;
   if (!(x.cols % 4 == 0 && x.stride % 4 == 0 && out.stride % 4 == 0 && a16(x.p) && a16(out.p) && (!w || a16(w)) &&
@@ -340,15 +358,26 @@ bool launch_rms_norm_vec(CRows x, const float* w, float eps, Rows out, CRows add
   const int64_t threads = std::min<int64_t>(1024, ((n4 + 3) / 4 + 31) / 32 * 32);
   const int64_t k = (n4 + threads - 1) / threads;  // 1..4
   const unsigned t = static_cast<unsigned>(threads);
+  if (out16.p && (reinterpret_cast<uintptr_t>(out16.p) & 7) != 0) return false;
   if (k == 1)
-    rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+    rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
   else if (k == 2)
-    rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+    rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
   else
-    rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y);
+    rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
   return true;
 }
 }  // namespace
+
+bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return false;
+  return launch_rms_norm_vec(x, w, eps, out, CRows{nullptr, 0, 0, 0}, s, out16);
+}
+
+bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return false;
+  return launch_rms_norm_vec(CRows{x.p, x.rows, x.cols, x.stride}, w, eps, out, y, s, out16);
+}
 
 cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
@@ -391,15 +420,17 @@ cudaError_t launch_rope_qk(Rows q, Rows k, int head_dim, float theta, bool neox,
   return cudaGetLastError();
 }
 
-cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s) {
+cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s, Out16 out16) {
   if (empty(out.rows, out.cols)) return cudaSuccess;
+  const int64_t out16_cols = out.cols;  // before flattening: the 16-bit copy is [rows][cols]
   if (gate.stride == gate.cols && up.stride == up.cols && out.stride == out.cols) {
     const int64_t n = out.rows * out.cols;
     gate = CRows{gate.p, 1, n, n};
     up = CRows{up.p, 1, n, n};
     out = Rows{out.p, 1, n, n};
   }
-  glu_kernel<<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(kind, gate, up, out);
+  glu_kernel<<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(kind, gate, up, out, out16,
+                                                                out.rows == 1 ? out.cols : out16_cols);
   return cudaGetLastError();
 }
 

@@ -43,6 +43,16 @@ cudaError_t launch_embedding_f32(const float* table, int64_t table_stride, const
 // out = x * (1 / sqrt(mean(x^2) + eps)) * w per row (sum of squares in double, as the CPU);
 // w: [x.cols] or null (no scale). out may alias x.
 cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s);
+// A 16-bit copy of an op's f32 output for the next matmul: [rows][cols] contiguous, bf16 or f16
+// with the matmul input conversion's exact rounding (launch_f32_to_bf16 / _f16).
+struct Out16 {
+  uint16_t* p = nullptr;
+  bool bf16 = true;
+};
+// launch_rms_norm / launch_add_rms_norm that also write out16 (8-byte aligned): false, launching
+// nothing, for rows the one-pass kernel does not take (the caller runs the plain op).
+bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s);
+bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s);
 // In place: row r of x ([n_heads * head_dim]) rotated at positions[r] (device [x.rows]);
 // cos/sin of pos * theta^(-2i/head_dim) computed in double as backend/cpu/ops.cpp does.
 cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s);
@@ -56,7 +66,7 @@ cudaError_t launch_split_cols(CRows src, int n_dst, const Rows* dst, cudaStream_
 // are float4-aligned (else the two kernels).
 cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s);
 // out = act(gate) * up; kind 0: silu, 1: gelu (tanh form, written as g * sigmoid(2u)).
-cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s);
+cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s, Out16 out16 = Out16{});
 cudaError_t launch_add(Rows x, CRows y, cudaStream_t s);             // x += y
 cudaError_t launch_scale(Rows x, float v, cudaStream_t s);           // x *= v
 cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s);       // x = cap * tanh(x / cap)
