@@ -2,9 +2,10 @@
 //
 // Order: bind and listen first (so /health answers 503 "Loading model" while the model
 // loads), load the model, size the KV cache, build and start the Engine, then mark the
-// server ready. SIGINT/SIGTERM: new requests get 503, the engine stops (requests in flight
-// end as cancelled, streams get an error event), the HTTP threads finish, exit 0. A signal
-// while loading exits at once; a second signal during shutdown exits at once.
+// server ready. SIGINT/SIGTERM: new requests and /health get 503 (draining), the requests in
+// flight run to their end for up to --shutdown-timeout seconds, then the engine stops (what is
+// left ends as cancelled, streams get an error event), the HTTP threads finish, exit 0. A
+// signal while loading exits at once; a second signal during shutdown exits at once.
 //
 // Sizes: --max-model-len defaults to the model's training context; -c (KV capacity in
 // tokens, across all sequences) defaults to max(2 x max-model-len, 16384); the engine caps
@@ -16,9 +17,10 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <csignal>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -28,6 +30,7 @@
 #include "app/loaded_model.h"
 #include "engine/engine.h"
 #include "server/http_server.h"
+#include "server/metrics.h"
 #include "tokenizer/chat_template.h"
 
 namespace hs::app {
@@ -39,6 +42,7 @@ struct ServeOptions {
   EngineConfig engine;
   bool no_prefix_caching = false;
   bool ctx_given = false;  // -c was on the command line
+  double shutdown_timeout_s = 30;  // draining after SIGTERM before what is left is cancelled
 };
 
 // Waits for SIGINT/SIGTERM on its own thread (the signals are blocked everywhere else).
@@ -192,7 +196,20 @@ int run_serve(ServeOptions& o) {
   spdlog::info("ready: http://{}:{}/v1 serving '{}'", o.http.host, http.port(), o.http.served_model_name);
 
   signals.wait();
-  http.begin_shutdown();  // new requests: 503
+  http.begin_shutdown();  // new requests and /health: 503
+  // Drain: the API requests in flight (their handlers, which also covers a request between
+  // parsing and the engine's queue) and the engine's open requests finish, up to the deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o.shutdown_timeout_s);
+  for (;;) {
+    const EngineStats st = engine.stats();
+    if (st.running + st.waiting == 0 && http.metrics().http_requests_active() == 0) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      spdlog::warn("shutdown: {} requests still open after {:.0f} s; cancelling them", st.running + st.waiting,
+                   o.shutdown_timeout_s);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   engine.stop();          // open requests end (kCancelled)
   http.stop();            // HTTP threads finish their responses
   spdlog::info("stopped");
@@ -230,6 +247,9 @@ void register_serve(CLI::App& app, std::function<int()>& run) {
                   "Cap a step's cost at this multiple of a decode-only step while decodes run (0: off)")
       ->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not reuse cached prompt prefixes");
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
+                  "Seconds after SIGTERM/SIGINT for requests in flight to finish before they are cancelled")
+      ->check(CLI::Range(0.0, 86400.0))->capture_default_str();
   cmd->callback([o, cmd, &run] {
     o->ctx_given = cmd->get_option("--ctx-size")->count() > 0;
     run = [o] { return run_serve(*o); };

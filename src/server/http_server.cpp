@@ -207,7 +207,7 @@ struct HttpServer::Impl {
   void health(const httplib::Request&, httplib::Response& res, const RouteContext&) {
     if (st.ready.load(std::memory_order_acquire) && !st.stopping.load())
       return send_json(res, 200, Json{{"status", "ok"}});
-    send_error(res, unavailable(st.stopping.load() ? "Shutting down" : "Loading model"));
+    send_error(res, unavailable(st.stopping.load() ? "Shutting down: draining the requests in flight" : "Loading model"));
   }
 
   void models(const httplib::Request&, httplib::Response& res, const RouteContext&) {
