@@ -34,6 +34,10 @@ struct Job {
   ToolCallFormat tool_format = ToolCallFormat::kNone;  // chat with tools: how calls are written
   bool parallel_tool_calls = true;
   std::vector<std::string> tool_names;                 // the request's declared functions
+  // tool_choice "required" / a named function: the opening of a call in the template's format
+  // (tool_call_prefix), appended to the prompt as the start of the assistant's answer, so the
+  // model can only continue a call; it is put back in front of the generated text for parsing.
+  std::string forced_prefix;
 };
 
 // A request's call ids: call_<hex> from a per-request random start (unique in practice).
@@ -53,6 +57,7 @@ ParsedToolOutput job_tool_calls(const Job& job, std::string_view text, uint64_t&
 // The non-streamed choice's text split into content and calls (tools requests only).
 void split_tool_calls(const Job& job, ChoiceResult& r, uint64_t& ids) {
   if (job.tool_format == ToolCallFormat::kNone) return;
+  if (!job.forced_prefix.empty()) r.text = job.forced_prefix + r.text;
   ParsedToolOutput p = job_tool_calls(job, r.text, ids);
   if (p.calls.empty()) return;
   r.text = std::move(p.content);
@@ -73,7 +78,9 @@ class ChunkWriter {
         piece_(std::move(piece)),
         text_offset_(static_cast<size_t>(n), 0),
         tools_(static_cast<size_t>(n)),
-        ids_(call_id_seed()) {}
+        ids_(call_id_seed()) {
+    for (ToolStream& ts : tools_) ts.hold = job.forced_prefix;  // a forced call's opening comes first
+  }
 
   void role_chunks(std::string& out, int n) const {
     for (int i = 0; i < n; ++i)
@@ -352,10 +359,6 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   Job job;
   Json kwargs = cr.template_kwargs;
   if (tools.active()) {
-    if (tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed)
-      return send_error(res, invalid_request("'tool_choice' 'required' or a named function needs constrained decoding, "
-                                             "which is not supported yet; use 'auto'",
-                                             "tool_choice"));
     job.tool_format = st.model.chat_template ? tool_call_format_of(st.model.chat_template->source())
                                              : ToolCallFormat::kNone;
     if (job.tool_format == ToolCallFormat::kNone)
@@ -369,9 +372,17 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
     kwargs["tools"] = tools.tools;
     job.parallel_tool_calls = tools.parallel;
     job.tool_names = std::move(tools.names);
+    if (tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed) {
+      if (!cr.add_generation_prompt)
+        return send_error(res, invalid_request("'tool_choice' 'required' or a named function needs "
+                                               "add_generation_prompt (the call starts the assistant's answer)",
+                                               "tool_choice"));
+      job.forced_prefix = tool_call_prefix(job.tool_format, tools.choice == ToolChoice::kNamed ? tools.named : "");
+    }
   }
   std::string text;
   if (auto e = render_chat_prompt(st, cr.messages, cr.add_generation_prompt, kwargs, text)) return send_error(res, *e);
+  text += job.forced_prefix;
   job.chat = true;
   job.gen = std::move(cr.gen);
   // Templates carry their own BOS; special-token text in them is recognised.

@@ -288,4 +288,17 @@ size_t find_tool_call_open(std::string_view text, ToolCallFormat format) {
   return text.find(kHermesOpen);
 }
 
+std::string tool_call_prefix(ToolCallFormat format, const std::string& name) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return name.empty() ? "<tool_call>\n{\"name\": \"" : "<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": {";
+    case ToolCallFormat::kXmlFunction:
+      return name.empty() ? "<tool_call>\n<function=" : "<tool_call>\n<function=" + name + ">\n";
+    case ToolCallFormat::kJson:
+      return name.empty() ? "{\"name\": \"" : "{\"name\": \"" + name + "\", \"parameters\": {";
+    case ToolCallFormat::kNone: break;
+  }
+  return "";
+}
+
 }  // namespace hs::server

@@ -5,7 +5,7 @@
 // "description"?, "parameters"? (a JSON-Schema object), "strict"?}}; names are 1..64 of
 // [A-Za-z0-9_-] and unique. `tool_choice` is "auto" (default with tools), "none" (default
 // without), "required", or {"type": "function", "function": {"name": ...}} naming a declared
-// tool. Errors are 400s naming the field (server/api_error.h).
+// tool (the last two start the answer with a call's opening: tool_call_prefix). Errors are 400s naming the field (server/api_error.h).
 // Output side, per template family (ToolCallFormat; three so far, below): Hermes-style blocks
 // `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen2.5 / Qwen3 templates,
 // detected by "<tool_call>" in the template source). Every block whose body parses as a JSON
@@ -72,6 +72,14 @@ ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, 
 // True when a stream's first text may be a bare call object (starts with '{', '[' or "```" after
 // whitespace): the stream holds its content back until the end.
 bool may_be_bare_call(std::string_view text_so_far);
+
+// The opening of a call in `format` up to where the model's choice starts: with `name`, the
+// call of that function into its arguments object (Hermes `<tool_call>\n{"name": "NAME", "arguments": {`,
+// XML `<tool_call>\n<function=NAME>\n`, JSON `{"name": "NAME", "parameters": {`); without, up to
+// the name (`<tool_call>\n{"name": "`, `<tool_call>\n<function=`, `{"name": "`). tool_choice
+// "required" / named: the prompt ends with it, so the answer is a call (no grammar yet: the
+// arguments are the model's own, and a call that does not parse stays content).
+std::string tool_call_prefix(ToolCallFormat format, const std::string& name);
 
 // The length of the longest suffix of `text` that is a proper prefix of the format's opening
 // tag ("<tool_call>"): what a stream must hold back before it knows whether a call starts.

@@ -2,7 +2,8 @@
 
 Its chat template writes tools in a <tools> system section and asks for Hermes-style
 <tool_call> blocks; the server renders `tools` with it, parses the model's calls into
-`message.tool_calls` (streamed as `delta.tool_calls`), and takes `role: tool` results back.
+`message.tool_calls` (streamed as `delta.tool_calls`), and takes `role: tool` results back;
+tool_choice "required" / named start the answer with a call's opening.
 One server for the module; greedy decoding. Skipped when the model is absent.
 """
 from __future__ import annotations
@@ -89,10 +90,44 @@ def test_tool_choice_none_answers_in_text(qclient):
     assert r.choices[0].finish_reason in ("stop", "length")
 
 
+TIME = {"type": "function", "function": {
+    "name": "get_time", "description": "Get the current time in a time zone",
+    "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+
+
+def test_named_tool_choice_forces_that_call(qclient):
+    """A named tool_choice: the answer starts as that function's call (the prompt ends with its
+    opening), even for a question the tool does not fit."""
+    r = qclient.chat.completions.create(
+        model="qwen-e2e", messages=[{"role": "user", "content": "Say hello to Bob."}], tools=[WEATHER, TIME],
+        tool_choice={"type": "function", "function": {"name": "get_time"}}, temperature=0, max_tokens=48)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls", choice
+    calls = choice.message.tool_calls
+    assert len(calls) >= 1 and calls[0].function.name == "get_time", calls
+    assert isinstance(json.loads(calls[0].function.arguments), dict)
+
+
+def test_required_tool_choice_streams_a_declared_call(qclient):
+    stream = qclient.chat.completions.create(model="qwen-e2e", messages=ASK, tools=[WEATHER, TIME],
+                                             tool_choice="required", temperature=0, max_tokens=64, stream=True)
+    name, args, finish = "", "", None
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        d = chunk.choices[0].delta
+        for tc in d.tool_calls or []:
+            if tc.index == 0:
+                name += tc.function.name or ""
+                args += tc.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+    assert finish == "tool_calls" and name in ("get_weather", "get_time"), (finish, name)
+    assert isinstance(json.loads(args), dict)
+
+
 @pytest.mark.parametrize("body, param", [
     ({"tools": [{"type": "function", "function": {"name": "bad name"}}]}, "tools[0].function.name"),
     ({"tools": [{"type": "function"}]}, "tools[0].function"),
-    ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice"),
     ({"tools": [WEATHER], "tool_choice": {"type": "function", "function": {"name": "other"}}}, "tool_choice"),
     ({"tool_choice": "auto"}, "tool_choice"),
 ])

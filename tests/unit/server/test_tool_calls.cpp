@@ -169,6 +169,38 @@ TEST(ToolCallParser, Llama3JsonCalls) {
   }
 }
 
+// tool_choice required / named: the forced opening plus what a model writes after it parses as
+// the call, in every format.
+TEST(ToolCallPrefix, ForcedOpeningPlusContinuationParses) {
+  const std::vector<std::string> declared = {"get_weather", "get_time"};
+  struct Case {
+    ToolCallFormat f;
+    std::string name, continuation;
+  };
+  const Case cases[] = {
+      {ToolCallFormat::kHermes, "get_time", "\"zone\": \"UTC\"}}\n</tool_call>"},
+      {ToolCallFormat::kHermes, "", "get_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>"},
+      {ToolCallFormat::kXmlFunction, "get_time", "<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>"},
+      {ToolCallFormat::kXmlFunction, "", "get_time>\n<parameter=zone>\nUTC\n</parameter>\n</function>\n</tool_call>"},
+      {ToolCallFormat::kJson, "get_time", "\"zone\": \"UTC\"}}"},
+      {ToolCallFormat::kJson, "", "get_time\", \"parameters\": {\"zone\": \"UTC\"}}"},
+  };
+  for (const Case& c : cases) {
+    uint64_t id = 1;
+    const std::string prefix = tool_call_prefix(c.f, c.name);
+    ASSERT_FALSE(prefix.empty());
+    if (!c.name.empty()) {
+      EXPECT_NE(prefix.find(c.name), std::string::npos) << prefix;
+    }
+    const auto p = parse_tool_calls(prefix + c.continuation, c.f, id, declared);
+    ASSERT_EQ(p.calls.size(), 1u) << prefix + c.continuation;
+    EXPECT_EQ(p.calls[0].name, "get_time");
+    EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"zone": "UTC"})")) << p.calls[0].arguments;
+    EXPECT_TRUE(p.content.empty()) << p.content;
+  }
+  EXPECT_EQ(tool_call_prefix(ToolCallFormat::kNone, "x"), "");
+}
+
 TEST(ToolCallParser, StreamHoldBack) {
   EXPECT_EQ(tool_call_open_prefix("Hello <tool", ToolCallFormat::kHermes), 5u);
   EXPECT_EQ(tool_call_open_prefix("Hello <", ToolCallFormat::kHermes), 1u);
