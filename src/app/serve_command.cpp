@@ -232,6 +232,9 @@ void register_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--served-model-name", h.served_model_name, "Model name in the API (default: the file's stem)");
   cmd->add_option("--request-timeout", h.request_timeout_s, "Seconds before a request is aborted (0: never)")
       ->check(CLI::Range(0.0, 1e7))->capture_default_str();
+  cmd->add_option("--access-log", h.access_log_path,
+                  "Append one JSON object per HTTP request to this file (time, request id, client, method, path, "
+                  "status, duration)");
   cmd->add_option("--http-threads", h.http_threads, "HTTP threads (concurrent connections)")
       ->check(CLI::Range(1, 4096))->capture_default_str();
   EngineConfig& e = o->engine;

@@ -10,6 +10,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <mutex>
 #include <thread>
 
 #include "engine/engine.h"
@@ -133,6 +137,39 @@ struct HttpServer::Impl {
   httplib::Server svr;
   std::thread listener;
   int bound_port = -1;
+  // --access-log: one JSON object per request (every client string JSON-escaped), appended and
+  // flushed per line under a mutex (the HTTP threads log concurrently).
+  std::mutex access_mu;
+  std::ofstream access_log;
+
+  void log_access(const httplib::Request& req, const httplib::Response& res, double ms) {
+    if (!access_log.is_open()) return;
+    using namespace std::chrono;
+    const auto now = system_clock::now();
+    const std::time_t t = system_clock::to_time_t(now);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char ts[32];
+    std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+    const auto msec = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
+    Json j;
+    j["time"] = fmt::format("{}.{:03d}Z", ts, static_cast<int>(msec));
+    j["request_id"] = res.get_header_value("X-Request-Id");
+    j["remote_addr"] = req.remote_addr;
+    j["remote_port"] = req.remote_port;
+    j["method"] = req.method;
+    j["path"] = req.path;
+    j["status"] = res.status;
+    j["duration_ms"] = std::round(ms * 1000.0) / 1000.0;
+    if (req.has_header("Content-Length")) j["request_bytes"] = req.get_header_value("Content-Length");
+    if (!res.body.empty()) j["response_bytes"] = res.body.size();
+    if (req.has_header("User-Agent")) j["user_agent"] = req.get_header_value("User-Agent");
+    // Invalid UTF-8 from a client is replaced, never a throw (or a raw byte in the log).
+    const std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace);
+    std::lock_guard lk(access_mu);
+    access_log << line << '\n';
+    access_log.flush();
+  }
 
   bool authorized(const httplib::Request& req) const {
     if (st.cfg.api_key.empty()) return true;
@@ -340,6 +377,7 @@ struct HttpServer::Impl {
           spdlog::debug("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
         else
           spdlog::info("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
+        log_access(req, res, ms);
       } catch (...) {
       }
     });
@@ -356,6 +394,11 @@ HttpServer::~HttpServer() { stop(); }
 Status HttpServer::start() {
   Impl& m = *impl_;
   const ServerConfig& c = m.st.cfg;
+  if (!c.access_log_path.empty()) {
+    m.access_log.open(c.access_log_path, std::ios::app);
+    if (!m.access_log.is_open())
+      return make_error(StatusCode::kIoError, "cannot open the access log {} for appending", c.access_log_path);
+  }
   if (c.port == 0) {
     m.bound_port = m.svr.bind_to_any_port(c.host);
     if (m.bound_port < 0) return make_error(StatusCode::kIoError, "cannot bind {} (any port)", c.host);

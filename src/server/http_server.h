@@ -37,6 +37,7 @@ struct ServerConfig {
   size_t max_body_bytes = 8u << 20;       // larger bodies get 413
   double request_timeout_s = 600;         // per engine request; 0: none (504 when it passes)
   int http_threads = 64;                  // concurrent connections served
+  std::string access_log_path;            // one JSON object per request appended here ("" = none)
 };
 
 // What set_ready() hands over; everything must outlive stop().

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -266,6 +268,53 @@ TEST_F(LoadingServer, PortInUseFailsClearly) {
   EXPECT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find(std::to_string(server_->port())), std::string::npos) << s.message();
   error_of(client_->Get("/health"), 503);  // the first one still answers
+}
+
+// --access-log: one JSON object per request; a client's control characters stay inside the JSON
+// string (escaped), so a line can neither be split nor forged.
+TEST(AccessLog, OneJsonObjectPerRequest) {
+  char tmpl[] = "/tmp/hs-access-XXXXXX";
+  const int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    ServerConfig cfg;
+    cfg.port = 0;
+    cfg.http_threads = 2;
+    cfg.access_log_path = tmpl;
+    HttpServer server(cfg);
+    ASSERT_TRUE(server.start().is_ok());
+    httplib::Client c("127.0.0.1", server.port());
+    ASSERT_TRUE(c.Get("/health", {{"X-Request-Id", "abc"}, {"User-Agent", "t/1"}}));
+    ASSERT_TRUE(c.Get("/v1/x%0a{\"status\":200}%1b"));
+    server.stop();
+  }
+  std::FILE* f = std::fopen(tmpl, "r");
+  ASSERT_NE(f, nullptr);
+  std::vector<Json> lines;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, f)) lines.push_back(Json::parse(buf));
+  std::fclose(f);
+  std::remove(tmpl);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["path"], "/health");
+  EXPECT_EQ(lines[0]["status"], 503);
+  EXPECT_EQ(lines[0]["request_id"], "abc");
+  EXPECT_EQ(lines[0]["user_agent"], "t/1");
+  EXPECT_EQ(lines[0]["method"], "GET");
+  EXPECT_TRUE(lines[0]["time"].is_string() && lines[0]["duration_ms"].is_number());
+  EXPECT_EQ(lines[1]["path"], "/v1/x\n{\"status\":200}\x1b");  // decoded, kept inside one JSON string
+  EXPECT_EQ(lines[1]["status"], 404);
+}
+
+TEST(AccessLog, UnwritablePathFailsAtStart) {
+  ServerConfig cfg;
+  cfg.port = 0;
+  cfg.access_log_path = "/nonexistent-dir/access.log";
+  HttpServer server(cfg);
+  const Status s = server.start();
+  EXPECT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("/nonexistent-dir/access.log"), std::string::npos) << s.message();
 }
 
 TEST(LogSafe, EscapesWhatCouldForgeALine) {
