@@ -138,39 +138,23 @@ def test_log_lines_cannot_be_forged(server, http_client):
 
 def test_chunked_body_over_the_cap_413(server):
     """A chunked body is capped like one with Content-Length (it used to be buffered whole)."""
-    s = socket.create_connection(("127.0.0.1", server.port), timeout=30)
     head = (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
             f"Content-Type: application/json\r\nAuthorization: {server.auth['Authorization']}\r\n"
             f"Connection: close\r\n\r\n")
-    received = bytearray()
-    try:
-        s.sendall(head.encode())
-        chunk = b"x" * 65536
-        for _ in range(9 * 16):  # 9 MiB > the 8 MiB default cap, unless the server stops reading
-            s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
-    except OSError:
-        pass  # the server answered and closed: what it said is what counts
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            received.extend(d)
-    except OSError:
-        pass
-    s.close()
-    assert received.startswith(b"HTTP/1.1 413"), bytes(received[:300])
+    chunk = b"x" * 65536
+    parts = (b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(9 * 16))  # 9 MiB > the 8 MiB cap
+    status, raw = _raw_exchange(server.port, head, parts)
+    assert status == 413, raw[:300]
 
 
 def test_unknown_route(http_client):
     assert http_client.get("/v1/nope").status_code == 404
 
 
-def _raw_post(port: int, path: str, body: bytes, headers: dict[str, str], timeout: float = 30) -> tuple[int, bytes]:
-    """POST over a raw socket, tolerating a server that answers (and closes) before reading
-    the whole body: returns (status, response bytes)."""
-    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
-    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+def _raw_exchange(port: int, head: str, parts, timeout: float = 30) -> tuple[int, bytes]:
+    """Sends `head` then the byte strings of `parts` over a raw socket while a thread reads the
+    answer, tolerating a server that answers (and closes) before reading everything: returns
+    (status, response bytes)."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     received = bytearray()
     done = threading.Event()
@@ -190,11 +174,10 @@ def _raw_post(port: int, path: str, body: bytes, headers: dict[str, str], timeou
     t.start()
     try:
         s.sendall(head.encode())
-        view = memoryview(body)
-        for off in range(0, len(body), 1 << 16):
+        for part in parts:
             if done.is_set():
                 break
-            s.sendall(view[off:off + (1 << 16)])
+            s.sendall(part)
     except OSError:
         pass  # the server stopped reading: its answer is what counts
     done.wait(timeout)
@@ -202,6 +185,13 @@ def _raw_post(port: int, path: str, body: bytes, headers: dict[str, str], timeou
     line = bytes(received).split(b"\r\n", 1)[0]
     assert line.startswith(b"HTTP/1."), bytes(received[:200])
     return int(line.split()[1]), bytes(received)
+
+
+def _raw_post(port: int, path: str, body: bytes, headers: dict[str, str], timeout: float = 30) -> tuple[int, bytes]:
+    head = f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {len(body)}\r\nConnection: close\r\n"
+    head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    view = memoryview(body)
+    return _raw_exchange(port, head, (view[off:off + (1 << 16)] for off in range(0, len(body), 1 << 16)), timeout)
 
 
 def test_body_too_large(server):

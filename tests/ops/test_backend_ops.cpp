@@ -288,6 +288,15 @@ class BackendOps : public ::testing::Test {
     return s;
   }
 
+  // A norm weight on both backends (the CPU's view and the device's copy).
+  void prepare_both(const std::vector<float>& w, Tensor (&out)[2]) {
+    for (int which = 0; which < 2; ++which) {
+      auto r = (which == 0 ? *cpu_ : *dev_).prepare_vector(w, "norm.weight");
+      ASSERT_TRUE(r.is_ok()) << r.status().to_string();
+      out[which] = *r;
+    }
+  }
+
   // Host weights stay alive for the whole test: prepare_weight may cache by host address.
   const std::vector<uint8_t>& keep(std::vector<uint8_t> bytes) {
     kept_.push_back(std::move(bytes));
@@ -528,11 +537,9 @@ TEST_F(BackendOps, RmsNorm) {
       const int64_t rows = rows_d(rng_);
       const std::vector<float> w = normal(rng_, static_cast<size_t>(width), 1.0f);
       Tensor wt[2];
-      for (int which = 0; which < 2; ++which) {
-        auto r = (which == 0 ? *cpu_ : *dev_).prepare_vector(w, "norm.weight");
-        ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-        wt[which] = variant == 1 ? Tensor{} : *r;
-      }
+      prepare_both(w, wt);
+      if (HasFatalFailure()) return;
+      if (variant == 1) wt[0] = wt[1] = Tensor{};
       Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
       std::vector<std::vector<float>> ref, got;
       const bool in_place = variant == 2;
@@ -579,11 +586,8 @@ TEST_F(BackendOps, AddRmsNorm) {
     const int64_t rows = rows_d(rng_);
     const std::vector<float> w = normal(rng_, static_cast<size_t>(width), 1.0f);
     Tensor wt[2];
-    for (int which = 0; which < 2; ++which) {
-      auto r = (which == 0 ? *cpu_ : *dev_).prepare_vector(w, "norm.weight");
-      ASSERT_TRUE(r.is_ok()) << r.status().to_string();
-      wt[which] = *r;
-    }
+    prepare_both(w, wt);
+    if (HasFatalFailure()) return;
     Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
     const auto x = normal(rng_, static_cast<size_t>(rows * width), 3.0f, true);
     const auto y = normal(rng_, static_cast<size_t>(rows * width), 1.0f, true);
