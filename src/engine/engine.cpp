@@ -139,7 +139,8 @@ struct Engine::Impl {
         Sequence* s = rows[i];
         float* row = logits.data() + i * V;
         const int k = s->params.logprobs;
-        if (k >= 0) raw[thread].assign(row, row + V);
+        if (k >= 0) raw[thread].assign(row, row + V);  // logprobs of the model, before any mask
+        if (s->constraint) s->constraint->mask(std::span<float>(row, V));
         SampledRow& out = sampled[i];
         out.seq = s;
         out.token = s->sampler->sample(std::span<float>(row, V));
@@ -154,6 +155,11 @@ struct Engine::Impl {
     const int k = s->params.logprobs;
     const int32_t t = r.token;
     counters.generation_tokens_total++;
+    if (s->constraint && !s->constraint->accept(t)) {
+      finish(s, EventFinish::kError, s->text->finish(),
+             fmt::format("the grammar rejected token {} it had allowed (a grammar engine fault)", t));
+      return;
+    }
     if (!s->params.ignore_eos && tok.is_eog(t)) {
       finish(s, EventFinish::kEos, s->text->finish());
       return;
@@ -324,6 +330,11 @@ std::variant<Engine::Submitted, SubmitError> Engine::submit(RequestParams params
     s->deadline = s->arrival + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(params.timeout_s));
   s->sampler = std::make_unique<Sampler>(params.sampling);
   for (int32_t t : params.prompt) s->sampler->accept(t);
+  if (params.grammar) {
+    if (params.ignore_eos)
+      return SubmitError{SubmitError::kInvalid, "ignore_eos cannot be combined with a grammar (it ends the output)"};
+    s->constraint = params.grammar->start();
+  }
   s->text = std::make_unique<OutputText>(impl_->tok, params.stop);
   s->params = std::move(params);
   Submitted out{s->id, s->channel};

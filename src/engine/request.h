@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@
 
 #include "engine/generate.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 
 namespace hs {
 
@@ -30,6 +32,7 @@ struct RequestParams {
   bool ignore_eos = false;
   int logprobs = -1;               // -1: none; k >= 0: chosen token's logprob + top k
   double timeout_s = 0;            // 0: none; else the request is aborted after this long
+  std::shared_ptr<const TokenGrammar> grammar;  // null: unconstrained; else each step is masked by it
 };
 
 enum class EventFinish : uint8_t {

@@ -36,6 +36,7 @@ struct Sequence {
   SteadyTime arrival, first_scheduled, deadline = SteadyTime::max();
 
   std::unique_ptr<Sampler> sampler;
+  std::unique_ptr<TokenConstraint> constraint;  // params.grammar's state for this choice (null: none)
   std::unique_ptr<OutputText> text;
 
   int32_t n_tokens() const { return static_cast<int32_t>(tokens.size()); }

@@ -1,0 +1,175 @@
+// grammar/grammar_compiler.cpp — see grammar_compiler.h. xgrammar stays behind this file:
+// nothing else includes its headers.
+#include "grammar/grammar_compiler.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include <xgrammar/xgrammar.h>
+
+#include "grammar/schema_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hs::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// At most this many whitespace characters in a row between JSON tokens: the grammar allows
+// pretty and compact output but a model cannot stall in an endless run of spaces.
+constexpr int kMaxWhitespace = 16;
+
+// One choice's matcher and its bitmask buffer [ceil(n_vocab / 32)] int32 words.
+class XgrammarConstraint final : public TokenConstraint {
+ public:
+  XgrammarConstraint(const xgrammar::CompiledGrammar& g, int n_vocab)
+      : matcher_(g), n_vocab_(n_vocab), words_(static_cast<size_t>(xgrammar::GetBitmaskSize(n_vocab)), 0) {}
+
+  void mask(std::span<float> logits) override {
+    int64_t shape[1] = {static_cast<int64_t>(words_.size())};
+    DLTensor t{};
+    t.data = words_.data();
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = xgrammar::GetBitmaskDLType();
+    t.shape = shape;
+    if (!matcher_.FillNextTokenBitmask(&t)) return;  // every token allowed
+    const int n = std::min<int>(n_vocab_, static_cast<int>(logits.size()));
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (int w = 0; w * 32 < n; ++w) {
+      const uint32_t bits = static_cast<uint32_t>(words_[static_cast<size_t>(w)]);
+      if (bits == 0xffffffffu) continue;
+      const int end = std::min(n, w * 32 + 32);
+      for (int i = w * 32; i < end; ++i)
+        if (!((bits >> (i - w * 32)) & 1u)) logits[static_cast<size_t>(i)] = kNegInf;
+    }
+    for (size_t i = static_cast<size_t>(n); i < logits.size(); ++i) logits[i] = kNegInf;
+  }
+  bool accept(int32_t token) override { return matcher_.AcceptToken(token); }
+  bool terminated() const override { return matcher_.IsTerminated(); }
+
+ private:
+  xgrammar::GrammarMatcher matcher_;
+  int n_vocab_;
+  std::vector<int32_t> words_;
+};
+
+class XgrammarGrammar final : public TokenGrammar {
+ public:
+  XgrammarGrammar(xgrammar::CompiledGrammar g, int n_vocab) : g_(std::move(g)), n_vocab_(n_vocab) {}
+  std::unique_ptr<TokenConstraint> start() const override {
+    return std::make_unique<XgrammarConstraint>(g_, n_vocab_);
+  }
+
+ private:
+  xgrammar::CompiledGrammar g_;
+  int n_vocab_;
+};
+
+// The EBNF rule `root ::= "<text>"` (xgrammar's EBNF string escapes).
+std::string ebnf_literal_rule(const std::string& text) {
+  std::string out = "root ::= \"";
+  for (unsigned char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20 || c == 0x7f) out += fmt::format("\\x{:02x}", c);
+        else out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+Status check_schema(const Json& schema, const char* what) {
+  if (auto p = find_unsupported_keyword(schema))
+    return make_error(StatusCode::kInvalidArgument, "{}{}: {}", what,
+                      p->pointer.empty() ? std::string() : " at " + p->pointer, p->message);
+  return Status::ok();
+}
+
+}  // namespace
+
+struct GrammarCompiler::Impl {
+  int n_vocab;
+  xgrammar::TokenizerInfo info;
+  xgrammar::GrammarCompiler compiler;
+
+  Impl(const Tokenizer& tok, int n, int threads, std::vector<std::string> vocab, std::vector<int32_t> stops)
+      : n_vocab(n),
+        info(vocab, xgrammar::VocabType::RAW, n, stops, false),
+        compiler(info, threads, /*cache_enabled=*/true, /*max_memory_bytes=*/256ll << 20) {
+    (void)tok;
+  }
+
+  std::shared_ptr<const TokenGrammar> wrap(xgrammar::CompiledGrammar g) {
+    return std::make_shared<XgrammarGrammar>(std::move(g), n_vocab);
+  }
+  xgrammar::Grammar schema_grammar(const Json& schema) {
+    return xgrammar::Grammar::FromJSONSchema(prepare_schema_for_xgrammar(schema).dump(), /*any_whitespace=*/true, std::nullopt, std::nullopt,
+                                             /*strict_mode=*/true, kMaxWhitespace);
+  }
+};
+
+namespace {
+// The tokenizer's vocabulary as xgrammar takes it: raw bytes per token, "" for tokens that
+// must never appear in constrained output (control, unused, unknown-type).
+std::vector<std::string> raw_vocab(const Tokenizer& tok) {
+  std::vector<std::string> v(static_cast<size_t>(tok.n_vocab()));
+  for (int32_t id = 0; id < tok.n_vocab(); ++id) {
+    const TokenType t = tok.token_type(id);
+    if (t == TokenType::kControl || t == TokenType::kUnused || t == TokenType::kUnknown || tok.is_eog(id)) continue;
+    v[static_cast<size_t>(id)] = std::string(tok.token_to_piece(id));
+  }
+  return v;
+}
+}  // namespace
+
+GrammarCompiler::GrammarCompiler(const Tokenizer& tok, int n_vocab, int threads)
+    : impl_(std::make_unique<Impl>(tok, std::max(n_vocab, tok.n_vocab()), std::max(1, threads), raw_vocab(tok),
+                                   tok.vocab().eog_ids)) {}
+
+GrammarCompiler::~GrammarCompiler() = default;
+
+int GrammarCompiler::n_vocab() const { return impl_->n_vocab; }
+
+Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::json_object() {
+  return json_schema(Json{{"type", "object"}});
+}
+
+Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::json_schema(const Json& schema) {
+  HS_RETURN_IF_ERROR(check_schema(schema, "json_schema.schema"));
+  try {
+    return impl_->wrap(impl_->compiler.CompileGrammar(impl_->schema_grammar(schema)));
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kInvalidArgument, "json_schema.schema: {}", e.what());
+  }
+}
+
+Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::tool_calls(const std::vector<ToolCallAlternative>& alts,
+                                                                        const std::string& end) {
+  if (alts.empty()) return make_error(StatusCode::kInvalidArgument, "no tool to call");
+  for (const auto& a : alts) HS_RETURN_IF_ERROR(check_schema(a.schema, "tools[].function.parameters"));
+  try {
+    std::vector<xgrammar::Grammar> options;
+    for (const auto& a : alts) {
+      std::vector<xgrammar::Grammar> parts;
+      if (!a.lead.empty()) parts.push_back(xgrammar::Grammar::FromEBNF(ebnf_literal_rule(a.lead)));
+      parts.push_back(impl_->schema_grammar(a.schema));
+      if (!end.empty()) parts.push_back(xgrammar::Grammar::FromEBNF(ebnf_literal_rule(end)));
+      options.push_back(parts.size() == 1 ? parts[0] : xgrammar::Grammar::Concat(parts));
+    }
+    const xgrammar::Grammar g = options.size() == 1 ? options[0] : xgrammar::Grammar::Union(options);
+    return impl_->wrap(impl_->compiler.CompileGrammar(g));
+  } catch (const std::exception& e) {
+    return make_error(StatusCode::kInvalidArgument, "tools[].function.parameters: {}", e.what());
+  }
+}
+
+}  // namespace hs::grammar
