@@ -1,11 +1,16 @@
 // app/eval_command.cpp — `hindsight eval needle`: needle-in-a-haystack recall, dense vs sparse.
 //
-// A haystack of real text (the --corpus files; default: the docs found on the machine,
-// default_corpus()) is cut to the requested context length and N needles — unique facts
-// "The special magic number for <name> is <7 digits>." — are placed at depths spread over
-// 0–100%. Each needle is asked for through the model's chat template ("What is the special
-// magic number for <name>?"), answered greedily, and scored exactly (the digits appear in
-// the answer). The haystack is prefilled once (dense; its KV does not depend on the decode
+// A haystack of real text (--haystack: the prose docs found on the machine, or a source tree
+// — the C/C++ headers of /usr/include, the Python standard library — each in a fixed hashed
+// order; or the --corpus files) is cut to the requested context length and N needles are
+// placed at depths spread over 0–100%. Prose needles are unique facts "The special magic
+// number for <name> is <7 digits>."; code needles (code haystacks) are near-duplicate lines
+// of code, one per name, differing only in the name and the digits
+// ("constexpr long kMagicNumberBergen = 4823917;" in C/C++, "MAGIC_NUMBER_BERGEN = 4823917"
+// in Python), placed at line ends: the seeds' known failure is mixing such lines up. Each
+// needle is asked for through the model's chat template ("What is the special magic number
+// for <name>?" / "What is the value of kMagicNumberBergen in the code above?"), answered
+// greedily, and scored exactly (the digits appear in the answer). The haystack is prefilled once (dense; its KV does not depend on the decode
 // mode) and shared by every question through ref-counted pages. Each question's tokens are
 // then prefilled as one batch (--question prefill, the default: dense attention, as a
 // follow-up prompt gets in serving and as Quest / ShadowKV evaluate) or fed one decode step
@@ -50,6 +55,8 @@ namespace {
 struct EvalOptions {
   ModelOptions model;
   std::vector<std::string> corpus;
+  std::vector<std::string> haystacks{"docs"};  // docs | include | python (ignored with --corpus)
+  std::string needle_kind = "auto";            // auto | prose | code
   std::vector<int> contexts{8192};
   int n_needles = 32;
   std::vector<int> budgets{512, 1024, 2048};
@@ -61,21 +68,52 @@ struct EvalOptions {
   std::string question_mode = "prefill";  // prefill | decode (how the question tokens are fed)
 };
 
-// The default haystack: the prose of /usr/share/doc (.md and .txt: package docs, release
-// notes), in an order fixed by a hash of each path, so the first megabytes (all a 32K-token
-// case reads) mix many packages. Not this repository's files: they change with every commit,
-// and the haystack (so every figure) with them. Not source code: on a haystack of C/C++
-// example files Gemma 3 270M answers every question with code (0/32 dense at 32K, seed 7).
-std::vector<std::string> default_corpus() {
+// The built-in haystacks, each a tree found on the machine with the files kept in an order
+// fixed by a hash of each path, so the first megabytes (all a 32K-token case reads) mix many
+// packages or modules. Not this repository's files: they change with every commit, and the
+// haystack (so every figure) with them.
+//   docs:    the prose of /usr/share/doc (.md and .txt: package docs, release notes);
+//   include: C and C++ headers, /usr/include (.h, .hpp);
+//   python:  the Python standard library, /usr/lib/python3.* (.py, tests excluded).
+struct Haystack {
+  const char* name;
+  const char* language;  // "" (prose), "c++" or "python": which code needles fit
+};
+constexpr Haystack kHaystacks[] = {{"docs", ""}, {"include", "c++"}, {"python", "python"}};
+
+const Haystack* find_haystack(const std::string& name) {
+  for (const Haystack& h : kHaystacks)
+    if (name == h.name) return &h;
+  return nullptr;
+}
+
+std::vector<std::string> haystack_files(const std::string& name) {
+  std::vector<std::string> roots;
+  std::vector<std::string> exts;
+  if (name == "docs") {
+    roots = {"/usr/share/doc"};
+    exts = {".md", ".txt"};
+  } else if (name == "include") {
+    roots = {"/usr/include"};
+    exts = {".h", ".hpp"};
+  } else {  // python
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/usr/lib", ec))
+      if (e.is_directory() && e.path().filename().string().rfind("python3.", 0) == 0) roots.push_back(e.path().string());
+    exts = {".py"};
+  }
   std::vector<std::pair<uint64_t, std::string>> files;
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator("/usr/share/doc", ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    const auto& p = it->path();
-    const auto ext = p.extension().string();
-    if (it->is_regular_file() && (ext == ".md" || ext == ".txt")) {
+  for (const auto& root : roots) {
+    std::error_code ec;
+    for (auto it = std::filesystem::recursive_directory_iterator(root, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      const auto& p = it->path();
       const std::string path = p.string();
-      files.emplace_back(XXH3_64bits(path.data(), path.size()), path);
+      if (name == "python" && (path.find("/test") != std::string::npos || path.find("site-packages") != std::string::npos ||
+                               path.find("dist-packages") != std::string::npos))
+        continue;
+      if (it->is_regular_file() && std::find(exts.begin(), exts.end(), p.extension().string()) != exts.end())
+        files.emplace_back(XXH3_64bits(path.data(), path.size()), path);
     }
   }
   std::sort(files.begin(), files.end());
@@ -83,6 +121,29 @@ std::vector<std::string> default_corpus() {
   for (auto& f : files) out.push_back(std::move(f.second));
   return out;
 }
+
+// How a needle reads and how it is asked for. Prose: a sentence; code: a line of code in the
+// haystack's language, every needle the same line but for the name and the digits.
+struct NeedleStyle {
+  std::string language;  // "" = prose
+  std::string line(const std::string& name, const std::string& value) const {
+    if (language == "c++") return fmt::format("constexpr long kMagicNumber{} = {};", name, value);
+    if (language == "python") return fmt::format("MAGIC_NUMBER_{} = {}", upper(name), value);
+    return fmt::format("The special magic number for {} is {}.", name, value);
+  }
+  std::string question_marker() const {
+    return language.empty() ? "\n\nQuestion: What is the special magic number for " : "\n\nQuestion: What is the value of ";
+  }
+  std::string question_rest(const std::string& name) const {
+    if (language == "c++") return fmt::format("kMagicNumber{} in the code above? Answer with the number only.", name);
+    if (language == "python") return fmt::format("MAGIC_NUMBER_{} in the code above? Answer with the number only.", upper(name));
+    return name + "? Answer with the number only.";
+  }
+  static std::string upper(std::string s) {
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  }
+};
 
 struct Needle {
   std::string name, value;
@@ -96,7 +157,7 @@ struct Case {
 };
 
 Result<Case> build_case(LoadedModel& m, const ChatTemplate& tmpl, const std::vector<int32_t>& corpus_tokens,
-                        int context, int n_needles, std::mt19937_64& rng) {
+                        int context, int n_needles, const NeedleStyle& style, std::mt19937_64& rng) {
   const Tokenizer& tok = *m.tokenizer;
   static const char* kNames[] = {"Amsterdam", "Bergen",  "Cordoba", "Dakar",   "Esbjerg", "Fresno",  "Gdansk",
                                  "Hanoi",     "Izmir",   "Jaipur",  "Kyoto",   "Lagos",   "Malmo",   "Nantes",
@@ -124,22 +185,30 @@ Result<Case> build_case(LoadedModel& m, const ChatTemplate& tmpl, const std::vec
   std::string hay;
   int prev = 0;
   for (const Needle& nd : cs.needles) {
-    const int at = static_cast<int>(nd.depth * n_hay);
+    int at = std::max(prev, static_cast<int>(nd.depth * n_hay));
+    // A code needle is a line of its own: move the cut to the end of the line (at most 64
+    // tokens on; the haystack's length does not change, only where the needles sit).
+    if (!style.language.empty())
+      for (int k = 0; k < 64 && at > prev && at < n_hay; ++k, ++at) {
+        const std::vector<int32_t> one{corpus_tokens[offset + at - 1]};
+        if (tok.decode(one, true).find('\n') != std::string::npos) break;
+      }
     std::vector<int32_t> seg(corpus_tokens.begin() + offset + prev, corpus_tokens.begin() + offset + at);
     hay += tok.decode(seg, true);
-    hay += fmt::format("\nThe special magic number for {} is {}.\n", nd.name, nd.value);
+    if (!hay.empty() && hay.back() != '\n') hay += '\n';
+    hay += style.line(nd.name, nd.value) + "\n";
     prev = at;
   }
   std::vector<int32_t> seg(corpus_tokens.begin() + offset + prev, corpus_tokens.begin() + offset + n_hay);
   hay += tok.decode(seg, true);
 
-  const std::string marker = "\n\nQuestion: What is the special magic number for ";
+  const std::string marker = style.question_marker();
   std::string prefix_text;
   for (size_t i = 0; i < cs.needles.size(); ++i) {
     ChatTemplateInputs in;
     in.messages = nlohmann::ordered_json::array(
         {{{"role", "user"},
-          {"content", hay + marker + cs.needles[i].name + "? Answer with the number only."}}});
+          {"content", hay + marker + style.question_rest(cs.needles[i].name)}}});
     in.add_generation_prompt = true;
     in.bos_token = tok.bos_id() >= 0 ? std::string(tok.token_text(tok.bos_id())) : "";
     HS_ASSIGN_OR_RETURN(std::string text, tmpl.render(in));
@@ -263,9 +332,31 @@ int run_needle(EvalOptions& o) {
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
   auto tmpl = chat_template_for_model(m->decoder->file());
   if (!tmpl.is_ok()) { fmt::print(stderr, "error: {}\n", tmpl.status().message()); return 1; }
-  if (o.corpus.empty()) o.corpus = default_corpus();
+  // One device tier for every sparse configuration (they share the chunk size). Each
+  // question's fork ends with KvCache::release, which ends its lease and frees its slots.
+  if (Status st = attach_device_tier(o.model, *m, resolved_sparse_config(o.model, *m->kv)); !st.is_ok()) {
+    fmt::print(stderr, "error: {}\n", st.message());
+    return 1;
+  }
+  // The haystacks of this run: the --corpus files (one haystack), else each --haystack.
+  std::vector<std::string> hay_names = o.corpus.empty() ? o.haystacks : std::vector<std::string>{"corpus"};
+
+  nlohmann::ordered_json j;
+  j["model"] = model_display_name(o.model);
+  j["needles"] = o.n_needles;
+  j["contexts"] = nlohmann::ordered_json::array();
+  fmt::print("\n| haystack | context | attention | selector | budget | correct | accuracy | same answer as dense | same number as dense | mean mass recall "
+             "| min layer recall | mass recall per layer | oracle (exact max) per layer | oracle (mass) per layer | s |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& hay_name : hay_names) {
+  const Haystack* known = find_haystack(hay_name);
+  const std::vector<std::string> files = o.corpus.empty() ? haystack_files(hay_name) : o.corpus;
+  if (files.empty()) { fmt::print(stderr, "error: haystack '{}': no files found on this machine\n", hay_name); return 1; }
+  NeedleStyle style;
+  if (o.needle_kind == "code") style.language = known && known->language[0] ? known->language : "c++";
+  if (o.needle_kind == "auto" && known) style.language = known->language;
   std::string text;
-  for (const auto& f : o.corpus) {
+  for (const auto& f : files) {
     std::ifstream in(f, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -274,24 +365,11 @@ int run_needle(EvalOptions& o) {
     if (text.size() > static_cast<size_t>(max_ctx) * 8 + (1 << 20)) break;
   }
   const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
-  // One device tier for every sparse configuration (they share the chunk size). Each
-  // question's fork ends with KvCache::release, which ends its lease and frees its slots.
-  if (Status st = attach_device_tier(o.model, *m, resolved_sparse_config(o.model, *m->kv)); !st.is_ok()) {
-    fmt::print(stderr, "error: {}\n", st.message());
-    return 1;
-  }
-  spdlog::info("eval needle: corpus {} files, {} tokens", o.corpus.size(), corpus_tokens.size());
-
-  nlohmann::ordered_json j;
-  j["model"] = model_display_name(o.model);
-  j["needles"] = o.n_needles;
-  j["contexts"] = nlohmann::ordered_json::array();
-  fmt::print("\n| context | attention | selector | budget | correct | accuracy | same answer as dense | same number as dense | mean mass recall "
-             "| min layer recall | mass recall per layer | oracle (exact max) per layer | oracle (mass) per layer | s |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::mt19937_64 rng(o.seed);
+  spdlog::info("eval needle: haystack {}: {} files, {} tokens read, {} needles", hay_name, files.size(),
+               corpus_tokens.size(), style.language.empty() ? "prose" : style.language + " code");
+  std::mt19937_64 rng(o.seed);  // per haystack: adding a haystack changes no other case
   for (int context : o.contexts) {
-    auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, rng);
+    auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, style, rng);
     if (!cs.is_ok()) { fmt::print(stderr, "error: {}\n", cs.status().message()); return 1; }
     // Prefill the shared haystack once (dense).
     SeqKv hay;
@@ -339,6 +417,8 @@ int run_needle(EvalOptions& o) {
     spdlog::info("context {}: haystack {} tokens prefilled in {:.1f} s", context, hay.n_tokens, prefill_s);
 
     nlohmann::ordered_json jc;
+    jc["haystack"] = hay_name;
+    jc["needle_kind"] = style.language.empty() ? "prose" : style.language;
     jc["context"] = context;
     jc["haystack_tokens"] = hay.n_tokens;
     jc["configs"] = nlohmann::ordered_json::array();
@@ -398,7 +478,7 @@ int run_needle(EvalOptions& o) {
           if (!std::isnan(r.recall[l])) out += fmt::format("{}{:.3f}", out.empty() ? "" : " / ", value(l));
         return sparse ? out : std::string("1");
       };
-      fmt::print("| {} | {} | {} | {} | {}/{} | {:.3f} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |\n", context,
+      fmt::print("| {} | {} | {} | {} | {} | {}/{} | {:.3f} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |\n", hay_name, context,
                  sparse ? "sparse" : "dense", sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-",
                  r.correct, r.total, static_cast<double>(r.correct) / r.total, r.same_as_dense, r.total,
                  r.same_number_as_dense, r.total,
@@ -428,6 +508,7 @@ int run_needle(EvalOptions& o) {
     j["contexts"].push_back(jc);
     m->kv->release(hay);
   }
+  }
   (void)requested_sparse;
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
@@ -442,8 +523,20 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   ev->require_subcommand(1);
   CLI::App* cmd = ev->add_subcommand("needle", "Needle-in-a-haystack recall: dense vs sparse selectors and budgets");
   add_model_options(cmd, o->model);
-  cmd->add_option("--corpus", o->corpus, "Haystack text files (default: the .md/.txt files of /usr/share/doc, in a fixed hashed order)")
+  cmd->add_option("--corpus", o->corpus, "Haystack text files, in this order (instead of --haystack)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--haystack", o->haystacks,
+                  "Built-in haystacks, each a tree on this machine in a fixed hashed file order: docs (the .md/.txt "
+                  "prose of /usr/share/doc), include (C/C++ headers of /usr/include), python (the Python standard "
+                  "library)")
+      ->check(CLI::IsMember({"docs", "include", "python"}))
+      ->capture_default_str();
+  cmd->add_option("--needle-kind", o->needle_kind,
+                  "Needles: prose (\"The special magic number for X is N.\"), code (near-duplicate lines of code, "
+                  "one per name: \"constexpr long kMagicNumberX = N;\", in Python \"MAGIC_NUMBER_X = N\") or "
+                  "auto (code in the code haystacks, prose in docs and --corpus)")
+      ->check(CLI::IsMember({"auto", "prose", "code"}))
+      ->capture_default_str();
   cmd->add_option("--context", o->contexts, "Context lengths in tokens")->capture_default_str();
   cmd->add_option("--needles", o->n_needles, "Needles per context (unique facts)")->capture_default_str();
   cmd->add_option("--budgets", o->budgets, "Sparse budgets in tokens")->capture_default_str();

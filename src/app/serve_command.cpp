@@ -191,7 +191,8 @@ int run_serve(ServeOptions& o) {
                engine.max_model_len(), engine.config().max_num_seqs, engine.config().max_num_batched_tokens,
                o.no_prefix_caching ? "off" : "on", tmpl.is_ok() ? template_origin : "none");
 
-  http.set_ready(server::ServingModel{&engine, &tok, tmpl.is_ok() ? &*tmpl : nullptr, engine.max_model_len()});
+  http.set_ready(
+      server::ServingModel{&engine, &tok, tmpl.is_ok() ? &*tmpl : nullptr, engine.max_model_len(), mc.n_vocab});
   signals.set_serving(true);
   spdlog::info("ready: http://{}:{}/v1 serving '{}'", o.http.host, http.port(), o.http.served_model_name);
 

@@ -81,42 +81,8 @@ std::optional<SchemaProblem> check(const Json& s, const std::string& at, int dep
   return std::nullopt;
 }
 
-void prepare(Json& s, int depth) {
-  if (depth > 64 || !s.is_object()) return;
-  const auto type = s.find("type");
-  const bool string = type != s.end() && type->is_string() && type->get<std::string>() == "string";
-  const auto lo = s.find("minLength"), hi = s.find("maxLength");
-  if (string && !s.contains("pattern") && !s.contains("format") && (lo != s.end() || hi != s.end())) {
-    const int64_t min = lo != s.end() && lo->is_number_integer() ? lo->get<int64_t>() : 0;
-    const int64_t max = hi != s.end() && hi->is_number_integer() ? hi->get<int64_t>() : -1;
-    if (min >= 0 && min <= 4096 && max <= 4096 && (max < 0 || max >= min)) {
-      s["pattern"] = max < 0 ? fmt::format("^[^\"\\\\]{{{},}}$", min) : fmt::format("^[^\"\\\\]{{{},{}}}$", min, max);
-      s.erase("minLength");
-      s.erase("maxLength");
-    }
-  }
-  for (const char* key : {"properties", "patternProperties", "$defs", "definitions"})
-    if (auto it = s.find(key); it != s.end() && it->is_object())
-      for (auto& [k, v] : it->items()) prepare(v, depth + 1);
-  for (const char* key : {"items", "prefixItems", "anyOf", "oneOf", "allOf", "additionalProperties",
-                          "unevaluatedProperties", "unevaluatedItems", "propertyNames"}) {
-    auto it = s.find(key);
-    if (it == s.end()) continue;
-    if (it->is_array()) {
-      for (Json& v : *it) prepare(v, depth + 1);
-    } else {
-      prepare(*it, depth + 1);
-    }
-  }
-}
-
 }  // namespace
 
 std::optional<SchemaProblem> find_unsupported_keyword(const Json& schema) { return check(schema, "", 0); }
-
-Json prepare_schema_for_xgrammar(Json schema) {
-  prepare(schema, 0);
-  return schema;
-}
 
 }  // namespace hs::grammar

@@ -25,12 +25,5 @@ struct SchemaProblem {
 
 std::optional<SchemaProblem> find_unsupported_keyword(const nlohmann::ordered_json& schema);
 
-// The schema as xgrammar 0.2.9 should get it. Its length-bounded strings (minLength /
-// maxLength without pattern or format) allow raw control characters, which JSON forbids in a
-// string (Python's json.loads rejects them); written as the pattern `[^"\\]{min,max}` (xgrammar
-// excludes control characters from every pattern character of a JSON string) they do not.
-// Bounds above 4096 are left alone (the pattern's automaton grows with them). Applied to every
-// subschema; a schema find_unsupported_keyword() accepted.
-nlohmann::ordered_json prepare_schema_for_xgrammar(nlohmann::ordered_json schema);
 
 }  // namespace hs::grammar

@@ -19,6 +19,7 @@
 #include "server/generation_run.h"
 #include "server/openai_response.h"
 #include "server/routes.h"
+#include "server/structured_output.h"
 #include "server/tool_calls.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -38,6 +39,9 @@ struct Job {
   // (tool_call_prefix), appended to the prompt as the start of the assistant's answer, so the
   // model can only continue a call; it is put back in front of the generated text for parsing.
   std::string forced_prefix;
+  // response_format or a forced tool call under a grammar (structured_output.h): every choice's
+  // tokens are masked by it.
+  std::shared_ptr<const TokenGrammar> grammar;
 };
 
 // A request's call ids: call_<hex> from a per-request random start (unique in practice).
@@ -297,6 +301,15 @@ void respond_when_done(ServerState& st, httplib::Response& res, GenerationRun& r
                                : completion_json(meta, results, usage, lp, piece));
 }
 
+// response_format → job.grammar (nothing for "text").
+MaybeError constrain(ServerState& st, const ResponseFormat& format, const GenerationOptions& gen, Job& job) {
+  if (!format.constrained()) return std::nullopt;
+  if (gen.ignore_eos)
+    return invalid_request("'ignore_eos' cannot be combined with 'response_format' (the grammar ends the output)",
+                           "ignore_eos");
+  return compile_response_format(st.grammar(), format, job.grammar);
+}
+
 // Shared tail of both routes.
 void run_job(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx, Job job) {
   const ServingModel& m = st.model;
@@ -306,8 +319,10 @@ void run_job(ServerState& st, const httplib::Request& req, httplib::Response& re
     return send_error(res, *e);
   std::vector<RequestParams> params;
   params.reserve(static_cast<size_t>(job.gen.n));
-  for (int i = 0; i < job.gen.n; ++i)
+  for (int i = 0; i < job.gen.n; ++i) {
     params.push_back(make_request_params(job.gen, job.prompt, max_tokens, i, st.cfg.request_timeout_s));
+    params.back().grammar = job.grammar;
+  }
 
   auto run = std::make_unique<GenerationRun>(*m.engine, st.metrics, ctx.arrival);
   if (auto e = run->submit(std::move(params), prompt_param)) {
@@ -356,7 +371,14 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   if (auto e = check_model(cr.gen.model, st.cfg.served_model_name)) return send_error(res, *e);
   ToolsRequest tools;
   if (auto e = parse_tools_request(body, tools)) return send_error(res, *e);
+  ResponseFormat format;
+  if (auto e = parse_response_format(body, format)) return send_error(res, *e);
+  if (format.constrained() && tools.active())
+    return send_error(res, invalid_request("'response_format' together with 'tools' is not supported "
+                                           "(send tool_choice 'none' or no tools)",
+                                           "response_format"));
   Job job;
+  if (auto e = constrain(st, format, cr.gen, job)) return send_error(res, *e);
   Json kwargs = cr.template_kwargs;
   if (tools.active()) {
     job.tool_format = st.model.chat_template ? tool_call_format_of(st.model.chat_template->source())
@@ -377,7 +399,14 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
         return send_error(res, invalid_request("'tool_choice' 'required' or a named function needs "
                                                "add_generation_prompt (the call starts the assistant's answer)",
                                                "tool_choice"));
-      job.forced_prefix = tool_call_prefix(job.tool_format, tools.choice == ToolChoice::kNamed ? tools.named : "");
+      if (auto forced = forced_tool_call(job.tool_format, tools)) {  // the arguments follow their schema
+        if (cr.gen.ignore_eos)
+          return send_error(res, invalid_request("'ignore_eos' cannot be combined with a forced tool call", "ignore_eos"));
+        if (auto e = compile_forced_tool_call(st.grammar(), *forced, job.grammar)) return send_error(res, *e);
+        job.forced_prefix = std::move(forced->prefix);
+      } else {
+        job.forced_prefix = tool_call_prefix(job.tool_format, tools.choice == ToolChoice::kNamed ? tools.named : "");
+      }
     }
   }
   std::string text;
@@ -398,7 +427,10 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
   if (auto e = parse_completion_request(body, cr)) return send_error(res, *e);
   if (auto e = check_model(cr.gen.model, st.cfg.served_model_name)) return send_error(res, *e);
   const Tokenizer& tok = *st.model.tokenizer;
+  ResponseFormat format;
+  if (auto e = parse_response_format(body, format)) return send_error(res, *e);
   Job job;
+  if (auto e = constrain(st, format, cr.gen, job)) return send_error(res, *e);
   job.chat = false;
   job.gen = std::move(cr.gen);
   if (cr.prompt_is_tokens) {

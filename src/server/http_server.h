@@ -46,6 +46,7 @@ struct ServingModel {
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat_template = nullptr;  // null: chat completions answer 400
   int max_model_len = 0;                        // prompt + completion tokens per request
+  int n_vocab = 0;                              // the logits row (0: the tokenizer's vocabulary)
 };
 
 class HttpServer {

@@ -5,11 +5,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include <httplib.h>
 
 #include "engine/request.h"
+#include "grammar/grammar_compiler.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -26,6 +29,20 @@ struct ServerState {
   ServingModel model;
   std::string bos_token, eos_token;   // the tokenizer's spelling, for chat templates
   int64_t created = 0;                // unix seconds when the server started
+
+  // The model's grammar compiler (response_format, forced tool calls), built on first use:
+  // it copies the vocabulary into xgrammar (~0.1 s for 150K tokens), which requests without
+  // a grammar never pay.
+  grammar::GrammarCompiler& grammar() {
+    std::call_once(grammar_once_, [this] {
+      grammar_ = std::make_unique<grammar::GrammarCompiler>(*model.tokenizer, model.n_vocab);
+    });
+    return *grammar_;
+  }
+
+ private:
+  std::once_flag grammar_once_;
+  std::unique_ptr<grammar::GrammarCompiler> grammar_;
 };
 
 // Per request, made by the route wrapper.

@@ -301,4 +301,25 @@ std::string tool_call_prefix(ToolCallFormat format, const std::string& name) {
   return "";
 }
 
+std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const ToolsRequest& tools) {
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kJson) return std::nullopt;
+  const bool hermes = format == ToolCallFormat::kHermes;
+  const std::string open = hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"";
+  const std::string args_key = hermes ? "\", \"arguments\": " : "\", \"parameters\": ";
+  ForcedToolCall fc;
+  fc.end = hermes ? "}\n</tool_call>" : "}";
+  for (const auto& t : tools.tools) {
+    const auto& fn = t.at("function");
+    const std::string name = fn.at("name").get<std::string>();
+    if (tools.choice == ToolChoice::kNamed && name != tools.named) continue;
+    const auto params = fn.find("parameters");
+    nlohmann::ordered_json schema = params == fn.end() || params->is_null() ? nlohmann::ordered_json{{"type", "object"}}
+                                                                             : *params;
+    if (schema.is_object() && !schema.contains("type")) schema["type"] = "object";  // arguments are an object
+    fc.alternatives.emplace_back(tools.choice == ToolChoice::kNamed ? "" : name + args_key, std::move(schema));
+  }
+  fc.prefix = tools.choice == ToolChoice::kNamed ? open + tools.named + args_key : open;
+  return fc;
+}
+
 }  // namespace hs::server

@@ -5,7 +5,8 @@
 // "description"?, "parameters"? (a JSON-Schema object), "strict"?}}; names are 1..64 of
 // [A-Za-z0-9_-] and unique. `tool_choice` is "auto" (default with tools), "none" (default
 // without), "required", or {"type": "function", "function": {"name": ...}} naming a declared
-// tool (the last two start the answer with a call's opening: tool_call_prefix). Errors are 400s naming the field (server/api_error.h).
+// tool (the last two start the answer with a call's opening, and in the JSON formats a grammar
+// holds the rest of the call to the tool's schema: forced_tool_call). Errors are 400s naming the field (server/api_error.h).
 // Output side, per template family (ToolCallFormat; three so far, below): Hermes-style blocks
 // `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen2.5 / Qwen3 templates,
 // detected by "<tool_call>" in the template source). Every block whose body parses as a JSON
@@ -77,9 +78,25 @@ bool may_be_bare_call(std::string_view text_so_far);
 // call of that function into its arguments object (Hermes `<tool_call>\n{"name": "NAME", "arguments": {`,
 // XML `<tool_call>\n<function=NAME>\n`, JSON `{"name": "NAME", "parameters": {`); without, up to
 // the name (`<tool_call>\n{"name": "`, `<tool_call>\n<function=`, `{"name": "`). tool_choice
-// "required" / named: the prompt ends with it, so the answer is a call (no grammar yet: the
-// arguments are the model's own, and a call that does not parse stays content).
+// "required" / named in the XML format (the JSON formats take forced_tool_call below): the
+// prompt ends with it, so the answer is a call, but its arguments are the model's own (a call
+// that does not parse stays content).
 std::string tool_call_prefix(ToolCallFormat format, const std::string& name);
+
+// tool_choice "required" / named under a grammar (structured_output.h): the prompt ends with
+// `prefix`, then the grammar allows one of `alternatives` — its lead text (the rest of the
+// function's name and the key of the arguments), then a JSON value of its parameters' schema
+// ({"type": "object"} where a tool gives none) — then `end` (the call's closing), and then only
+// the end of generation: one call, whose arguments always parse and validate. Hermes:
+// prefix `<tool_call>\n{"name": "` (named: through `"arguments": `), end `}\n</tool_call>`;
+// JSON (Llama 3.1): `{"name": "` ... `"parameters": `, end `}`. nullopt for the XML format,
+// whose arguments are not one JSON value: it keeps tool_call_prefix alone.
+struct ForcedToolCall {
+  std::string prefix;
+  std::vector<std::pair<std::string, nlohmann::ordered_json>> alternatives;  // (lead, schema)
+  std::string end;
+};
+std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const ToolsRequest& tools);
 
 // The length of the longest suffix of `text` that is a proper prefix of the format's opening
 // tag ("<tool_call>"): what a stream must hold back before it knows whether a call starts.

@@ -58,17 +58,6 @@ TEST(SchemaSupport, NamesTheFirstUnenforcedKeywordAndWhereItIs) {
   EXPECT_EQ(p->pointer, "/properties/a");
 }
 
-TEST(SchemaSupport, LengthBoundedStringsBecomePatternsEverywhere) {
-  const Json in = Json::parse(R"({"type": "object", "properties": {
-      "a": {"type": "string", "maxLength": 6},
-      "b": {"type": "array", "items": {"type": "string", "minLength": 2}},
-      "c": {"type": "string", "maxLength": 3, "format": "date"}}})");
-  const Json out = prepare_schema_for_xgrammar(in);
-  EXPECT_EQ(out["properties"]["a"], Json::parse(R"({"type": "string", "pattern": "^[^\"\\\\]{0,6}$"})"));
-  EXPECT_EQ(out["properties"]["b"]["items"]["pattern"], "^[^\"\\\\]{2,}$");
-  EXPECT_EQ(out["properties"]["c"], in["properties"]["c"]);  // a format wins: left alone
-}
-
 const Tokenizer* model_tokenizer(const char* file) {
   static std::map<std::string, std::unique_ptr<Tokenizer>> cache;
   if (auto it = cache.find(file); it != cache.end()) return it->second.get();
@@ -192,6 +181,22 @@ TEST_P(GrammarTest, RandomWalksThroughASchemaEndInValidJson) {
     for (const auto& t : j["tags"]) EXPECT_TRUE(t == "red" || t == "blue") << text;
     EXPECT_TRUE(j["ok"].is_boolean()) << text;
   }
+}
+
+TEST_P(GrammarTest, StringBoundsAndControlCharactersAreEnforcedOnFedText) {
+  auto g = compiler_->json_schema(Json::parse(R"({"type": "object", "properties": {"f": {"type": "string", "maxLength": 12}},
+                                                 "required": ["f"], "additionalProperties": false})"));
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  auto feeds = [&](const std::string& text) {
+    auto c = (*g)->start();
+    for (int32_t t : tok_->encode(text, false, false))
+      if (!c->accept(t)) return false;
+    return true;
+  };
+  EXPECT_TRUE(feeds(R"({"f": "src/main.cpp"})"));             // 12 characters
+  EXPECT_FALSE(feeds(R"({"f": "src/engine/engine.cpp"})"));   // 21
+  EXPECT_FALSE(feeds("{\"f\": \"a\tb\"}"));                 // a raw tab inside a string is not JSON (no tab token is allowed)
+  EXPECT_FALSE(feeds(R"({"f": "x", "g": 1})"));               // additionalProperties false
 }
 
 TEST_P(GrammarTest, ToolCallsAreOneOfTheLeadsThenArgumentsThenTheEnd) {
