@@ -56,7 +56,8 @@ struct EvalOptions {
   ModelOptions model;
   std::vector<std::string> corpus;
   std::vector<std::string> haystacks{"docs"};  // docs | include | python (ignored with --corpus)
-  std::string needle_kind = "auto";            // auto | prose | code
+  std::string needle_kind = "auto";            // auto | prose | code | c++ | python
+  std::string export_dir;                      // write each haystack's text here and stop
   std::vector<int> contexts{8192};
   int n_needles = 32;
   std::vector<int> budgets{512, 1024, 2048};
@@ -144,6 +145,21 @@ struct NeedleStyle {
     return s;
   }
 };
+
+// The text a haystack's files give, read in order until it can fill `max_ctx` tokens many
+// times over (a few MB), each file followed by a newline.
+std::string read_haystack_text(const std::vector<std::string>& files, int max_ctx) {
+  std::string text;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+    text += "\n";
+    if (text.size() > static_cast<size_t>(max_ctx) * 8 + (1 << 20)) break;
+  }
+  return text;
+}
 
 struct Needle {
   std::string name, value;
@@ -326,6 +342,15 @@ int run_needle(EvalOptions& o) {
   int max_ctx = 0;
   for (int c : o.contexts) max_ctx = std::max(max_ctx, c);
   o.model.ctx_size = std::max(o.model.ctx_size, max_ctx + 64 * 16 + 1024);
+  if (!o.export_dir.empty()) {  // the exact haystack texts, for a run elsewhere with --corpus
+    std::filesystem::create_directories(o.export_dir);
+    for (const std::string& h : o.haystacks) {
+      const std::string path = (std::filesystem::path(o.export_dir) / (h + ".txt")).string();
+      std::ofstream(path, std::ios::binary) << read_haystack_text(haystack_files(h), max_ctx);
+      fmt::print("{}\n", path);
+    }
+    return 0;
+  }
   const std::string requested_sparse = o.model.sparse;
   o.model.sparse = "off";  // runtimes are built per configuration below
   auto m = load_model(o.model);
@@ -339,7 +364,9 @@ int run_needle(EvalOptions& o) {
     return 1;
   }
   // The haystacks of this run: the --corpus files (one haystack), else each --haystack.
-  std::vector<std::string> hay_names = o.corpus.empty() ? o.haystacks : std::vector<std::string>{"corpus"};
+  // A --corpus haystack is named after its first file's stem ("include.txt" → include).
+  std::vector<std::string> hay_names =
+      o.corpus.empty() ? o.haystacks : std::vector<std::string>{std::filesystem::path(o.corpus.front()).stem().string()};
 
   nlohmann::ordered_json j;
   j["model"] = model_display_name(o.model);
@@ -349,21 +376,14 @@ int run_needle(EvalOptions& o) {
              "| min layer recall | mass recall per layer | oracle (exact max) per layer | oracle (mass) per layer | s |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& hay_name : hay_names) {
-  const Haystack* known = find_haystack(hay_name);
+  const Haystack* known = o.corpus.empty() ? find_haystack(hay_name) : nullptr;
   const std::vector<std::string> files = o.corpus.empty() ? haystack_files(hay_name) : o.corpus;
   if (files.empty()) { fmt::print(stderr, "error: haystack '{}': no files found on this machine\n", hay_name); return 1; }
   NeedleStyle style;
   if (o.needle_kind == "code") style.language = known && known->language[0] ? known->language : "c++";
+  if (o.needle_kind == "c++" || o.needle_kind == "python") style.language = o.needle_kind;
   if (o.needle_kind == "auto" && known) style.language = known->language;
-  std::string text;
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text += ss.str();
-    text += "\n";
-    if (text.size() > static_cast<size_t>(max_ctx) * 8 + (1 << 20)) break;
-  }
+  const std::string text = read_haystack_text(files, max_ctx);
   const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
   spdlog::info("eval needle: haystack {}: {} files, {} tokens read, {} needles", hay_name, files.size(),
                corpus_tokens.size(), style.language.empty() ? "prose" : style.language + " code");
@@ -533,9 +553,10 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
       ->capture_default_str();
   cmd->add_option("--needle-kind", o->needle_kind,
                   "Needles: prose (\"The special magic number for X is N.\"), code (near-duplicate lines of code, "
-                  "one per name: \"constexpr long kMagicNumberX = N;\", in Python \"MAGIC_NUMBER_X = N\") or "
-                  "auto (code in the code haystacks, prose in docs and --corpus)")
-      ->check(CLI::IsMember({"auto", "prose", "code"}))
+                  "one per name: \"constexpr long kMagicNumberX = N;\", in Python \"MAGIC_NUMBER_X = N\"; "
+                  "c++ / python pick the language for a --corpus), or auto (code in the code haystacks, prose in "
+                  "docs and --corpus)")
+      ->check(CLI::IsMember({"auto", "prose", "code", "c++", "python"}))
       ->capture_default_str();
   cmd->add_option("--context", o->contexts, "Context lengths in tokens")->capture_default_str();
   cmd->add_option("--needles", o->n_needles, "Needles per context (unique facts)")->capture_default_str();
@@ -549,6 +570,9 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
                   "in serving; the answer is decoded sparsely) or decode (one sparse decode step per token)")
       ->check(CLI::IsMember({"prefill", "decode"}))
       ->capture_default_str();
+  cmd->add_option("--export-haystacks", o->export_dir,
+                  "Write each --haystack's text (as read for the largest --context) to DIR/<haystack>.txt and stop: "
+                  "the same haystack on another machine with --corpus DIR/<haystack>.txt --needle-kind ...");
   cmd->add_option("--answer-tokens", o->max_answer_tokens, "Answer length cap")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Needle placement seed")->capture_default_str();
   cmd->add_option("--json", o->json_path, "Also write the JSON result here");
