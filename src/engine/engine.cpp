@@ -173,6 +173,7 @@ struct Engine::Impl {
     ev.text = s->text->push(t);
     if (s->text->stopped()) {
       ev.finish = EventFinish::kStop;
+      ev.stop = std::string(s->text->matched_stop());
     } else if (s->n_generated() >= s->params.max_tokens || s->n_tokens() >= cfg.max_model_len) {
       ev.finish = EventFinish::kLength;
       ev.text += s->text->finish();

@@ -16,10 +16,11 @@ std::string OutputText::push(int32_t token) {
   stream_.push(token);
   const std::string& text = stream_.text();
   size_t cut = text.size();
-  for (const auto& s : stop_) {
+  for (size_t i = 0; i < stop_.size(); ++i) {
+    const std::string& s = stop_[i];
     const size_t from = emitted_ > s.size() ? emitted_ - s.size() : 0;
     const size_t at = text.find(s, from);
-    if (at != std::string::npos && at < cut) { cut = at; stopped_ = true; }
+    if (at != std::string::npos && at < cut) { cut = at; stopped_ = true; matched_ = i; }
   }
   const size_t safe = stopped_ ? cut : (text.size() > hold_ ? text.size() - hold_ : 0);
   if (safe <= emitted_) return {};

@@ -24,6 +24,9 @@ class OutputText {
   std::string push(int32_t token);
   // True once a stop string was found; the text then ends before it.
   bool stopped() const { return stopped_; }
+  // The stop string that was found (the earliest in the text; of those starting there, the
+  // first listed); empty while !stopped().
+  std::string_view matched_stop() const { return stopped_ ? std::string_view(stop_[matched_]) : std::string_view(); }
   // At the end (length/EOS): releases everything held back.
   std::string finish();
   // All released text so far.
@@ -35,6 +38,7 @@ class OutputText {
   size_t hold_ = 0;     // longest stop string: bytes held back
   size_t emitted_ = 0;  // bytes of stream_.text() released
   bool stopped_ = false;
+  size_t matched_ = 0;  // stop_[matched_] was found (when stopped_)
 };
 
 }  // namespace hs

@@ -68,6 +68,7 @@ struct RequestEvent {
   std::vector<TokenLogprob> logprobs;   // [tokens.size()] when logprobs >= 0
   EventFinish finish = EventFinish::kNone;
   std::string error;                    // kError only
+  std::string stop;                     // kStop only: the stop string that ended the output
   RequestUsage usage;                   // filled on the final event
   SteadyTime time;                      // when the engine produced it
   int n_preemptions = 0;                // final event: times the request was preempted

@@ -116,6 +116,7 @@ void respond_when_done(httplib::Response& res, GenerationRun& run, int fd, const
       for (TokenLogprob& lp : ce.ev.logprobs) r.logprobs.push_back(std::move(lp));
       if (ce.ev.finish == EventFinish::kNone) continue;
       r.finish = ce.ev.finish;
+      r.stop_sequence = std::move(ce.ev.stop);
       r.usage = ce.ev.usage;
       if (is_failure(ce.ev.finish) && !failure) {
         failure = failure_error(ce.ev);
@@ -224,6 +225,11 @@ MaybeError prepare_chat_job(ServerState& st, ChatRequest cr, const ToolsRequest&
                            "response_format");
   if (auto e = constrain(st, format, cr.gen, job)) return e;
   Json kwargs = cr.template_kwargs;
+  if (!cr.assistant_prefill.empty() && tools.active() &&
+      (tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed))
+    return invalid_request("a final assistant message (prefilled answer) cannot be combined with a forced tool call "
+                           "(the call must start the answer)",
+                           "messages");
   if (tools.active()) {
     job.tool_format = st.model.chat_template ? tool_call_format_of(st.model.chat_template->source())
                                              : ToolCallFormat::kNone;
@@ -253,6 +259,7 @@ MaybeError prepare_chat_job(ServerState& st, ChatRequest cr, const ToolsRequest&
   }
   std::string text;
   if (auto e = render_chat_prompt(st, cr.messages, cr.add_generation_prompt, kwargs, text)) return e;
+  text += cr.assistant_prefill;
   text += job.forced_prefix;
   job.chat = true;
   job.gen = std::move(cr.gen);

@@ -1,7 +1,8 @@
 // server/http_server.cpp — HttpServer: httplib setup, the route wrapper (request id, auth,
 // readiness, active-request gauge, exceptions → 500 JSON), the small routes (health,
 // models, metrics, tokenize, detokenize) and one log line per request. Chat and text
-// completions are in completion_routes.cpp.
+// completions are in completion_routes.cpp, Anthropic's /v1/messages in messages_route.cpp;
+// errors on /v1/messages paths (auth, 404/405/413, ...) have Anthropic's error shape.
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "server/anthropic_protocol.h"
 #include "server/connection_probe.h"
 #include "server/openai_response.h"
 #include "server/routes.h"
@@ -75,13 +77,17 @@ struct KnownRoute {
 constexpr KnownRoute kRoutes[] = {
     {"/health", "GET"},          {"/v1/health", "GET"},           {"/metrics", "GET"},
     {"/v1/models", "GET"},       {"/tokenize", "POST"},           {"/detokenize", "POST"},
-    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
+    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/messages", "POST"},
+    {"/v1/messages/count_tokens", "POST"},
 };
 const char* allowed_methods(std::string_view path) {
   for (const KnownRoute& r : kRoutes)
     if (path == r.path) return r.allow;
   return nullptr;
 }
+
+// Anthropic's routes answer errors in Anthropic's shape (the SDKs read error.type from it).
+bool anthropic_path(std::string_view path) { return path == "/v1/messages" || path.starts_with("/v1/messages/"); }
 
 // Only SO_REUSEADDR (a restart may bind while old connections sit in TIME_WAIT); httplib's
 // default also sets SO_REUSEPORT, which lets a second server bind the same port and take a
@@ -130,6 +136,15 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 
 void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, api_error_json(e)); }
 
+namespace {
+// An error in the shape of the API `req` was sent to (X-Request-Id already set, if any).
+void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+  if (anthropic_path(req.path))
+    return send_json(res, e.status, anthropic_error_json(e, res.get_header_value("X-Request-Id")));
+  send_error(res, e);
+}
+}  // namespace
+
 struct HttpServer::Impl {
   explicit Impl(ServerConfig cfg) : st(std::move(cfg)) {}
 
@@ -171,12 +186,17 @@ struct HttpServer::Impl {
     access_log.flush();
   }
 
+  // `Authorization: Bearer KEY` (OpenAI clients) or `x-api-key: KEY` (Anthropic clients);
+  // `anthropic-version` and other headers are not looked at.
   bool authorized(const httplib::Request& req) const {
     if (st.cfg.api_key.empty()) return true;
+    bool ok = false;
+    if (req.has_header("x-api-key")) ok = constant_time_equal(req.get_header_value("x-api-key"), st.cfg.api_key);
     const std::string h = req.get_header_value("Authorization");
     constexpr std::string_view kBearer = "Bearer ";
-    if (h.size() <= kBearer.size() || std::string_view(h).substr(0, kBearer.size()) != kBearer) return false;
-    return constant_time_equal(std::string_view(h).substr(kBearer.size()), st.cfg.api_key);
+    if (h.size() > kBearer.size() && std::string_view(h).substr(0, kBearer.size()) == kBearer)
+      ok = constant_time_equal(std::string_view(h).substr(kBearer.size()), st.cfg.api_key) || ok;
+    return ok;
   }
 
   template <typename F>
@@ -204,12 +224,14 @@ struct HttpServer::Impl {
       if (over || res.status == 413) {
         res.set_header("Connection", "close");  // the rest of the body is never read
         res.set_header("X-Request-Id", request_id_for(req));
-        return send_error(res, request_too_large(fmt::format("the request body exceeds the limit of {} bytes", cap)));
+        return send_route_error(req, res,
+                                request_too_large(fmt::format("the request body exceeds the limit of {} bytes", cap)));
       }
       if (!ok) {
         res.set_header("Connection", "close");
         res.set_header("X-Request-Id", request_id_for(req));
-        return send_error(res, invalid_request("the request body could not be read (malformed chunked framing?)"));
+        return send_route_error(req, res,
+                                invalid_request("the request body could not be read (malformed chunked framing?)"));
       }
       serve(flags, f, req, res, std::move(body));
     };
@@ -228,15 +250,19 @@ struct HttpServer::Impl {
       res.set_header("X-Request-Id", ctx.request_id);
       try {
         if (flags.auth && !authorized(req))
-          return send_error(res, authentication_error("missing or invalid API key (Authorization: Bearer <key>)"));
-        if (flags.ready && st.stopping.load()) return send_error(res, unavailable("the server is shutting down"));
-        if (flags.ready && !st.ready.load(std::memory_order_acquire)) return send_error(res, unavailable("Loading model"));
+          return send_route_error(req, res,
+                                  authentication_error("missing or invalid API key (Authorization: Bearer <key> or "
+                                                       "x-api-key: <key>)"));
+        if (flags.ready && st.stopping.load())
+          return send_route_error(req, res, unavailable("the server is shutting down"));
+        if (flags.ready && !st.ready.load(std::memory_order_acquire))
+          return send_route_error(req, res, unavailable("Loading model"));
         f(req, res, ctx);
       } catch (const std::exception& e) {
         spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(e.what(), 1024));
-        send_error(res, server_error(fmt::format("internal error: {}", e.what())));
+        send_route_error(req, res, server_error(fmt::format("internal error: {}", e.what())));
       } catch (...) {
-        send_error(res, server_error("internal error"));
+        send_route_error(req, res, server_error("internal error"));
       }
     }
   }
@@ -323,6 +349,12 @@ struct HttpServer::Impl {
                                                             const RouteContext& c) { handle_chat_completions(st, q, r, c); }));
     svr.Post("/v1/completions", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
                                                        const RouteContext& c) { handle_completions(st, q, r, c); }));
+    svr.Post("/v1/messages", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                    const RouteContext& c) { handle_messages(st, q, r, c); }));
+    svr.Post("/v1/messages/count_tokens", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                                 const RouteContext& c) {
+      handle_count_tokens(st, q, r, c);
+    }));
     svr.set_socket_options(listen_socket_options);
 
     svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
@@ -337,15 +369,16 @@ struct HttpServer::Impl {
       if (const char* allow = res.status == 404 ? allowed_methods(req.path) : nullptr) {  // known path, other method
         res.status = 405;
         res.set_header("Allow", allow);
-        send_error(res, ApiError{405, "invalid_request_error",
-                                 fmt::format("method {} is not allowed for {} (allowed: {})", log_safe(req.method, 16),
-                                             req.path, allow),
-                                 ""});
         if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
+        send_route_error(req, res,
+                         ApiError{405, "invalid_request_error",
+                                  fmt::format("method {} is not allowed for {} (allowed: {})", log_safe(req.method, 16),
+                                              req.path, allow),
+                                  ""});
         return httplib::Server::HandlerResponse::Handled;
       }
-      send_error(res, error_for_status(req, res.status, st.cfg.max_body_bytes));
       if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
+      send_route_error(req, res, error_for_status(req, res.status, st.cfg.max_body_bytes));
       return httplib::Server::HandlerResponse::Handled;
     }));
     svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
@@ -357,7 +390,7 @@ struct HttpServer::Impl {
       } catch (...) {
       }
       spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(what, 1024));
-      send_error(res, server_error("internal error: " + what));
+      send_route_error(req, res, server_error("internal error: " + what));
     });
     // Count the status before httplib writes the response: the logger runs only after the
     // write, so a client could read /metrics before its previous response was counted.

@@ -51,6 +51,10 @@ struct ChatRequest {
   Json messages;                   // [{"role", "content": string, ...}]; text parts joined by "\n"
   bool add_generation_prompt = true;
   Json template_kwargs;            // chat_template_kwargs (object) or null
+  // Text the assistant's answer starts with, appended to the rendered prompt (Anthropic's
+  // final assistant message, server/anthropic_protocol.h); the answer continues it. Never set
+  // from an OpenAI body.
+  std::string assistant_prefill;
 };
 
 struct CompletionRequest {

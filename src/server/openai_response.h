@@ -38,6 +38,7 @@ struct ChoiceResult {
   std::vector<ToolCall> tool_calls;    // chat with tools: the parsed calls (server/tool_calls.h)
   std::vector<TokenLogprob> logprobs;  // [completion tokens] when logprobs were asked for
   EventFinish finish = EventFinish::kNone;
+  std::string stop_sequence;           // kStop: the stop string that ended the output
   RequestUsage usage;
   std::string error;                   // kError
 };

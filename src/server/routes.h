@@ -1,5 +1,6 @@
 // server/routes.h — internal to server/: the state route handlers share and the handlers
-// that live outside http_server.cpp (chat and text completions, completion_routes.cpp).
+// that live outside http_server.cpp (chat and text completions, completion_routes.cpp;
+// Anthropic's messages, messages_route.cpp).
 #pragma once
 
 #include <atomic>
@@ -71,5 +72,9 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
                              const RouteContext& ctx);
 void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
                         const RouteContext& ctx);
+// Anthropic's Messages API (messages_route.cpp).
+void handle_messages(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx);
+void handle_count_tokens(ServerState& st, const httplib::Request& req, httplib::Response& res,
+                         const RouteContext& ctx);
 
 }  // namespace hs::server
