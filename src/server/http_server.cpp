@@ -1,8 +1,9 @@
 // server/http_server.cpp — HttpServer: httplib setup, the route wrapper (request id, auth,
 // readiness, active-request gauge, exceptions → 500 JSON), the small routes (health,
 // models, metrics, tokenize, detokenize) and one log line per request. Chat and text
-// completions are in completion_routes.cpp, Anthropic's /v1/messages in messages_route.cpp;
-// errors on /v1/messages paths (auth, 404/405/413, ...) have Anthropic's error shape.
+// completions are in completion_routes.cpp, Anthropic's /v1/messages in messages_route.cpp,
+// OpenAI's /v1/responses in responses_route.cpp; errors on /v1/messages paths (auth,
+// 404/405/413, ...) have Anthropic's error shape.
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
@@ -78,7 +79,7 @@ constexpr KnownRoute kRoutes[] = {
     {"/health", "GET"},          {"/v1/health", "GET"},           {"/metrics", "GET"},
     {"/v1/models", "GET"},       {"/tokenize", "POST"},           {"/detokenize", "POST"},
     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/messages", "POST"},
-    {"/v1/messages/count_tokens", "POST"},
+    {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
 };
 const char* allowed_methods(std::string_view path) {
   for (const KnownRoute& r : kRoutes)
@@ -355,6 +356,14 @@ struct HttpServer::Impl {
                                                                  const RouteContext& c) {
       handle_count_tokens(st, q, r, c);
     }));
+    svr.Post("/v1/responses", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
+                                                     const RouteContext& c) { handle_responses(st, q, r, c); }));
+    auto stored = [this](const httplib::Request& q, httplib::Response& r, const RouteContext& c) {
+      handle_stored_response(st, q, r, c);
+    };
+    const RouteFlags no_model{.auth = true, .ready = false, .active = true};  // answers without the model
+    svr.Get(R"(/v1/responses/([^/]+)(?:/input_items)?)", route(no_model, stored));
+    svr.Delete(R"(/v1/responses/([^/]+))", route(no_model, stored));
     svr.set_socket_options(listen_socket_options);
 
     svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {

@@ -1,6 +1,6 @@
 // server/routes.h — internal to server/: the state route handlers share and the handlers
 // that live outside http_server.cpp (chat and text completions, completion_routes.cpp;
-// Anthropic's messages, messages_route.cpp).
+// Anthropic's messages, messages_route.cpp; OpenAI's Responses, responses_route.cpp).
 #pragma once
 
 #include <atomic>
@@ -76,5 +76,10 @@ void handle_completions(ServerState& st, const httplib::Request& req, httplib::R
 void handle_messages(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx);
 void handle_count_tokens(ServerState& st, const httplib::Request& req, httplib::Response& res,
                          const RouteContext& ctx);
+// OpenAI's Responses API (responses_route.cpp): POST /v1/responses, and GET / DELETE
+// /v1/responses/{id}, a 404 (nothing is stored).
+void handle_responses(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx);
+void handle_stored_response(ServerState& st, const httplib::Request& req, httplib::Response& res,
+                            const RouteContext& ctx);
 
 }  // namespace hs::server
