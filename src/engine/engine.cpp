@@ -307,6 +307,9 @@ std::variant<Engine::Submitted, SubmitError> Engine::submit(RequestParams params
   for (int32_t t : params.prompt)
     if (t < 0 || t >= n_vocab)
       return SubmitError{SubmitError::kInvalid, fmt::format("token id {} is out of range [0, {})", t, n_vocab)};
+  for (const auto& [t, b] : params.sampling.logit_bias)
+    if (t < 0 || t >= n_vocab)
+      return SubmitError{SubmitError::kInvalid, fmt::format("logit_bias: token id {} is out of range [0, {})", t, n_vocab)};
   if (params.max_tokens < 1)
     return SubmitError{SubmitError::kInvalid, fmt::format("max_tokens must be at least 1, got {}", params.max_tokens)};
   const int64_t total = static_cast<int64_t>(params.prompt.size()) + params.max_tokens;

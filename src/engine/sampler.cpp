@@ -17,6 +17,8 @@ Status SamplingParams::validate() const {
   if (!(repetition_penalty > 0 && repetition_penalty <= 10)) return bad("repetition_penalty", repetition_penalty, "(0, 10]");
   if (!(presence_penalty >= -2 && presence_penalty <= 2)) return bad("presence_penalty", presence_penalty, "-2..2");
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) return bad("frequency_penalty", frequency_penalty, "-2..2");
+  for (const auto& [tok, b] : logit_bias)
+    if (!(b >= -100 && b <= 100)) return bad("logit_bias", b, "-100..100");
   return Status::ok();
 }
 
@@ -26,6 +28,8 @@ void Sampler::accept(int32_t token) { ++counts_[token]; }
 
 int32_t Sampler::sample(std::span<float> logits) {
   const int n = static_cast<int>(logits.size());
+  for (const auto& [tok, b] : p_.logit_bias)
+    if (tok >= 0 && tok < n) logits[tok] += b;
   // Penalties on tokens seen so far.
   if (p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f || p_.frequency_penalty != 0.0f) {
     for (const auto& [tok, cnt] : counts_) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -26,6 +27,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // subtract once per seen token
   float frequency_penalty = 0.0f;   // subtract per occurrence
   std::optional<uint64_t> seed;     // none: random
+  // OpenAI's logit_bias: added to a token's logit before everything else (-100..100; ±100
+  // bans or forces a token in practice). Token ids are checked by the engine.
+  std::vector<std::pair<int32_t, float>> logit_bias;
 
   Status validate() const;  // ranges as OpenAI / vLLM document them
 };

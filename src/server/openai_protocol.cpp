@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -162,6 +163,40 @@ MaybeError parse_generation_options(const Json& body, bool chat, GenerationOptio
     if (!echo->is_boolean()) return type_error("echo", "a boolean", *echo);
     if (echo->get<bool>()) return invalid_request("'echo' is not supported", "echo");
   }
+  if (const Json* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) return type_error("logit_bias", "an object mapping token ids to biases", *lb);
+    if (lb->size() > kMaxLogitBias)
+      return invalid_request(fmt::format("'logit_bias' may hold at most {} tokens, got {}", kMaxLogitBias, lb->size()),
+                             "logit_bias");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      const std::string& key = it.key();
+      int64_t id = -1;
+      const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > std::numeric_limits<int32_t>::max())
+        return invalid_request(fmt::format("'logit_bias' keys must be token ids, got {}", shown(Json(key))), "logit_bias");
+      if (!it.value().is_number())
+        return type_error(fmt::format("logit_bias.{}", key), "a number", it.value());
+      const double b = it.value().get<double>();
+      if (!(b >= -100 && b <= 100))
+        return invalid_request(fmt::format("'logit_bias.{}' is {}: biases are -100..100", key, b), "logit_bias");
+      s.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(b));
+    }
+  }
+  // Fields OpenAI defines that change what is generated and that this server does not do:
+  // a 400 naming each, never silently ignored (informational ones, user / metadata / store /
+  // service_tier, are accepted).
+  static constexpr const char* kChatOnlyUnsupported[][2] = {
+      {"functions", "use 'tools'"},          {"function_call", "use 'tool_choice'"},
+      {"audio", "audio output"},             {"prediction", "predicted outputs"},
+      {"web_search_options", "web search"},  {"reasoning_effort", "reasoning models"}};
+  if (chat)
+    for (const auto& [name, what] : kChatOnlyUnsupported)
+      if (field(body, name)) return invalid_request(fmt::format("'{}' is not supported ({})", name, what), name);
+  if (const Json* mod = field(body, "modalities")) {
+    if (!chat || !mod->is_array() || mod->size() != 1 || (*mod)[0] != "text")
+      return invalid_request("'modalities' other than [\"text\"] is not supported", "modalities");
+  }
+  if (!chat && field(body, "suffix")) return invalid_request("'suffix' (insertion) is not supported", "suffix");
   if (const Json* best_of = field(body, "best_of")) {
     int64_t b = 0;
     HS_API_TRY(read_int_value(*best_of, "best_of", 1, kMaxChoices, b));

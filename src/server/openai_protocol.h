@@ -3,7 +3,9 @@
 // Each parse_* function reads one JSON body (already parsed, a JSON object) and either fills
 // its struct or returns the ApiError a client should see: 400 with `param` naming the field
 // for a wrong type or an out-of-range value, 404 for an unknown model. Unknown fields are
-// ignored, and null counts as absent (clients send null for unset options). Ranges follow
+// ignored, and null counts as absent (clients send null for unset options), except the
+// OpenAI fields that would change the output and are not supported here (functions, audio,
+// prediction, suffix, ...): those are 400s naming them. Ranges follow
 // OpenAI and vLLM (temperature 0..2, top_p (0, 1], top_k -1/0 = off, n 1..16, ...).
 // resolve_max_tokens() applies the context-length rule after tokenization, with OpenAI's
 // wording for an over-long request. No HTTP types here; cost is linear in the body.
@@ -29,6 +31,7 @@ using MaybeError = std::optional<ApiError>;
 constexpr int kMaxChoices = 16;       // n
 constexpr int kMaxStopStrings = 16;   // stop
 constexpr int kMaxTopLogprobs = 20;   // top_logprobs (chat), logprobs (completions)
+constexpr int kMaxLogitBias = 1024;   // logit_bias entries (OpenAI allows 300; vLLM any)
 // /v1/completions without max_tokens generates 16 tokens (OpenAI's and vLLM's default);
 // chat without max_tokens may fill the context.
 constexpr int kDefaultCompletionMaxTokens = 16;

@@ -281,3 +281,27 @@ def test_greedy_matches_generate_cli(client, model_name, prompt):
     cli_text = out[:-1]  # generate prints one newline after the completion
     r = completion(client, model_name, prompt=prompt, max_tokens=n)
     assert r.choices[0].text == cli_text
+
+
+def test_logit_bias_forces_and_bans_a_token(server, client, model_name):
+    """logit_bias does what it says: +100 makes a token the greedy choice at every step, -100
+    keeps the greedy answer's first token out of it."""
+    (forced,) = server.tokenize(" banana", add_special_tokens=False)
+    r = client.completions.create(model=model_name, prompt="The capital of France is", max_tokens=3, temperature=0,
+                                  logit_bias={str(forced): 100})
+    assert r.choices[0].text == " banana" * 3, r.choices[0].text
+    plain = client.completions.create(model=model_name, prompt="The capital of France is", max_tokens=1, temperature=0)
+    first = server.tokenize(plain.choices[0].text, add_special_tokens=False)[0]
+    banned = client.completions.create(model=model_name, prompt="The capital of France is", max_tokens=1,
+                                       temperature=0, logit_bias={str(first): -100})
+    assert banned.choices[0].text != plain.choices[0].text
+
+
+@pytest.mark.parametrize("field, value", [("functions", []), ("function_call", "auto"), ("audio", {"voice": "x"}),
+                                          ("prediction", {"type": "content", "content": "x"})])
+def test_unsupported_generation_fields_are_400s(client, model_name, field, value):
+    import openai
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=model_name, messages=[{"role": "user", "content": "hi"}], max_tokens=4,
+                                       extra_body={field: value})
+    assert field in str(e.value)

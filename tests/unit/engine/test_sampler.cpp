@@ -100,5 +100,26 @@ TEST(Sampler, ValidateRejectsOutOfRange) {
   EXPECT_TRUE(SamplingParams{}.validate().is_ok());
 }
 
+TEST(Sampler, LogitBiasForcesAndBansTokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.logit_bias = {{3, 100.0f}};
+  Sampler s(p);
+  std::vector<float> logits = {5.0f, 1.0f, 0.5f, -2.0f};
+  EXPECT_EQ(s.sample(logits), 3);
+  SamplingParams q;
+  q.temperature = 0.8f;
+  q.seed = 11;
+  q.logit_bias = {{0, -100.0f}};
+  Sampler t(q);
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> l = {5.0f, 1.0f, 0.5f, -2.0f};
+    EXPECT_NE(t.sample(l), 0);
+  }
+  SamplingParams bad;
+  bad.logit_bias = {{1, 101.0f}};
+  EXPECT_FALSE(bad.validate().is_ok());
+}
+
 }  // namespace
 }  // namespace hs

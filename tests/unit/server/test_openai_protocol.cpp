@@ -95,6 +95,25 @@ TEST(ChatRequest, EveryField) {
   EXPECT_EQ(r.template_kwargs["enable_thinking"], false);
 }
 
+TEST(ChatRequest, LogitBiasAndInformationalFields) {
+  Json body = chat_body();
+  body["logit_bias"] = {{"7", -100}, {"42", 2.5}};
+  body["modalities"] = Json::array({"text"});
+  body["user"] = "u-1";
+  body["metadata"] = {{"k", "v"}};
+  body["store"] = false;
+  ChatRequest r;
+  ASSERT_FALSE(parse_chat_request(body, r));
+  ASSERT_EQ(r.gen.sampling.logit_bias.size(), 2u);
+  EXPECT_EQ(r.gen.sampling.logit_bias[0], (std::pair<int32_t, float>{7, -100.0f}));
+  EXPECT_EQ(r.gen.sampling.logit_bias[1], (std::pair<int32_t, float>{42, 2.5f}));
+  Json comp = {{"prompt", "x"}, {"suffix", "y"}};
+  CompletionRequest c;
+  auto err = parse_completion_request(comp, c);
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->param, "suffix");
+}
+
 TEST(ChatRequest, SmallVariants) {
   ChatRequest r;
   ASSERT_FALSE(parse_chat_request(chat_body({{"max_tokens", 100}, {"max_completion_tokens", 5}}), r));
@@ -164,6 +183,17 @@ INSTANTIATE_TEST_SUITE_P(
     Fields, ChatBadField,
     ::testing::Values(
         BadField{"temperature_string", {{"temperature", "hot"}}, "temperature"},
+        BadField{"logit_bias_array", {{"logit_bias", Json::array({1})}}, "logit_bias"},
+        BadField{"logit_bias_key", {{"logit_bias", {{"abc", 1}}}}, "logit_bias"},
+        BadField{"logit_bias_negative_key", {{"logit_bias", {{"-3", 1}}}}, "logit_bias"},
+        BadField{"logit_bias_high", {{"logit_bias", {{"5", 101}}}}, "logit_bias"},
+        BadField{"logit_bias_string", {{"logit_bias", {{"5", "x"}}}}, "logit_bias.5"},
+        BadField{"functions", {{"functions", Json::array()}}, "functions"},
+        BadField{"function_call", {{"function_call", "auto"}}, "function_call"},
+        BadField{"audio", {{"audio", {{"voice", "x"}}}}, "audio"},
+        BadField{"modalities_audio", {{"modalities", Json::array({"text", "audio"})}}, "modalities"},
+        BadField{"prediction", {{"prediction", {{"type", "content"}}}}, "prediction"},
+        BadField{"reasoning_effort", {{"reasoning_effort", "low"}}, "reasoning_effort"},
         BadField{"temperature_bool", {{"temperature", true}}, "temperature"},
         BadField{"temperature_high", {{"temperature", 2.5}}, "temperature"},
         BadField{"temperature_negative", {{"temperature", -0.1}}, "temperature"},
