@@ -7,39 +7,10 @@
 #include <initializer_list>
 #include <utility>
 
+#include "server/json_fields.h"
+
 namespace hs::server {
 namespace {
-
-#define HS_ANT_TRY(expr)                             \
-  do {                                               \
-    if (MaybeError hs_err_ = (expr)) return hs_err_; \
-  } while (0)
-
-// A field that is present and not null (null counts as absent, as in the OpenAI parsers).
-const Json* field(const Json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string at_key(const std::string& at, std::string_view key) {
-  return at.empty() ? std::string(key) : fmt::format("{}.{}", at, key);
-}
-
-ApiError want(const std::string& param, const char* what, const Json& got) {
-  return invalid_request(fmt::format("'{}' must be {}, got {}", param, what, got.type_name()), param);
-}
-
-// Every non-null key of `obj` must be one of `allowed`: anything else is a field this server
-// does not implement, and accepting it silently would pretend it did.
-MaybeError only_keys(const Json& obj, std::initializer_list<std::string_view> allowed, const std::string& at) {
-  for (const auto& [k, v] : obj.items()) {
-    if (v.is_null() || std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
-    const std::string p = at_key(at, k);
-    return invalid_request(fmt::format("'{}' is not supported by this server", p), p);
-  }
-  return std::nullopt;
-}
 
 // cache_control: {"type": "ephemeral", "ttl"?: "5m" | "1h"}. Accepted as a marker: the prefix
 // cache keeps every prompt's prefix anyway (server/anthropic_protocol.h, docs/serving.md).
@@ -47,8 +18,8 @@ MaybeError check_cache_control(const Json& obj, const std::string& at) {
   const Json* cc = field(obj, "cache_control");
   if (!cc) return std::nullopt;
   const std::string p = at_key(at, "cache_control");
-  if (!cc->is_object()) return want(p, "an object", *cc);
-  HS_ANT_TRY(only_keys(*cc, {"type", "ttl"}, p));
+  if (!cc->is_object()) return type_error(p, "an object", *cc);
+  HS_API_TRY(only_keys(*cc, {"type", "ttl"}, p));
   const Json* type = field(*cc, "type");
   if (!type || !type->is_string() || type->get_ref<const std::string&>() != "ephemeral")
     return invalid_request(fmt::format("'{}.type' must be \"ephemeral\"", p), p + ".type");
@@ -61,19 +32,19 @@ MaybeError check_cache_control(const Json& obj, const std::string& at) {
 
 // A {"type": "text", "text", "cache_control"?, "citations"?: null | []} block → its text.
 MaybeError text_block(const Json& b, const std::string& at, std::string& out) {
-  HS_ANT_TRY(only_keys(b, {"type", "text", "cache_control", "citations"}, at));
+  HS_API_TRY(only_keys(b, {"type", "text", "cache_control", "citations"}, at));
   const Json* text = field(b, "text");
   if (!text || !text->is_string()) return invalid_request(fmt::format("'{}.text' must be a string", at), at + ".text");
   if (const Json* c = field(b, "citations"); c && !(c->is_array() && c->empty()))
     return invalid_request(fmt::format("'{}.citations' is not supported", at), at + ".citations");
-  HS_ANT_TRY(check_cache_control(b, at));
+  HS_API_TRY(check_cache_control(b, at));
   out = text->get<std::string>();
   return std::nullopt;
 }
 
 // The `type` of content block `b` at `at` (400 unless an object with a string type).
 MaybeError block_type(const Json& b, const std::string& at, std::string& type) {
-  if (!b.is_object()) return want(at, "a content block object", b);
+  if (!b.is_object()) return type_error(at, "a content block object", b);
   const Json* t = field(b, "type");
   if (!t || !t->is_string()) return invalid_request(fmt::format("'{}.type' must be a string", at), at + ".type");
   type = t->get<std::string>();
@@ -99,14 +70,14 @@ MaybeError text_content(const Json& c, const std::string& at, std::string& out) 
     out = c.get<std::string>();
     return std::nullopt;
   }
-  if (!c.is_array()) return want(at, "a string or an array of text blocks", c);
+  if (!c.is_array()) return type_error(at, "a string or an array of text blocks", c);
   bool has = false;
   for (size_t k = 0; k < c.size(); ++k) {
     const std::string bat = fmt::format("{}[{}]", at, k);
     std::string type, t;
-    HS_ANT_TRY(block_type(c[k], bat, type));
+    HS_API_TRY(block_type(c[k], bat, type));
     if (type != "text") return unsupported_block(bat, type, "text only");
-    HS_ANT_TRY(text_block(c[k], bat, t));
+    HS_API_TRY(text_block(c[k], bat, t));
     append_text(out, has, t);
   }
   return std::nullopt;
@@ -134,13 +105,13 @@ MaybeError convert_user(const Json& content, const std::string& at, Converted& c
     const std::string bat = fmt::format("{}.content[{}]", at, j);
     const Json& b = content[j];
     std::string type;
-    HS_ANT_TRY(block_type(b, bat, type));
+    HS_API_TRY(block_type(b, bat, type));
     if (type == "text") {
       std::string t;
-      HS_ANT_TRY(text_block(b, bat, t));
+      HS_API_TRY(text_block(b, bat, t));
       append_text(text, has_text, t);
     } else if (type == "tool_result") {
-      HS_ANT_TRY(only_keys(b, {"type", "tool_use_id", "content", "is_error", "cache_control"}, bat));
+      HS_API_TRY(only_keys(b, {"type", "tool_use_id", "content", "is_error", "cache_control"}, bat));
       const Json* id = field(b, "tool_use_id");
       if (!id || !id->is_string())
         return invalid_request(fmt::format("'{}.tool_use_id' must be a string", bat), bat + ".tool_use_id");
@@ -149,12 +120,12 @@ MaybeError convert_user(const Json& content, const std::string& at, Converted& c
             fmt::format("'{}.tool_use_id' '{}' answers no earlier tool_use block", bat, id->get<std::string>()),
             bat + ".tool_use_id");
       std::string result;
-      if (const Json* c = field(b, "content")) HS_ANT_TRY(text_content(*c, bat + ".content", result));
+      if (const Json* c = field(b, "content")) HS_API_TRY(text_content(*c, bat + ".content", result));
       if (const Json* err = field(b, "is_error")) {
-        if (!err->is_boolean()) return want(bat + ".is_error", "a boolean", *err);
+        if (!err->is_boolean()) return type_error(bat + ".is_error", "a boolean", *err);
         if (err->get<bool>()) result = "Error: " + result;  // the templates have no error flag: say it
       }
-      HS_ANT_TRY(check_cache_control(b, bat));
+      HS_API_TRY(check_cache_control(b, bat));
       flush();
       cv.messages.push_back(Json{{"role", "tool"}, {"tool_call_id", *id}, {"content", std::move(result)}});
     } else if (type == "tool_use") {
@@ -185,13 +156,13 @@ MaybeError convert_assistant(const Json& content, const std::string& at, Convert
       const std::string bat = fmt::format("{}.content[{}]", at, j);
       const Json& b = content[j];
       std::string type;
-      HS_ANT_TRY(block_type(b, bat, type));
+      HS_API_TRY(block_type(b, bat, type));
       if (type == "text") {
         std::string t;
-        HS_ANT_TRY(text_block(b, bat, t));
+        HS_API_TRY(text_block(b, bat, t));
         append_text(text, has_text, t);
       } else if (type == "tool_use") {
-        HS_ANT_TRY(only_keys(b, {"type", "id", "name", "input", "cache_control"}, bat));
+        HS_API_TRY(only_keys(b, {"type", "id", "name", "input", "cache_control"}, bat));
         const Json* id = field(b, "id");
         const Json* name = field(b, "name");
         const Json* input = field(b, "input");
@@ -201,7 +172,7 @@ MaybeError convert_assistant(const Json& content, const std::string& at, Convert
           return invalid_request(fmt::format("'{}.name' must be a string", bat), bat + ".name");
         if (!input || !input->is_object())
           return invalid_request(fmt::format("'{}.input' must be an object", bat), bat + ".input");
-        HS_ANT_TRY(check_cache_control(b, bat));
+        HS_API_TRY(check_cache_control(b, bat));
         cv.tool_uses.push_back(id->get<std::string>());
         calls.push_back(Json{
             {"id", *id}, {"type", "function"}, {"function", Json{{"name", *name}, {"arguments", dump_json(*input)}}}});
@@ -225,14 +196,14 @@ MaybeError convert_assistant(const Json& content, const std::string& at, Convert
 MaybeError convert_messages(const Json& body, Converted& cv, std::string& prefill) {
   const Json* messages = field(body, "messages");
   if (!messages) return invalid_request("'messages' is required", "messages");
-  if (!messages->is_array()) return want("messages", "an array", *messages);
+  if (!messages->is_array()) return type_error("messages", "an array", *messages);
   if (messages->empty()) return invalid_request("'messages' must not be empty", "messages");
   prefill.clear();
   for (size_t i = 0; i < messages->size(); ++i) {
     const Json& m = (*messages)[i];
     const std::string at = fmt::format("messages[{}]", i);
-    if (!m.is_object()) return want(at, "an object", m);
-    HS_ANT_TRY(only_keys(m, {"role", "content"}, at));
+    if (!m.is_object()) return type_error(at, "an object", m);
+    HS_API_TRY(only_keys(m, {"role", "content"}, at));
     const Json* role = field(m, "role");
     if (!role || !role->is_string())
       return invalid_request(fmt::format("'{}.role' must be \"user\" or \"assistant\"", at), at + ".role");
@@ -240,16 +211,16 @@ MaybeError convert_messages(const Json& body, Converted& cv, std::string& prefil
     const Json* content = field(m, "content");
     if (!content) return invalid_request(fmt::format("'{}.content' is required", at), at + ".content");
     if (!content->is_string() && !content->is_array())
-      return want(at + ".content", "a string or an array of content blocks", *content);
+      return type_error(at + ".content", "a string or an array of content blocks", *content);
     const bool last = i + 1 == messages->size();
     if (r == "user") {
       if (content->is_array() && content->empty())
         return invalid_request(fmt::format("'{}.content' must not be empty", at), at + ".content");
-      HS_ANT_TRY(convert_user(*content, at, cv));
+      HS_API_TRY(convert_user(*content, at, cv));
     } else if (r == "assistant") {
       std::string text;
       bool has_calls = false;
-      HS_ANT_TRY(convert_assistant(*content, at, cv, text, has_calls));
+      HS_API_TRY(convert_assistant(*content, at, cv, text, has_calls));
       if (last) {
         if (has_calls)
           return invalid_request(fmt::format("'{}' is a final assistant message with tool_use blocks: send their "
@@ -278,8 +249,8 @@ MaybeError convert_system(const Json& body, Json& messages) {
   const Json* sys = field(body, "system");
   if (!sys) return std::nullopt;
   std::string text;
-  if (!sys->is_string() && !sys->is_array()) return want("system", "a string or an array of text blocks", *sys);
-  HS_ANT_TRY(text_content(*sys, "system", text));
+  if (!sys->is_string() && !sys->is_array()) return type_error("system", "a string or an array of text blocks", *sys);
+  HS_API_TRY(text_content(*sys, "system", text));
   if (sys->is_array() && sys->empty()) return std::nullopt;
   messages.insert(messages.begin(), Json{{"role", "system"}, {"content", std::move(text)}});
   return std::nullopt;
@@ -289,12 +260,12 @@ MaybeError convert_system(const Json& body, Json& messages) {
 MaybeError convert_tools(const Json& body, Json& openai, std::vector<std::string>& names) {
   const Json* tools = field(body, "tools");
   if (!tools) return std::nullopt;
-  if (!tools->is_array()) return want("tools", "an array of tools", *tools);
+  if (!tools->is_array()) return type_error("tools", "an array of tools", *tools);
   Json out = Json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const Json& t = (*tools)[i];
     const std::string at = fmt::format("tools[{}]", i);
-    if (!t.is_object()) return want(at, "an object", t);
+    if (!t.is_object()) return type_error(at, "an object", t);
     if (const Json* type = field(t, "type"); type && *type != "custom") {
       const std::string shown = type->is_string() ? type->get<std::string>() : dump_json(*type);
       return invalid_request(fmt::format("tool type '{}' is not supported (server tools are not available; only "
@@ -302,22 +273,22 @@ MaybeError convert_tools(const Json& body, Json& openai, std::vector<std::string
                                          shown.size() > 64 ? shown.substr(0, 64) + "..." : shown),
                              at + ".type");
     }
-    HS_ANT_TRY(only_keys(t, {"type", "name", "description", "input_schema", "cache_control", "strict"}, at));
+    HS_API_TRY(only_keys(t, {"type", "name", "description", "input_schema", "cache_control", "strict"}, at));
     const Json* name = field(t, "name");
     if (!name || !name->is_string())
       return invalid_request(fmt::format("'{}.name' must be a string", at), at + ".name");
     const Json* schema = field(t, "input_schema");
     if (!schema) return invalid_request(fmt::format("'{}.input_schema' is required", at), at + ".input_schema");
-    if (!schema->is_object()) return want(at + ".input_schema", "a JSON Schema object", *schema);
+    if (!schema->is_object()) return type_error(at + ".input_schema", "a JSON Schema object", *schema);
     if (const Json* strict = field(t, "strict")) {
-      if (!strict->is_boolean()) return want(at + ".strict", "a boolean", *strict);
+      if (!strict->is_boolean()) return type_error(at + ".strict", "a boolean", *strict);
       if (strict->get<bool>())
         return invalid_request(fmt::format("'{}.strict' true is not supported: only a forced call (tool_choice any "
                                            "or tool) is held to its input_schema",
                                            at),
                                at + ".strict");
     }
-    HS_ANT_TRY(check_cache_control(t, at));
+    HS_API_TRY(check_cache_control(t, at));
     Json fn{{"name", *name}};
     if (const Json* d = field(t, "description")) fn["description"] = *d;  // its type: parse_tools_request
     fn["parameters"] = *schema;
@@ -331,21 +302,21 @@ MaybeError convert_tools(const Json& body, Json& openai, std::vector<std::string
 MaybeError convert_tool_choice(const Json& body, const std::vector<std::string>& names, Json& openai) {
   const Json* tc = field(body, "tool_choice");
   if (!tc) return std::nullopt;
-  if (!tc->is_object()) return want("tool_choice", "an object", *tc);
+  if (!tc->is_object()) return type_error("tool_choice", "an object", *tc);
   const Json* type = field(*tc, "type");
   if (!type || !type->is_string())
     return invalid_request("'tool_choice.type' must be one of auto, any, tool, none", "tool_choice.type");
   const std::string& t = type->get_ref<const std::string&>();
   if (t == "none") {
-    HS_ANT_TRY(only_keys(*tc, {"type"}, "tool_choice"));
+    HS_API_TRY(only_keys(*tc, {"type"}, "tool_choice"));
     openai["tool_choice"] = "none";
     return std::nullopt;
   }
   if (t == "auto" || t == "any") {
-    HS_ANT_TRY(only_keys(*tc, {"type", "disable_parallel_tool_use"}, "tool_choice"));
+    HS_API_TRY(only_keys(*tc, {"type", "disable_parallel_tool_use"}, "tool_choice"));
     openai["tool_choice"] = t == "auto" ? "auto" : "required";
   } else if (t == "tool") {
-    HS_ANT_TRY(only_keys(*tc, {"type", "name", "disable_parallel_tool_use"}, "tool_choice"));
+    HS_API_TRY(only_keys(*tc, {"type", "name", "disable_parallel_tool_use"}, "tool_choice"));
     const Json* name = field(*tc, "name");
     if (!name || !name->is_string())
       return invalid_request("'tool_choice.name' must be a string naming a tool", "tool_choice.name");
@@ -360,7 +331,7 @@ MaybeError convert_tool_choice(const Json& body, const std::vector<std::string>&
                            "tool_choice.type");
   }
   if (const Json* dp = field(*tc, "disable_parallel_tool_use")) {
-    if (!dp->is_boolean()) return want("tool_choice.disable_parallel_tool_use", "a boolean", *dp);
+    if (!dp->is_boolean()) return type_error("tool_choice.disable_parallel_tool_use", "a boolean", *dp);
     openai["parallel_tool_calls"] = !dp->get<bool>();
   }
   return std::nullopt;
@@ -393,19 +364,19 @@ MaybeError anthropic_to_openai_body(const Json& body, MessagesEndpoint ep, Json&
     if (!th->is_object() || field(*th, "type") == nullptr || (*th)["type"] != "disabled")
       return invalid_request("extended thinking is not supported ('thinking' may only be {\"type\": \"disabled\"})",
                              "thinking");
-    HS_ANT_TRY(only_keys(*th, {"type"}, "thinking"));
+    HS_API_TRY(only_keys(*th, {"type"}, "thinking"));
   }
   if (create) {
-    HS_ANT_TRY(
+    HS_API_TRY(
         only_keys(body,
                   {"model", "max_tokens", "messages", "system", "stop_sequences", "temperature", "top_p", "top_k",
                    "stream", "metadata", "tools", "tool_choice", "service_tier", "thinking", "cache_control"},
                   ""));
   } else {
-    HS_ANT_TRY(
+    HS_API_TRY(
         only_keys(body, {"model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control"}, ""));
   }
-  HS_ANT_TRY(check_cache_control(body, ""));
+  HS_API_TRY(check_cache_control(body, ""));
   openai = Json::object();
   if (const Json* m = field(body, "model")) openai["model"] = *m;
   if (create) {
@@ -415,16 +386,16 @@ MaybeError anthropic_to_openai_body(const Json& body, MessagesEndpoint ep, Json&
     for (const char* k : {"temperature", "top_p", "top_k", "stream"})
       if (const Json* v = field(body, k)) openai[k] = *v;
     if (const Json* st = field(body, "stop_sequences")) {
-      if (!st->is_array()) return want("stop_sequences", "an array of strings", *st);
+      if (!st->is_array()) return type_error("stop_sequences", "an array of strings", *st);
       for (size_t i = 0; i < st->size(); ++i)
-        if (!(*st)[i].is_string()) return want(fmt::format("stop_sequences[{}]", i), "a string", (*st)[i]);
+        if (!(*st)[i].is_string()) return type_error(fmt::format("stop_sequences[{}]", i), "a string", (*st)[i]);
       openai["stop"] = *st;
     }
     if (const Json* md = field(body, "metadata")) {  // informational (user_id): nothing to do with it
-      if (!md->is_object()) return want("metadata", "an object", *md);
-      HS_ANT_TRY(only_keys(*md, {"user_id"}, "metadata"));
+      if (!md->is_object()) return type_error("metadata", "an object", *md);
+      HS_API_TRY(only_keys(*md, {"user_id"}, "metadata"));
       if (const Json* uid = field(*md, "user_id"); uid && !uid->is_string())
-        return want("metadata.user_id", "a string", *uid);
+        return type_error("metadata.user_id", "a string", *uid);
     }
     if (const Json* tier = field(body, "service_tier")) {
       if (!tier->is_string() || (*tier != "auto" && *tier != "standard_only"))
@@ -432,12 +403,12 @@ MaybeError anthropic_to_openai_body(const Json& body, MessagesEndpoint ep, Json&
     }
   }
   Converted cv;
-  HS_ANT_TRY(convert_messages(body, cv, prefill));
-  HS_ANT_TRY(convert_system(body, cv.messages));
+  HS_API_TRY(convert_messages(body, cv, prefill));
+  HS_API_TRY(convert_system(body, cv.messages));
   openai["messages"] = std::move(cv.messages);
   std::vector<std::string> names;
-  HS_ANT_TRY(convert_tools(body, openai, names));
-  HS_ANT_TRY(convert_tool_choice(body, names, openai));
+  HS_API_TRY(convert_tools(body, openai, names));
+  HS_API_TRY(convert_tool_choice(body, names, openai));
   return std::nullopt;
 }
 
@@ -445,7 +416,7 @@ MaybeError parse_messages_request(const Json& body, MessagesEndpoint ep, Message
   out = MessagesRequest{};
   Json openai;
   std::string prefill;
-  HS_ANT_TRY(anthropic_to_openai_body(body, ep, openai, prefill));
+  HS_API_TRY(anthropic_to_openai_body(body, ep, openai, prefill));
   if (auto e = parse_chat_request(openai, out.chat)) return anthropic_names(std::move(*e));
   if (auto e = parse_tools_request(openai, out.tools)) return anthropic_names(std::move(*e));
   out.chat.assistant_prefill = std::move(prefill);

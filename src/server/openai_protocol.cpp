@@ -8,30 +8,16 @@
 #include <limits>
 #include <utility>
 
+#include "server/json_fields.h"
+
 namespace hs::server {
 namespace {
-
-#define HS_API_TRY(expr)                   \
-  do {                                     \
-    if (MaybeError hs_err_ = (expr)) return hs_err_; \
-  } while (0)
-
-// A field that is present and not null.
-const Json* field(const Json& obj, const char* key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 // The value as the client sent it, shortened for messages.
 std::string shown(const Json& v) {
   std::string s = dump_json(v);
   if (s.size() > 40) s = s.substr(0, 37) + "...";
   return s;
-}
-
-ApiError type_error(std::string_view param, const char* want, const Json& got) {
-  return invalid_request(fmt::format("'{}' must be {}, got {}", param, want, got.type_name()), std::string(param));
 }
 
 MaybeError read_bool(const Json& obj, const char* key, bool& out) {

@@ -9,47 +9,19 @@
 
 #include "server/anthropic_protocol.h"  // sse_named_event
 
+#include "server/json_fields.h"
+
 namespace hs::server {
 namespace {
-
-#define HS_RESP_TRY(expr)                            \
-  do {                                               \
-    if (MaybeError hs_err_ = (expr)) return hs_err_; \
-  } while (0)
-
-// A field that is present and not null (null counts as absent, as in the OpenAI parsers).
-const Json* field(const Json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  if (it == obj.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::string at_key(const std::string& at, std::string_view key) {
-  return at.empty() ? std::string(key) : fmt::format("{}.{}", at, key);
-}
 
 std::string cut(const std::string& s) { return s.size() > 64 ? s.substr(0, 64) + "..." : s; }
 
 // A value as text for a message (strings without quotes).
 std::string shown(const Json& v) { return cut(v.is_string() ? v.get<std::string>() : dump_json(v)); }
 
-ApiError want(const std::string& param, const char* what, const Json& got) {
-  return invalid_request(fmt::format("'{}' must be {}, got {}", param, what, got.type_name()), param);
-}
-
 ApiError unsupported(const std::string& param, std::string_view why) {
   return invalid_request(fmt::format("'{}' is not supported by this server{}{}", param, why.empty() ? "" : ": ", why),
                          param);
-}
-
-// Every non-null key of `obj` must be one of `allowed`: anything else is a field this server
-// does not implement, and accepting it silently would pretend it did.
-MaybeError only_keys(const Json& obj, std::initializer_list<std::string_view> allowed, const std::string& at) {
-  for (const auto& [k, v] : obj.items()) {
-    if (v.is_null() || std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
-    return unsupported(at_key(at, k), "");
-  }
-  return std::nullopt;
 }
 
 MaybeError string_field(const Json& obj, std::string_view key, const std::string& at, std::string& out,
@@ -57,7 +29,7 @@ MaybeError string_field(const Json& obj, std::string_view key, const std::string
   const std::string p = at_key(at, key);
   const Json* v = field(obj, key);
   if (!v) return invalid_request(fmt::format("'{}' is required", p), p);
-  if (!v->is_string()) return want(p, "a string", *v);
+  if (!v->is_string()) return type_error(p, "a string", *v);
   if (non_empty && v->get_ref<const std::string&>().empty())
     return invalid_request(fmt::format("'{}' must not be empty", p), p);
   out = v->get<std::string>();
@@ -78,23 +50,23 @@ MaybeError text_parts(const Json& content, const std::string& at, bool refusal, 
   for (size_t j = 0; j < content.size(); ++j) {
     const std::string pat = fmt::format("{}[{}]", at, j);
     const Json& part = content[j];
-    if (!part.is_object()) return want(pat, "a content part object", part);
+    if (!part.is_object()) return type_error(pat, "a content part object", part);
     const Json* type = field(part, "type");
     if (!type || !type->is_string())
       return invalid_request(fmt::format("'{}.type' must be a string", pat), pat + ".type");
     const std::string& t = type->get_ref<const std::string&>();
     std::string text;
     if (t == "input_text") {
-      HS_RESP_TRY(only_keys(part, {"type", "text"}, pat));
-      HS_RESP_TRY(string_field(part, "text", pat, text, false));
+      HS_API_TRY(only_keys(part, {"type", "text"}, pat));
+      HS_API_TRY(string_field(part, "text", pat, text, false));
     } else if (t == "output_text") {  // an earlier answer sent back; its annotations and logprobs are records
-      HS_RESP_TRY(only_keys(part, {"type", "text", "annotations", "logprobs"}, pat));
-      HS_RESP_TRY(string_field(part, "text", pat, text, false));
+      HS_API_TRY(only_keys(part, {"type", "text", "annotations", "logprobs"}, pat));
+      HS_API_TRY(string_field(part, "text", pat, text, false));
       for (const char* k : {"annotations", "logprobs"})
-        if (const Json* a = field(part, k); a && !a->is_array()) return want(at_key(pat, k), "an array", *a);
+        if (const Json* a = field(part, k); a && !a->is_array()) return type_error(at_key(pat, k), "an array", *a);
     } else if (t == "refusal" && refusal) {
-      HS_RESP_TRY(only_keys(part, {"type", "refusal"}, pat));
-      HS_RESP_TRY(string_field(part, "refusal", pat, text, false));
+      HS_API_TRY(only_keys(part, {"type", "refusal"}, pat));
+      HS_API_TRY(string_field(part, "refusal", pat, text, false));
     } else {
       return invalid_request(fmt::format("'{}.type' '{}' is not supported here (text only: input_text, "
                                          "output_text{})",
@@ -108,7 +80,7 @@ MaybeError text_parts(const Json& content, const std::string& at, bool refusal, 
 }
 
 MaybeError convert_message(const Json& item, const std::string& at, Converted& cv) {
-  HS_RESP_TRY(only_keys(item, {"type", "role", "content", "id", "status", "phase"}, at));
+  HS_API_TRY(only_keys(item, {"type", "role", "content", "id", "status", "phase"}, at));
   const Json* role = field(item, "role");
   if (!role || !role->is_string())
     return invalid_request(fmt::format("'{}.role' must be one of user, assistant, system, developer", at),
@@ -124,20 +96,20 @@ MaybeError convert_message(const Json& item, const std::string& at, Converted& c
   if (content->is_string()) {
     text = content->get<std::string>();
   } else if (content->is_array()) {
-    HS_RESP_TRY(text_parts(*content, at + ".content", r == "assistant", text));
+    HS_API_TRY(text_parts(*content, at + ".content", r == "assistant", text));
   } else {
-    return want(at + ".content", "a string or an array of content parts", *content);
+    return type_error(at + ".content", "a string or an array of content parts", *content);
   }
   cv.messages.push_back(Json{{"role", std::move(r)}, {"content", std::move(text)}});
   return std::nullopt;
 }
 
 MaybeError convert_function_call(const Json& item, const std::string& at, Converted& cv) {
-  HS_RESP_TRY(only_keys(item, {"type", "call_id", "name", "arguments", "id", "status"}, at));
+  HS_API_TRY(only_keys(item, {"type", "call_id", "name", "arguments", "id", "status"}, at));
   std::string call_id, name, arguments;
-  HS_RESP_TRY(string_field(item, "call_id", at, call_id));
-  HS_RESP_TRY(string_field(item, "name", at, name));
-  HS_RESP_TRY(string_field(item, "arguments", at, arguments, false));
+  HS_API_TRY(string_field(item, "call_id", at, call_id));
+  HS_API_TRY(string_field(item, "name", at, name));
+  HS_API_TRY(string_field(item, "arguments", at, arguments, false));
   const Json args = Json::parse(arguments, nullptr, /*allow_exceptions=*/false);
   if (args.is_discarded() || !args.is_object())
     return invalid_request(fmt::format("'{}.arguments' must be a JSON object serialised as a string", at),
@@ -158,9 +130,9 @@ MaybeError convert_function_call(const Json& item, const std::string& at, Conver
 }
 
 MaybeError convert_function_call_output(const Json& item, const std::string& at, Converted& cv) {
-  HS_RESP_TRY(only_keys(item, {"type", "call_id", "output", "id", "status"}, at));
+  HS_API_TRY(only_keys(item, {"type", "call_id", "output", "id", "status"}, at));
   std::string call_id;
-  HS_RESP_TRY(string_field(item, "call_id", at, call_id));
+  HS_API_TRY(string_field(item, "call_id", at, call_id));
   if (std::find(cv.call_ids.begin(), cv.call_ids.end(), call_id) == cv.call_ids.end())
     return invalid_request(fmt::format("'{}.call_id' '{}' answers no earlier function_call item", at, cut(call_id)),
                            at + ".call_id");
@@ -170,9 +142,9 @@ MaybeError convert_function_call_output(const Json& item, const std::string& at,
   if (output->is_string()) {
     text = output->get<std::string>();
   } else if (output->is_array()) {
-    HS_RESP_TRY(text_parts(*output, at + ".output", false, text));
+    HS_API_TRY(text_parts(*output, at + ".output", false, text));
   } else {
-    return want(at + ".output", "a string or an array of input_text parts", *output);
+    return type_error(at + ".output", "a string or an array of input_text parts", *output);
   }
   cv.messages.push_back(Json{{"role", "tool"}, {"tool_call_id", std::move(call_id)}, {"content", std::move(text)}});
   return std::nullopt;
@@ -185,21 +157,21 @@ MaybeError convert_input(const Json& body, Converted& cv) {
     cv.messages.push_back(Json{{"role", "user"}, {"content", *input}});
     return std::nullopt;
   }
-  if (!input->is_array()) return want("input", "a string or an array of input items", *input);
+  if (!input->is_array()) return type_error("input", "a string or an array of input items", *input);
   if (input->empty()) return invalid_request("'input' must not be empty", "input");
   for (size_t i = 0; i < input->size(); ++i) {
     const Json& item = (*input)[i];
     const std::string at = fmt::format("input[{}]", i);
-    if (!item.is_object()) return want(at, "an input item object", item);
+    if (!item.is_object()) return type_error(at, "an input item object", item);
     const Json* type = field(item, "type");
-    if (type && !type->is_string()) return want(at + ".type", "a string", *type);
+    if (type && !type->is_string()) return type_error(at + ".type", "a string", *type);
     const std::string t = type ? type->get<std::string>() : "message";
     if (t == "message") {
-      HS_RESP_TRY(convert_message(item, at, cv));
+      HS_API_TRY(convert_message(item, at, cv));
     } else if (t == "function_call") {
-      HS_RESP_TRY(convert_function_call(item, at, cv));
+      HS_API_TRY(convert_function_call(item, at, cv));
     } else if (t == "function_call_output") {
-      HS_RESP_TRY(convert_function_call_output(item, at, cv));
+      HS_API_TRY(convert_function_call_output(item, at, cv));
     } else if (t == "item_reference") {
       return invalid_request(fmt::format("'{}.type' item_reference is not supported: this server stores no items; "
                                          "send the item itself",
@@ -221,12 +193,12 @@ MaybeError convert_tools(const Json& body, Json& chat, Json& echo, std::vector<s
   echo["tools"] = Json::array();
   const Json* tools = field(body, "tools");
   if (!tools) return std::nullopt;
-  if (!tools->is_array()) return want("tools", "an array of tools", *tools);
+  if (!tools->is_array()) return type_error("tools", "an array of tools", *tools);
   Json out = Json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const Json& t = (*tools)[i];
     const std::string at = fmt::format("tools[{}]", i);
-    if (!t.is_object()) return want(at, "a tool object", t);
+    if (!t.is_object()) return type_error(at, "a tool object", t);
     const Json* type = field(t, "type");
     if (!type || !type->is_string())
       return invalid_request(fmt::format("'{}.type' must be \"function\"", at), at + ".type");
@@ -236,19 +208,19 @@ MaybeError convert_tools(const Json& body, Json& chat, Json& echo, std::vector<s
                                          "do not run on this server; only function tools",
                                          at, shown(*type)),
                              at + ".type");
-    HS_RESP_TRY(only_keys(t, {"type", "name", "description", "parameters", "strict", "defer_loading",
+    HS_API_TRY(only_keys(t, {"type", "name", "description", "parameters", "strict", "defer_loading",
                               "allowed_callers"},
                           at));
     std::string name;
-    HS_RESP_TRY(string_field(t, "name", at, name));  // the characters: parse_tools_request
+    HS_API_TRY(string_field(t, "name", at, name));  // the characters: parse_tools_request
     const Json* desc = field(t, "description");
-    if (desc && !desc->is_string()) return want(at + ".description", "a string", *desc);
+    if (desc && !desc->is_string()) return type_error(at + ".description", "a string", *desc);
     const Json* params = field(t, "parameters");
-    if (params && !params->is_object()) return want(at + ".parameters", "a JSON Schema object", *params);
+    if (params && !params->is_object()) return type_error(at + ".parameters", "a JSON Schema object", *params);
     const Json* strict = field(t, "strict");
-    if (strict && !strict->is_boolean()) return want(at + ".strict", "a boolean", *strict);
+    if (strict && !strict->is_boolean()) return type_error(at + ".strict", "a boolean", *strict);
     if (const Json* dl = field(t, "defer_loading")) {
-      if (!dl->is_boolean()) return want(at + ".defer_loading", "a boolean", *dl);
+      if (!dl->is_boolean()) return type_error(at + ".defer_loading", "a boolean", *dl);
       if (dl->get<bool>()) return unsupported(at + ".defer_loading", "tool search is not available; send the tool");
     }
     if (const Json* ac = field(t, "allowed_callers"); ac && *ac != Json::array({"direct"}))
@@ -284,7 +256,7 @@ MaybeError convert_tool_choice(const Json& body, const std::vector<std::string>&
     chat["tool_choice"] = c;
     return std::nullopt;
   }
-  if (!tc->is_object()) return want("tool_choice", "a string or an object", *tc);
+  if (!tc->is_object()) return type_error("tool_choice", "a string or an object", *tc);
   const Json* type = field(*tc, "type");
   if (!type || !type->is_string())
     return invalid_request("'tool_choice.type' must be \"function\"", "tool_choice.type");
@@ -293,9 +265,9 @@ MaybeError convert_tool_choice(const Json& body, const std::vector<std::string>&
                                        "{{\"type\": \"function\", \"name\": ...}}, or auto / none / required)",
                                        shown(*type)),
                            "tool_choice.type");
-  HS_RESP_TRY(only_keys(*tc, {"type", "name"}, "tool_choice"));
+  HS_API_TRY(only_keys(*tc, {"type", "name"}, "tool_choice"));
   std::string name;
-  HS_RESP_TRY(string_field(*tc, "name", "tool_choice", name));
+  HS_API_TRY(string_field(*tc, "name", "tool_choice", name));
   if (std::find(names.begin(), names.end(), name) == names.end())
     return invalid_request(fmt::format("'tool_choice.name' names '{}', which is not in 'tools'", cut(name)),
                            "tool_choice.name");
@@ -308,8 +280,8 @@ MaybeError convert_text(const Json& body, Json& chat, Json& echo) {
   echo["text"] = Json{{"format", Json{{"type", "text"}}}, {"verbosity", "medium"}};
   const Json* text = field(body, "text");
   if (!text) return std::nullopt;
-  if (!text->is_object()) return want("text", "an object", *text);
-  HS_RESP_TRY(only_keys(*text, {"format", "verbosity"}, "text"));
+  if (!text->is_object()) return type_error("text", "an object", *text);
+  HS_API_TRY(only_keys(*text, {"format", "verbosity"}, "text"));
   if (const Json* v = field(*text, "verbosity"); v && *v != "medium")
     return invalid_request(fmt::format("'text.verbosity' '{}' is not supported (only \"medium\": the model's own "
                                        "length)",
@@ -317,13 +289,13 @@ MaybeError convert_text(const Json& body, Json& chat, Json& echo) {
                            "text.verbosity");
   const Json* format = field(*text, "format");
   if (!format) return std::nullopt;
-  if (!format->is_object()) return want("text.format", "an object", *format);
+  if (!format->is_object()) return type_error("text.format", "an object", *format);
   const Json* type = field(*format, "type");
   if (!type || !type->is_string())
     return invalid_request("'text.format.type' must be 'text', 'json_object' or 'json_schema'", "text.format.type");
   const std::string& t = type->get_ref<const std::string&>();
   if (t == "text" || t == "json_object") {
-    HS_RESP_TRY(only_keys(*format, {"type"}, "text.format"));
+    HS_API_TRY(only_keys(*format, {"type"}, "text.format"));
     chat["response_format"] = Json{{"type", t}};
     echo["text"]["format"] = Json{{"type", t}};
     return std::nullopt;
@@ -332,11 +304,11 @@ MaybeError convert_text(const Json& body, Json& chat, Json& echo) {
     return invalid_request(
         fmt::format("'text.format.type' is '{}': expected 'text', 'json_object' or 'json_schema'", cut(t)),
         "text.format.type");
-  HS_RESP_TRY(only_keys(*format, {"type", "name", "schema", "strict", "description"}, "text.format"));
+  HS_API_TRY(only_keys(*format, {"type", "name", "schema", "strict", "description"}, "text.format"));
   std::string name;
-  HS_RESP_TRY(string_field(*format, "name", "text.format", name));
+  HS_API_TRY(string_field(*format, "name", "text.format", name));
   if (const Json* d = field(*format, "description"); d && !d->is_string())
-    return want("text.format.description", "a string", *d);
+    return type_error("text.format.description", "a string", *d);
   Json js = Json::object();  // the chat shape; schema and strict are checked by parse_response_format
   for (const char* k : {"name", "description", "schema", "strict"})
     if (const Json* v = field(*format, k)) js[k] = *v;
@@ -362,7 +334,7 @@ MaybeError check_unsupported(const Json& body) {
     return unsupported("prompt", "there are no stored prompt templates; send the text in 'instructions' and 'input'");
   if (field(body, "context_management")) return unsupported("context_management", "there is no server-side compaction");
   if (const Json* bg = field(body, "background")) {
-    if (!bg->is_boolean()) return want("background", "a boolean", *bg);
+    if (!bg->is_boolean()) return type_error("background", "a boolean", *bg);
     if (bg->get<bool>())
       return invalid_request("'background' true is not supported: a response runs within its request (use 'stream')",
                              "background");
@@ -370,7 +342,7 @@ MaybeError check_unsupported(const Json& body) {
   if (field(body, "top_logprobs"))
     return unsupported("top_logprobs", "use /v1/chat/completions with 'logprobs' and 'top_logprobs'");
   if (const Json* inc = field(body, "include")) {
-    if (!inc->is_array()) return want("include", "an array", *inc);
+    if (!inc->is_array()) return type_error("include", "an array", *inc);
     if (!inc->empty())
       return invalid_request(fmt::format("'include[0]' value '{}' is not supported (no built-in tools, images, "
                                          "reasoning or logprobs here)",
@@ -383,8 +355,8 @@ MaybeError check_unsupported(const Json& body) {
                                        shown(*tr)),
                            "truncation");
   if (const Json* rs = field(body, "reasoning")) {
-    if (!rs->is_object()) return want("reasoning", "an object", *rs);
-    HS_RESP_TRY(only_keys(*rs, {"effort", "summary", "generate_summary"}, "reasoning"));
+    if (!rs->is_object()) return type_error("reasoning", "an object", *rs);
+    HS_API_TRY(only_keys(*rs, {"effort", "summary", "generate_summary"}, "reasoning"));
     if (const Json* e = field(*rs, "effort"); e && *e != "none")
       return invalid_request(
           fmt::format("'reasoning.effort' '{}' is not supported: this server runs no reasoning (only \"none\")",
@@ -399,12 +371,12 @@ MaybeError check_unsupported(const Json& body) {
 MaybeError convert_markers(const Json& body, Json& echo) {
   echo["metadata"] = Json::object();
   if (const Json* md = field(body, "metadata")) {
-    if (!md->is_object()) return want("metadata", "an object of strings", *md);
+    if (!md->is_object()) return type_error("metadata", "an object of strings", *md);
     if (md->size() > 16) return invalid_request("'metadata' may hold at most 16 keys", "metadata");
     for (const auto& [k, v] : md->items()) {
       const std::string p = "metadata." + cut(k);
       if (k.size() > 64) return invalid_request(fmt::format("'{}': keys are at most 64 characters", p), "metadata");
-      if (!v.is_string()) return want(p, "a string", v);
+      if (!v.is_string()) return type_error(p, "a string", v);
       if (v.get_ref<const std::string&>().size() > 512)
         return invalid_request(fmt::format("'{}' is longer than 512 characters", p), p);
     }
@@ -413,7 +385,7 @@ MaybeError convert_markers(const Json& body, Json& echo) {
   for (const char* k : {"user", "safety_identifier", "prompt_cache_key"}) {
     echo[k] = nullptr;
     if (const Json* v = field(body, k)) {
-      if (!v->is_string()) return want(k, "a string", *v);
+      if (!v->is_string()) return type_error(k, "a string", *v);
       echo[k] = *v;
     }
   }
@@ -426,7 +398,7 @@ MaybeError convert_markers(const Json& body, Json& echo) {
                              "prompt_cache_retention");
     echo["prompt_cache_retention"] = *r;
   }
-  if (const Json* st = field(body, "store"); st && !st->is_boolean()) return want("store", "a boolean", *st);
+  if (const Json* st = field(body, "store"); st && !st->is_boolean()) return type_error("store", "a boolean", *st);
   if (const Json* tier = field(body, "service_tier"); tier && *tier != "auto" && *tier != "default")
     return invalid_request(fmt::format("'service_tier' '{}' is not supported (\"auto\" or \"default\": there is one "
                                        "tier)",
@@ -435,7 +407,7 @@ MaybeError convert_markers(const Json& body, Json& echo) {
   echo["max_tool_calls"] = nullptr;
   if (const Json* mtc = field(body, "max_tool_calls")) {
     if (!mtc->is_number_integer() || mtc->get<int64_t>() < 0)
-      return want("max_tool_calls", "a non-negative integer", *mtc);
+      return type_error("max_tool_calls", "a non-negative integer", *mtc);
     echo["max_tool_calls"] = *mtc;  // it bounds built-in tool calls, and none run here
   }
   return std::nullopt;
@@ -444,13 +416,13 @@ MaybeError convert_markers(const Json& body, Json& echo) {
 MaybeError convert_stream_options(const Json& body) {
   const Json* so = field(body, "stream_options");
   if (!so) return std::nullopt;
-  if (!so->is_object()) return want("stream_options", "an object", *so);
+  if (!so->is_object()) return type_error("stream_options", "an object", *so);
   const Json* stream = field(body, "stream");
   if (!stream || *stream != true)
     return invalid_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
-  HS_RESP_TRY(only_keys(*so, {"include_obfuscation"}, "stream_options"));
+  HS_API_TRY(only_keys(*so, {"include_obfuscation"}, "stream_options"));
   if (const Json* ob = field(*so, "include_obfuscation")) {
-    if (!ob->is_boolean()) return want("stream_options.include_obfuscation", "a boolean", *ob);
+    if (!ob->is_boolean()) return type_error("stream_options.include_obfuscation", "a boolean", *ob);
     if (ob->get<bool>())
       return invalid_request("'stream_options.include_obfuscation' true is not supported (events are not padded)",
                              "stream_options.include_obfuscation");
@@ -471,8 +443,8 @@ Json get_or(const Json& obj, const char* key, Json fallback) {
 }  // namespace
 
 MaybeError responses_to_chat_body(const Json& body, Json& chat, Json& echo) {
-  HS_RESP_TRY(check_unsupported(body));
-  HS_RESP_TRY(only_keys(body,
+  HS_API_TRY(check_unsupported(body));
+  HS_API_TRY(only_keys(body,
                         {"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
                          "stream_options", "tools", "tool_choice", "parallel_tool_calls", "text", "metadata", "user",
                          "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "store", "service_tier",
@@ -491,26 +463,26 @@ MaybeError responses_to_chat_body(const Json& body, Json& chat, Json& echo) {
   for (const char* k : {"temperature", "top_p"})
     if (const Json* v = field(body, k)) chat[k] = echo[k] = *v;
   if (const Json* s = field(body, "stream")) chat["stream"] = *s;
-  HS_RESP_TRY(convert_stream_options(body));
+  HS_API_TRY(convert_stream_options(body));
 
   Converted cv;
   echo["instructions"] = nullptr;
   if (const Json* ins = field(body, "instructions")) {
-    if (!ins->is_string()) return want("instructions", "a string", *ins);
+    if (!ins->is_string()) return type_error("instructions", "a string", *ins);
     echo["instructions"] = *ins;
     if (!ins->get_ref<const std::string&>().empty())
       cv.messages.push_back(Json{{"role", "system"}, {"content", *ins}});
   }
-  HS_RESP_TRY(convert_input(body, cv));
+  HS_API_TRY(convert_input(body, cv));
   chat["messages"] = std::move(cv.messages);
 
   std::vector<std::string> names;
-  HS_RESP_TRY(convert_tools(body, chat, echo, names));
-  HS_RESP_TRY(convert_tool_choice(body, names, chat, echo));
+  HS_API_TRY(convert_tools(body, chat, echo, names));
+  HS_API_TRY(convert_tool_choice(body, names, chat, echo));
   echo["parallel_tool_calls"] = true;
   if (const Json* p = field(body, "parallel_tool_calls")) chat["parallel_tool_calls"] = echo["parallel_tool_calls"] = *p;
-  HS_RESP_TRY(convert_text(body, chat, echo));
-  HS_RESP_TRY(convert_markers(body, echo));
+  HS_API_TRY(convert_text(body, chat, echo));
+  HS_API_TRY(convert_markers(body, echo));
   echo["reasoning"] = Json{{"effort", nullptr}, {"summary", nullptr}};
   if (const Json* rs = field(body, "reasoning"); rs && field(*rs, "effort")) echo["reasoning"]["effort"] = "none";
   return std::nullopt;
@@ -539,7 +511,7 @@ ApiError responses_names(ApiError e) {
 MaybeError parse_responses_request(const Json& body, ResponsesRequest& out) {
   out = ResponsesRequest{};
   Json chat;
-  HS_RESP_TRY(responses_to_chat_body(body, chat, out.echo));
+  HS_API_TRY(responses_to_chat_body(body, chat, out.echo));
   if (auto e = parse_chat_request(chat, out.chat)) return responses_names(std::move(*e));
   if (auto e = parse_tools_request(chat, out.tools)) return responses_names(std::move(*e));
   if (auto e = parse_response_format(chat, out.format)) return responses_names(std::move(*e));

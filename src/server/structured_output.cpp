@@ -3,16 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "server/json_fields.h"
+
 namespace hs::server {
-namespace {
-const Json* field(const Json& o, const char* key) {
-  auto it = o.find(key);
-  return it == o.end() || it->is_null() ? nullptr : &*it;
-}
-ApiError type_error(const char* param, const char* want, const Json& got) {
-  return invalid_request(fmt::format("'{}' must be {}, got {}", param, want, got.type_name()), param);
-}
-}  // namespace
 
 MaybeError parse_response_format(const Json& body, ResponseFormat& out) {
   out = ResponseFormat{};

@@ -53,6 +53,22 @@ def _stop(srv: ServerProcess, request) -> None:
         os.unlink(srv.log_path)
 
 
+QWEN_MODEL = Path(__file__).resolve().parents[2] / "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
+QWEN_MODEL_NAME = "qwen-e2e"
+
+
+@pytest.fixture(scope="session")
+def qwen(request) -> ServerProcess:
+    """One Qwen2.5-Coder-0.5B-Instruct server for every module that needs a tool-calling model
+    (tool calls, structured output, /v1/messages, /v1/responses); skipped when it is absent."""
+    if not QWEN_MODEL.is_file():
+        pytest.skip(f"{QWEN_MODEL} is absent (scripts/setup fetches it)")
+    srv = _start(["-c", "8192", "--max-model-len", "4096", "--request-timeout", "120"], model=QWEN_MODEL,
+                 served_model_name=QWEN_MODEL_NAME)
+    yield srv
+    _stop(srv, request)
+
+
 @pytest.fixture(scope="session")
 def server(request) -> ServerProcess:
     srv = _start(MAIN_ARGS)

@@ -11,7 +11,6 @@ version has no temperature argument).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,6 @@ anthropic = pytest.importorskip("anthropic")
 from conftest import API_KEY, MODEL_NAME  # noqa: E402
 from hs_server import http  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-QWEN = ROOT / "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 GREEDY = {"temperature": 0}
 HELLO = [{"role": "user", "content": "Write one sentence about the sea."}]
 
@@ -195,17 +192,6 @@ WEATHER = {"name": "get_weather", "description": "Get the current weather of a c
 TIME = {"name": "get_time", "description": "Get the current time in a time zone",
         "input_schema": {"type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}
 ASK = [{"role": "user", "content": "What is the weather in Paris? Use the tool."}]
-
-
-@pytest.fixture(scope="module")
-def qwen(request):
-    if not QWEN.is_file():
-        pytest.skip(f"{QWEN} is absent (scripts/setup fetches it)")
-    from conftest import _start, _stop
-    srv = _start(["-c", "8192", "--max-model-len", "4096", "--request-timeout", "120"], model=QWEN,
-                 served_model_name="qwen-e2e")
-    yield srv
-    _stop(srv, request)
 
 
 @pytest.fixture(scope="module")

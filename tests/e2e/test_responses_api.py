@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
 import jsonschema
 import openai
@@ -25,8 +24,6 @@ import pytest
 
 from conftest import API_KEY
 
-ROOT = Path(__file__).resolve().parents[2]
-QWEN = ROOT / "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 SEA = "Write one sentence about the sea."
 
 
@@ -201,17 +198,6 @@ WEATHER = {"type": "function", "name": "get_weather", "description": "Get the cu
                           "required": ["city"], "additionalProperties": False},
            "strict": True}
 ASK = "What is the weather in Paris? Use the tool."
-
-
-@pytest.fixture(scope="module")
-def qwen(request):
-    if not QWEN.is_file():
-        pytest.skip(f"{QWEN} is absent (scripts/setup fetches it)")
-    from conftest import _start, _stop
-    srv = _start(["-c", "8192", "--max-model-len", "4096", "--request-timeout", "120"], model=QWEN,
-                 served_model_name="qwen-e2e")
-    yield srv
-    _stop(srv, request)
 
 
 @pytest.fixture(scope="module")

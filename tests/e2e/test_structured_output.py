@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 
 import httpx
 import jsonschema
 import openai
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-QWEN = ROOT / "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
 def schema_format(schema, name="answer"):
@@ -132,14 +129,8 @@ def test_ignore_eos_with_a_grammar_is_a_400(server, base_url, model_name):
 
 
 @pytest.fixture(scope="module")
-def qclient(request):
-    if not QWEN.is_file():
-        pytest.skip(f"{QWEN} is absent (scripts/setup fetches it)")
-    from conftest import _start, _stop
-    srv = _start(["-c", "8192", "--max-model-len", "4096", "--request-timeout", "120"], model=QWEN,
-                 served_model_name="qwen-e2e")
-    yield openai.OpenAI(base_url=srv.base_url + "/v1", api_key="test-key", max_retries=0, timeout=120)
-    _stop(srv, request)
+def qclient(qwen):
+    return openai.OpenAI(base_url=qwen.base_url + "/v1", api_key="test-key", max_retries=0, timeout=120)
 
 
 UNITS = {"type": "function", "function": {

@@ -9,29 +9,15 @@ One server for the module; greedy decoding. Skipped when the model is absent.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-QWEN = ROOT / "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "the city"}},
                    "required": ["city"]}}}
 ASK = [{"role": "user", "content": "What is the weather in Paris? Use the tool."}]
-
-
-@pytest.fixture(scope="module")
-def qwen(request):
-    if not QWEN.is_file():
-        pytest.skip(f"{QWEN} is absent (scripts/setup fetches it)")
-    from conftest import _start, _stop
-    srv = _start(["-c", "8192", "--max-model-len", "4096", "--request-timeout", "120"], model=QWEN,
-                 served_model_name="qwen-e2e")
-    yield srv
-    _stop(srv, request)
 
 
 @pytest.fixture(scope="module")
