@@ -165,11 +165,13 @@ Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::json_schema(const J
 }
 
 Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::tool_calls(const std::vector<ToolCallAlternative>& alts,
-                                                                        const std::string& end) {
+                                                                        const std::string& end, const std::string& more,
+                                                                        int max_calls) {
   if (alts.empty()) return make_error(StatusCode::kInvalidArgument, "no tool to call");
+  if (max_calls < 1 || max_calls > 8) return make_error(StatusCode::kInvalidArgument, "max_calls {} is not 1..8", max_calls);
   for (const auto& a : alts) HS_RETURN_IF_ERROR(check_schema(a.schema, "tools[].function.parameters"));
   try {
-    std::vector<xgrammar::Grammar> options;
+    std::vector<xgrammar::Grammar> options;  // one call: lead, arguments, end
     for (const auto& a : alts) {
       std::vector<xgrammar::Grammar> parts;
       if (!a.lead.empty()) parts.push_back(xgrammar::Grammar::FromEBNF(ebnf_literal_rule(a.lead)));
@@ -177,8 +179,17 @@ Result<std::shared_ptr<const TokenGrammar>> GrammarCompiler::tool_calls(const st
       if (!end.empty()) parts.push_back(xgrammar::Grammar::FromEBNF(ebnf_literal_rule(end)));
       options.push_back(parts.size() == 1 ? parts[0] : xgrammar::Grammar::Concat(parts));
     }
-    const xgrammar::Grammar g = options.size() == 1 ? options[0] : xgrammar::Grammar::Union(options);
-    return impl_->wrap(impl_->compiler.CompileGrammar(g));
+    const xgrammar::Grammar call = options.size() == 1 ? options[0] : xgrammar::Grammar::Union(options);
+    if (max_calls == 1 || more.empty()) return impl_->wrap(impl_->compiler.CompileGrammar(call));
+    // 1..max_calls calls: call, or call more call, or ... (a union of the lengths).
+    const xgrammar::Grammar next = xgrammar::Grammar::Concat({xgrammar::Grammar::FromEBNF(ebnf_literal_rule(more)), call});
+    std::vector<xgrammar::Grammar> lengths;
+    std::vector<xgrammar::Grammar> seq = {call};
+    for (int k = 1; k <= max_calls; ++k) {
+      lengths.push_back(seq.size() == 1 ? seq[0] : xgrammar::Grammar::Concat(seq));
+      seq.push_back(next);
+    }
+    return impl_->wrap(impl_->compiler.CompileGrammar(xgrammar::Grammar::Union(lengths)));
   } catch (const std::exception& e) {
     return make_error(StatusCode::kInvalidArgument, "tools[].function.parameters: {}", e.what());
   }

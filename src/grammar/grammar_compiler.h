@@ -7,9 +7,10 @@
 // (engine/token_constraint.h):
 //   json_object()         any JSON object (response_format json_object);
 //   json_schema(schema)   a value valid under `schema` (response_format json_schema);
-//   tool_calls(alts, end) one of several "lead text, JSON value of a schema, end text"
-//                         sequences (a forced tool call's name and arguments, then its
-//                         closing tag).
+//   tool_calls(alts, end, more, max) one of several "lead text, JSON value of a schema, end
+//                         text" sequences (a forced tool call's name and arguments, then its
+//                         closing tag), optionally followed by up to max - 1 further calls,
+//                         each `more` (the next call's opening) then one of the alternatives.
 // Schemas are checked first (grammar/schema_support.h): a keyword the grammar would not
 // enforce is an InvalidArgument naming it, as is a schema xgrammar rejects. Output is
 // compact-or-spaced JSON (any whitespace, at most a few characters of it in a row, so a
@@ -48,8 +49,11 @@ class GrammarCompiler {
 
   Result<std::shared_ptr<const TokenGrammar>> json_object();
   Result<std::shared_ptr<const TokenGrammar>> json_schema(const nlohmann::ordered_json& schema);
+  // `max_calls` >= 1; calls after the first start with `more` (ignored when max_calls is 1).
+  // The grammar grows with max_calls² (a union of 1..max_calls sequences): keep it small.
   Result<std::shared_ptr<const TokenGrammar>> tool_calls(const std::vector<ToolCallAlternative>& alternatives,
-                                                         const std::string& end);
+                                                         const std::string& end, const std::string& more = {},
+                                                         int max_calls = 1);
 
   int n_vocab() const;
 

@@ -58,7 +58,7 @@ MaybeError compile_forced_tool_call(grammar::GrammarCompiler& gc, const ForcedTo
                                     std::shared_ptr<const TokenGrammar>& out) {
   std::vector<grammar::ToolCallAlternative> alts;
   for (const auto& [lead, schema] : call.alternatives) alts.push_back({lead, schema});
-  auto g = gc.tool_calls(alts, call.end);
+  auto g = gc.tool_calls(alts, call.end, call.more, call.max_calls);
   if (!g.is_ok()) return invalid_request("tools: " + g.status().message(), "tools");
   out = std::move(*g);
   return std::nullopt;

@@ -319,6 +319,10 @@ std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const Tool
     fc.alternatives.emplace_back(tools.choice == ToolChoice::kNamed ? "" : name + args_key, std::move(schema));
   }
   fc.prefix = tools.choice == ToolChoice::kNamed ? open + tools.named + args_key : open;
+  if (tools.choice == ToolChoice::kRequired && tools.parallel) {
+    fc.more = "\n" + open;
+    fc.max_calls = kMaxForcedCalls;
+  }
   return fc;
 }
 

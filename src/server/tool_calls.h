@@ -91,10 +91,16 @@ std::string tool_call_prefix(ToolCallFormat format, const std::string& name);
 // prefix `<tool_call>\n{"name": "` (named: through `"arguments": `), end `}\n</tool_call>`;
 // JSON (Llama 3.1): `{"name": "` ... `"parameters": `, end `}`. nullopt for the XML format,
 // whose arguments are not one JSON value: it keeps tool_call_prefix alone.
+// tool_choice "required" with parallel_tool_calls (the default) allows up to kMaxForcedCalls
+// calls, each after the first opened by `more` (Hermes `\n<tool_call>\n{"name": "`, JSON
+// `\n{"name": "`); a named function or parallel_tool_calls false: exactly one.
+constexpr int kMaxForcedCalls = 4;
 struct ForcedToolCall {
   std::string prefix;
   std::vector<std::pair<std::string, nlohmann::ordered_json>> alternatives;  // (lead, schema)
   std::string end;
+  std::string more;   // the opening of each further call (empty: one call only)
+  int max_calls = 1;
 };
 std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const ToolsRequest& tools);
 

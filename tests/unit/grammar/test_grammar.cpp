@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -232,6 +233,36 @@ TEST_P(GrammarTest, ToolCallsAreOneOfTheLeadsThenArgumentsThenTheEnd) {
     }
   }
   EXPECT_EQ(seen_weather + seen_add, 8);
+}
+
+TEST_P(GrammarTest, ParallelToolCallsAreOneToMaxCallsEachValid) {
+  const std::vector<ToolCallAlternative> alts = {
+      {"f\", \"arguments\": ", Json::parse(R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0,
+                                             "maximum": 9}}, "required": ["n"], "additionalProperties": false})")}};
+  const std::string end = "}\n</tool_call>", more = "\n<tool_call>\n{\"name\": \"";
+  auto g = compiler_->tool_calls(alts, end, more, 3);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  std::set<size_t> counts;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    bool ended = false;
+    const std::string text = "<tool_call>\n{\"name\": \"" + random_walk(**g, seed, 400, ended);
+    ASSERT_TRUE(ended) << text;
+    size_t n = 0;
+    for (size_t at = 0; (at = text.find("<tool_call>\n", at)) != std::string::npos; ++at) {
+      const size_t body = at + 12, close = text.find("\n</tool_call>", body);
+      ASSERT_NE(close, std::string::npos) << text;
+      const Json call = Json::parse(text.substr(body, close - body), nullptr, false);
+      ASSERT_FALSE(call.is_discarded()) << text;
+      EXPECT_EQ(call["name"], "f");
+      EXPECT_TRUE(call["arguments"]["n"].is_number_integer()) << text;
+      ++n;
+    }
+    EXPECT_GE(n, 1u);
+    EXPECT_LE(n, 3u) << text;
+    counts.insert(n);
+  }
+  EXPECT_GT(counts.size(), 1u) << "the walks never took a second call";
+  EXPECT_FALSE(compiler_->tool_calls(alts, end, more, 0).is_ok());
 }
 
 TEST_P(GrammarTest, UnsupportedKeywordsAndBadSchemasAreClearErrors) {
