@@ -351,7 +351,6 @@ int run_needle(EvalOptions& o) {
     }
     return 0;
   }
-  const std::string requested_sparse = o.model.sparse;
   o.model.sparse = "off";  // runtimes are built per configuration below
   auto m = load_model(o.model);
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
@@ -376,160 +375,159 @@ int run_needle(EvalOptions& o) {
              "| min layer recall | mass recall per layer | oracle (exact max) per layer | oracle (mass) per layer | s |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& hay_name : hay_names) {
-  const Haystack* known = o.corpus.empty() ? find_haystack(hay_name) : nullptr;
-  const std::vector<std::string> files = o.corpus.empty() ? haystack_files(hay_name) : o.corpus;
-  if (files.empty()) { fmt::print(stderr, "error: haystack '{}': no files found on this machine\n", hay_name); return 1; }
-  NeedleStyle style;
-  if (o.needle_kind == "code") style.language = known && known->language[0] ? known->language : "c++";
-  if (o.needle_kind == "c++" || o.needle_kind == "python") style.language = o.needle_kind;
-  if (o.needle_kind == "auto" && known) style.language = known->language;
-  const std::string text = read_haystack_text(files, max_ctx);
-  const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
-  spdlog::info("eval needle: haystack {}: {} files, {} tokens read, {} needles", hay_name, files.size(),
-               corpus_tokens.size(), style.language.empty() ? "prose" : style.language + " code");
-  std::mt19937_64 rng(o.seed);  // per haystack: adding a haystack changes no other case
-  for (int context : o.contexts) {
-    auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, style, rng);
-    if (!cs.is_ok()) { fmt::print(stderr, "error: {}\n", cs.status().message()); return 1; }
-    // Prefill the shared haystack once (dense).
-    SeqKv hay;
-    SeqKv* seqs[] = {&hay};
-    std::vector<float> logits;
-    const auto t0 = std::chrono::steady_clock::now();
-    // The sparse configurations need the haystack's sketch / Quest metadata: prefill with each
-    // runtime attached (their on_key hooks run; prefill itself stays dense).
-    std::vector<std::pair<std::string, std::unique_ptr<SparseRuntime>>> runtimes;
-    for (const auto& sel : o.selectors)
-      for (int budget : o.budgets) {
-        ModelOptions mo = o.model;
-        if (Status st = apply_selector_spec(sel, mo); !st.is_ok()) {
-          fmt::print(stderr, "error: {}\n", st.message());
-          return 1;
+    const Haystack* known = o.corpus.empty() ? find_haystack(hay_name) : nullptr;
+    const std::vector<std::string> files = o.corpus.empty() ? haystack_files(hay_name) : o.corpus;
+    if (files.empty()) { fmt::print(stderr, "error: haystack '{}': no files found on this machine\n", hay_name); return 1; }
+    NeedleStyle style;
+    if (o.needle_kind == "code") style.language = known && known->language[0] ? known->language : "c++";
+    if (o.needle_kind == "c++" || o.needle_kind == "python") style.language = o.needle_kind;
+    if (o.needle_kind == "auto" && known) style.language = known->language;
+    const std::string text = read_haystack_text(files, max_ctx);
+    const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
+    spdlog::info("eval needle: haystack {}: {} files, {} tokens read, {} needles", hay_name, files.size(),
+                 corpus_tokens.size(), style.language.empty() ? "prose" : style.language + " code");
+    std::mt19937_64 rng(o.seed);  // per haystack: adding a haystack changes no other case
+    for (int context : o.contexts) {
+      auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, style, rng);
+      if (!cs.is_ok()) { fmt::print(stderr, "error: {}\n", cs.status().message()); return 1; }
+      // Prefill the shared haystack once (dense).
+      SeqKv hay;
+      SeqKv* seqs[] = {&hay};
+      std::vector<float> logits;
+      const auto t0 = std::chrono::steady_clock::now();
+      // The sparse configurations need the haystack's sketch / Quest metadata: prefill with each
+      // runtime attached (their on_key hooks run; prefill itself stays dense).
+      std::vector<std::pair<std::string, std::unique_ptr<SparseRuntime>>> runtimes;
+      for (const auto& sel : o.selectors)
+        for (int budget : o.budgets) {
+          ModelOptions mo = o.model;
+          if (Status st = apply_selector_spec(sel, mo); !st.is_ok()) {
+            fmt::print(stderr, "error: {}\n", st.message());
+            return 1;
+          }
+          mo.sparse_cfg.budget_tokens = budget;
+          mo.sparse_min_context = 0;  // every question and answer token attends sparsely
+          auto rt = make_sparse_runtime(mo, *m);  // over the shared model, no reload
+          if (!rt.is_ok()) { fmt::print(stderr, "error: {}\n", rt.status().message()); return 1; }
+          runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(*rt));
         }
-        mo.sparse_cfg.budget_tokens = budget;
-        mo.sparse_min_context = 0;  // every question and answer token attends sparsely
-        auto rt = make_sparse_runtime(mo, *m);  // over the shared model, no reload
-        if (!rt.is_ok()) { fmt::print(stderr, "error: {}\n", rt.status().message()); return 1; }
-        runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(*rt));
-      }
-    // A fan-out observer: every runtime records the haystack's keys.
-    m->decoder->set_sparse(nullptr);
-    m->decoder->set_key_observer(
-        [&](int layer, const float*, const float* k_post, const float*, const float* v, int64_t n) {
-          const ModelConfig& c = m->decoder->config();
-          for (auto& [name, rt] : runtimes)
-            if (rt->layer_sparse(layer))
-              for (int64_t t = 0; t < n; ++t)
-                for (int h = 0; h < c.n_head_kv; ++h) {
-                  const int64_t off = t * c.kv_dim() + h * c.head_dim;
-                  rt->on_key(hay.blocks, layer, h, hay.n_tokens + static_cast<int32_t>(t), k_post + off, v + off);
-                }
-        });
-    for (size_t s = 0; s < cs->prefix.size(); s += 512) {
-      Batch b;
-      for (size_t p = s; p < std::min(cs->prefix.size(), s + 512); ++p) b.add(cs->prefix[p], static_cast<int32_t>(p), 0, false);
-      Status st = m->kv->reserve(hay, static_cast<int32_t>(s + b.size()));
-      if (st.is_ok()) st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
-      if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
-    }
-    m->decoder->set_key_observer({});
-    const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("context {}: haystack {} tokens prefilled in {:.1f} s", context, hay.n_tokens, prefill_s);
-
-    nlohmann::ordered_json jc;
-    jc["haystack"] = hay_name;
-    jc["needle_kind"] = style.language.empty() ? "prose" : style.language;
-    jc["context"] = context;
-    jc["haystack_tokens"] = hay.n_tokens;
-    jc["configs"] = nlohmann::ordered_json::array();
-    auto run_config = [&](const std::string& name, SparseRuntime* rt) -> Result<ConfigResult> {
-      ConfigResult r;
-      r.name = name;
-      m->decoder->set_sparse(rt);
-      if (rt) rt->reset_stats();
-      const auto c0 = std::chrono::steady_clock::now();
-      for (size_t i = 0; i < cs->needles.size(); ++i) {
-        HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens, rt != nullptr,
-                                                    o.question_mode == "prefill"));
-        const bool ok = ans.find(cs->needles[i].value) != std::string::npos;
-        if (o.verbose) fmt::print(stderr, "[{}] {} → expected {}, got {:?}\n", name, cs->needles[i].name,
-                                  cs->needles[i].value, ans);
-        r.correct += ok;
-        ++r.total;
-        r.answers.push_back(ans);
-      }
-      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
-      if (rt) {
-        r.recall = rt->recall_per_layer();
-        r.oracle = rt->oracle_recall_per_layer();
-        rt->set_measure_recall(false);
-        r.stats = rt->stats();
-      }
+      // A fan-out observer: every runtime records the haystack's keys.
       m->decoder->set_sparse(nullptr);
-      return r;
-    };
-    std::vector<ConfigResult> results;
-    {
-      auto r = run_config("dense", nullptr);
-      if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
-      results.push_back(std::move(*r));
-    }
-    for (auto& [name, rt] : runtimes) {
-      auto r = run_config(name, rt.get());
-      if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
-      results.push_back(std::move(*r));
-    }
-    for (auto& r : results)
-      for (size_t i = 0; i < r.answers.size(); ++i) {
-        r.same_as_dense += r.answers[i] == results.front().answers[i];
-        r.same_number_as_dense += first_number(r.answers[i]) == first_number(results.front().answers[i]);
+      m->decoder->set_key_observer(
+          [&](int layer, const float*, const float* k_post, const float*, const float* v, int64_t n) {
+            const ModelConfig& c = m->decoder->config();
+            for (auto& [name, rt] : runtimes)
+              if (rt->layer_sparse(layer))
+                for (int64_t t = 0; t < n; ++t)
+                  for (int h = 0; h < c.n_head_kv; ++h) {
+                    const int64_t off = t * c.kv_dim() + h * c.head_dim;
+                    rt->on_key(hay.blocks, layer, h, hay.n_tokens + static_cast<int32_t>(t), k_post + off, v + off);
+                  }
+          });
+      for (size_t s = 0; s < cs->prefix.size(); s += 512) {
+        Batch b;
+        for (size_t p = s; p < std::min(cs->prefix.size(), s + 512); ++p) b.add(cs->prefix[p], static_cast<int32_t>(p), 0, false);
+        Status st = m->kv->reserve(hay, static_cast<int32_t>(s + b.size()));
+        if (st.is_ok()) st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
+        if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
       }
-    for (const auto& r : results) {
-      double mean = 0, mn = 1;
-      int nl = 0;
-      for (double x : r.recall)
-        if (!std::isnan(x)) { mean += x; mn = std::min(mn, x); ++nl; }
-      const bool sparse = !r.recall.empty() && nl > 0;
-      const auto at = r.name.find('@');
-      // The measured layers' values, "a / b / c".
-      auto per_layer = [&](auto value) {
-        std::string out;
-        for (size_t l = 0; l < r.recall.size(); ++l)
-          if (!std::isnan(r.recall[l])) out += fmt::format("{}{:.3f}", out.empty() ? "" : " / ", value(l));
-        return sparse ? out : std::string("1");
+      m->decoder->set_key_observer({});
+      const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      spdlog::info("context {}: haystack {} tokens prefilled in {:.1f} s", context, hay.n_tokens, prefill_s);
+
+      nlohmann::ordered_json jc;
+      jc["haystack"] = hay_name;
+      jc["needle_kind"] = style.language.empty() ? "prose" : style.language;
+      jc["context"] = context;
+      jc["haystack_tokens"] = hay.n_tokens;
+      jc["configs"] = nlohmann::ordered_json::array();
+      auto run_config = [&](const std::string& name, SparseRuntime* rt) -> Result<ConfigResult> {
+        ConfigResult r;
+        r.name = name;
+        m->decoder->set_sparse(rt);
+        if (rt) rt->reset_stats();
+        const auto c0 = std::chrono::steady_clock::now();
+        for (size_t i = 0; i < cs->needles.size(); ++i) {
+          HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens, rt != nullptr,
+                                                      o.question_mode == "prefill"));
+          const bool ok = ans.find(cs->needles[i].value) != std::string::npos;
+          if (o.verbose) fmt::print(stderr, "[{}] {} → expected {}, got {:?}\n", name, cs->needles[i].name,
+                                    cs->needles[i].value, ans);
+          r.correct += ok;
+          ++r.total;
+          r.answers.push_back(ans);
+        }
+        r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+        if (rt) {
+          r.recall = rt->recall_per_layer();
+          r.oracle = rt->oracle_recall_per_layer();
+          rt->set_measure_recall(false);
+          r.stats = rt->stats();
+        }
+        m->decoder->set_sparse(nullptr);
+        return r;
       };
-      fmt::print("| {} | {} | {} | {} | {} | {}/{} | {:.3f} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |\n", hay_name, context,
-                 sparse ? "sparse" : "dense", sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-",
-                 r.correct, r.total, static_cast<double>(r.correct) / r.total, r.same_as_dense, r.total,
-                 r.same_number_as_dense, r.total,
-                 sparse ? fmt::format("{:.4f}", mean / nl) : "1", sparse ? fmt::format("{:.4f}", mn) : "1",
-                 per_layer([&](size_t l) { return r.recall[l]; }),
-                 per_layer([&](size_t l) { return r.oracle[l].exact_max; }),
-                 per_layer([&](size_t l) { return r.oracle[l].mass; }), r.seconds);
-      nlohmann::ordered_json jr{{"config", r.name},     {"correct", r.correct},         {"total", r.total},
-                                {"same_as_dense", r.same_as_dense}, {"same_number_as_dense", r.same_number_as_dense},
-                                {"seconds", r.seconds}};
-      auto json_layers = [](const std::vector<double>& v) {
-        nlohmann::ordered_json a = nlohmann::ordered_json::array();
-        for (double x : v) a.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
-        return a;
-      };
-      std::vector<double> o_max, o_mass;
-      for (const OracleRecall& o : r.oracle) { o_max.push_back(o.exact_max); o_mass.push_back(o.mass); }
-      jr["mass_recall_per_layer"] = json_layers(r.recall);
-      jr["oracle_max_recall_per_layer"] = json_layers(o_max);
-      jr["oracle_mass_recall_per_layer"] = json_layers(o_mass);
-      if (r.stats.fetch_hits + r.stats.fetch_misses > 0)
-        jr["device_tier"] = {{"hits", r.stats.fetch_hits}, {"misses", r.stats.fetch_misses},
-                             {"bytes", r.stats.fetch_bytes}, {"evictions", r.stats.fetch_evictions},
-                             {"refused", r.stats.fetch_refused}};
-      jc["configs"].push_back(jr);
+      std::vector<ConfigResult> results;
+      {
+        auto r = run_config("dense", nullptr);
+        if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+        results.push_back(std::move(*r));
+      }
+      for (auto& [name, rt] : runtimes) {
+        auto r = run_config(name, rt.get());
+        if (!r.is_ok()) { fmt::print(stderr, "error: {}\n", r.status().message()); return 1; }
+        results.push_back(std::move(*r));
+      }
+      for (auto& r : results)
+        for (size_t i = 0; i < r.answers.size(); ++i) {
+          r.same_as_dense += r.answers[i] == results.front().answers[i];
+          r.same_number_as_dense += first_number(r.answers[i]) == first_number(results.front().answers[i]);
+        }
+      for (const auto& r : results) {
+        double mean = 0, mn = 1;
+        int nl = 0;
+        for (double x : r.recall)
+          if (!std::isnan(x)) { mean += x; mn = std::min(mn, x); ++nl; }
+        const bool sparse = !r.recall.empty() && nl > 0;
+        const auto at = r.name.find('@');
+        // The measured layers' values, "a / b / c".
+        auto per_layer = [&](auto value) {
+          std::string out;
+          for (size_t l = 0; l < r.recall.size(); ++l)
+            if (!std::isnan(r.recall[l])) out += fmt::format("{}{:.3f}", out.empty() ? "" : " / ", value(l));
+          return sparse ? out : std::string("1");
+        };
+        fmt::print("| {} | {} | {} | {} | {} | {}/{} | {:.3f} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |\n", hay_name, context,
+                   sparse ? "sparse" : "dense", sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-",
+                   r.correct, r.total, static_cast<double>(r.correct) / r.total, r.same_as_dense, r.total,
+                   r.same_number_as_dense, r.total,
+                   sparse ? fmt::format("{:.4f}", mean / nl) : "1", sparse ? fmt::format("{:.4f}", mn) : "1",
+                   per_layer([&](size_t l) { return r.recall[l]; }),
+                   per_layer([&](size_t l) { return r.oracle[l].exact_max; }),
+                   per_layer([&](size_t l) { return r.oracle[l].mass; }), r.seconds);
+        nlohmann::ordered_json jr{{"config", r.name},     {"correct", r.correct},         {"total", r.total},
+                                  {"same_as_dense", r.same_as_dense}, {"same_number_as_dense", r.same_number_as_dense},
+                                  {"seconds", r.seconds}};
+        auto json_layers = [](const std::vector<double>& v) {
+          nlohmann::ordered_json a = nlohmann::ordered_json::array();
+          for (double x : v) a.push_back(std::isnan(x) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(x));
+          return a;
+        };
+        std::vector<double> o_max, o_mass;
+        for (const OracleRecall& o : r.oracle) { o_max.push_back(o.exact_max); o_mass.push_back(o.mass); }
+        jr["mass_recall_per_layer"] = json_layers(r.recall);
+        jr["oracle_max_recall_per_layer"] = json_layers(o_max);
+        jr["oracle_mass_recall_per_layer"] = json_layers(o_mass);
+        if (r.stats.fetch_hits + r.stats.fetch_misses > 0)
+          jr["device_tier"] = {{"hits", r.stats.fetch_hits}, {"misses", r.stats.fetch_misses},
+                               {"bytes", r.stats.fetch_bytes}, {"evictions", r.stats.fetch_evictions},
+                               {"refused", r.stats.fetch_refused}};
+        jc["configs"].push_back(jr);
+      }
+      j["contexts"].push_back(jc);
+      m->kv->release(hay);
     }
-    j["contexts"].push_back(jc);
-    m->kv->release(hay);
   }
-  }
-  (void)requested_sparse;
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
   return 0;

@@ -102,12 +102,10 @@ struct GrammarCompiler::Impl {
   xgrammar::TokenizerInfo info;
   xgrammar::GrammarCompiler compiler;
 
-  Impl(const Tokenizer& tok, int n, int threads, std::vector<std::string> vocab, std::vector<int32_t> stops)
+  Impl(int n, int threads, std::vector<std::string> vocab, std::vector<int32_t> stops)
       : n_vocab(n),
         info(vocab, xgrammar::VocabType::RAW, n, stops, false),
-        compiler(info, threads, /*cache_enabled=*/true, /*max_memory_bytes=*/256ll << 20) {
-    (void)tok;
-  }
+        compiler(info, threads, /*cache_enabled=*/true, /*max_memory_bytes=*/256ll << 20) {}
 
   std::shared_ptr<const TokenGrammar> wrap(xgrammar::CompiledGrammar g) {
     return std::make_shared<XgrammarGrammar>(std::move(g), n_vocab);
@@ -144,7 +142,7 @@ std::vector<std::string> raw_vocab(const Tokenizer& tok) {
 }  // namespace
 
 GrammarCompiler::GrammarCompiler(const Tokenizer& tok, int n_vocab, int threads)
-    : impl_(std::make_unique<Impl>(tok, std::max(n_vocab, tok.n_vocab()), std::max(1, threads), raw_vocab(tok),
+    : impl_(std::make_unique<Impl>(std::max(n_vocab, tok.n_vocab()), std::max(1, threads), raw_vocab(tok),
                                    tok.vocab().eog_ids)) {}
 
 GrammarCompiler::~GrammarCompiler() = default;
