@@ -10,7 +10,49 @@ namespace {
 void grow(std::vector<float>& v, int64_t n) {
   if (static_cast<int64_t>(v.size()) < n) v.resize(n);
 }
+// Fewer tokens of a sequence than this in one step run per token (a tile's key transposes
+// would outweigh its reuse).
+constexpr int32_t kMinTileTokens = 8;
 }  // namespace
+
+void CpuAttention::plan_tiles(const ForwardPlan& plan, const AttentionParams& p) {
+  const int group = p.n_head / p.n_head_kv;
+  const int64_t n_seqs = static_cast<int64_t>(plan.seqs.size());
+  tile_tasks_.clear();
+  tile_rows_.clear();
+  seq_tiled_.assign(n_seqs, 0);
+  const int max_tokens = kv_dtype_plain(plan.kv->geometry().dtype) ? cpu::attention_tile_max_tokens(group, p.head_dim) : 0;
+  if (max_tokens <= 0) return;
+  int64_t n_tiled = 0;
+  for (int64_t s = 0; s < n_seqs; ++s)
+    if (plan.seq_tokens[s] >= kMinTileTokens) {
+      seq_tiled_[s] = 1;
+      n_tiled += plan.seq_tokens[s];
+    }
+  if (n_tiled == 0) return;
+  // Rows grouped by sequence, in batch order (= position order within a sequence).
+  std::vector<int32_t>& offset = tile_offset_;
+  offset.assign(n_seqs + 1, 0);
+  for (int64_t s = 0; s < n_seqs; ++s) offset[s + 1] = offset[s] + (seq_tiled_[s] ? plan.seq_tokens[s] : 0);
+  tile_rows_.resize(n_tiled);
+  tile_fill_.assign(offset.begin(), offset.end() - 1);
+  for (int64_t t = 0; t < plan.n_tokens(); ++t)
+    if (seq_tiled_[plan.seq_index[t]]) tile_rows_[tile_fill_[plan.seq_index[t]]++] = static_cast<int32_t>(t);
+  // Tile size: about 4 tasks per thread, at least kMinTileTokens tokens, at most what fits.
+  const int64_t want = 4LL * plan.pool->n_threads();
+  const int tile = static_cast<int>(std::clamp<int64_t>((n_tiled * p.n_head_kv + want - 1) / want, kMinTileTokens,
+                                                        max_tokens));
+  for (int64_t s = 0; s < n_seqs; ++s) {
+    if (!seq_tiled_[s]) continue;
+    // Last tiles first: they see the most keys, so the pool starts on the longest tasks.
+    const int32_t n_tiles = (offset[s + 1] - offset[s] + tile - 1) / tile;
+    for (int32_t k = n_tiles - 1; k >= 0; --k)
+      for (int kvh = 0; kvh < p.n_head_kv; ++kvh) {
+        const int32_t b = offset[s] + k * tile;
+        tile_tasks_.push_back({static_cast<int32_t>(s), kvh, b, std::min<int32_t>(tile, offset[s + 1] - b)});
+      }
+  }
+}
 
 void CpuAttention::write(const ForwardPlan& plan, int layer, const float* k, const float* v, int kv_dim, int head_dim) {
   KvCache& kv = *plan.kv;
@@ -99,6 +141,7 @@ void CpuAttention::run(const ForwardPlan& plan, int layer, const float* q_all, f
   select_chunks(plan, layer, q_all, p);
   const bool tier = !sel_items_.empty() && tiered(layer, p);
   if (tier) fetch_chunks(plan, layer, p);
+  plan_tiles(plan, p);
   tasks_.clear();
   spans_.clear();
   pieces_.clear();
@@ -125,6 +168,10 @@ void CpuAttention::run(const ForwardPlan& plan, int layer, const float* q_all, f
   };
   for (int64_t t = 0; t < n; ++t) {
     const int32_t pos = plan.positions[t];
+    if (seq_tiled_[plan.seq_index[t]]) {  // in a prefill tile: no per-token tasks, no merge
+      for (int kvh = 0; kvh < p.n_head_kv; ++kvh) spans_.push_back({-1, -1});
+      continue;
+    }
     // Sliding window: key j is visible iff pos - j < window (HF: kv_idx > q_idx - window).
     const int32_t first = swa ? std::max<int32_t>(0, pos - p.window + 1) : 0;
     for (int kvh = 0; kvh < p.n_head_kv; ++kvh) {
@@ -177,6 +224,21 @@ void CpuAttention::run(const ForwardPlan& plan, int layer, const float* q_all, f
     parts_[i] = cpu::AttnPartial{base, base + group, base + 2 * group};
   }
   const int64_t page_elems = plain ? g.page_elems() : 0;  // plain-dtype tasks read the pages by elements
+  if (!tile_tasks_.empty()) {
+    pool.parallel_for(static_cast<int64_t>(tile_tasks_.size()), 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) {
+        const TileTask& task = tile_tasks_[i];
+        const SeqKv& seq = *seqs[task.seq];
+        const int32_t* rows = tile_rows_.data() + task.row_begin;
+        const cpu::PagedKvView view{kv.layer_base(layer), page_elems, seq.blocks.data(), g.page_tokens, hd,
+                                    g.dtype == KvDtype::kF16};
+        const int64_t head_offset = static_cast<int64_t>(task.kv_head) * group * hd;
+        const cpu::PrefillTile tile{q_all + head_offset, q_dim, out_all + head_offset, q_dim, rows, task.n_tokens,
+                                    plan.positions[rows[0]], p.window};
+        cpu::attention_prefill_tile(tile, group, view, task.kv_head, p.scale);
+      }
+    });
+  }
   pool.parallel_for(static_cast<int64_t>(tasks_.size()), [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const AttnTask& task = tasks_[i];
@@ -202,6 +264,7 @@ void CpuAttention::run(const ForwardPlan& plan, int layer, const float* q_all, f
   auto merge = [&](int64_t begin, int64_t end, int) {
     for (int64_t i = begin; i < end; ++i) {
       const auto [first_task, last_task] = spans_[i];
+      if (first_task < 0) continue;  // written by its prefill tile
       const int64_t t = i / p.n_head_kv;
       const int kvh = static_cast<int>(i % p.n_head_kv);
       float* out = out_all + t * q_dim + kvh * group * hd;  // [group][hd]

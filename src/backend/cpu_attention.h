@@ -7,8 +7,11 @@
 // full-attention layers past min_context select chunks (sparse/selector.h); with a device
 // tier (sparse/hot_chunks.h) the selected chunks are fetched into hot slots and attention
 // reads them there. This is the code that used to live in Decoder::attention.
-// Cost: O(keys · head_dim · G) per (token, kv head) read once per group; scratch grows to the
-// largest step and is reused.
+// Prefill (a sequence with >= kMinTileTokens tokens in the step, f32/f16 pages) runs blocked
+// tiles of consecutive tokens instead (cpu::attention_prefill_tile): each key is read once
+// per tile, not once per token.
+// Cost: O(keys · head_dim · G) per (token, kv head) read once per group (per tile in
+// prefill); scratch grows to the largest step and is reused.
 #pragma once
 
 #include <span>
@@ -50,6 +53,16 @@ class CpuAttention {
     int32_t piece_begin = -1, piece_end = -1;  // pieces: its chunks are pieces_[piece_begin, piece_end)
     int32_t tail_sel = -1;                     // >= 0: the estimated tail of selection tail_sel instead
   };
+  // Prefill tiles: a sequence with many tokens in the step runs cpu::attention_prefill_tile
+  // over tiles of consecutive tokens (one task per tile and kv head) instead of AttnTasks.
+  struct TileTask {
+    int32_t seq, kv_head, row_begin, n_tokens;  // tokens tile_rows_[row_begin, +n_tokens)
+  };
+  void plan_tiles(const ForwardPlan& plan, const AttentionParams& p);
+  std::vector<TileTask> tile_tasks_;                  // [n_tiles * n_kv_heads], longest first
+  std::vector<int32_t> tile_rows_;                    // [tiled tokens] batch rows, grouped by sequence
+  std::vector<int32_t> seq_tiled_;                    // [n_seqs] 1: the sequence's tokens run as tiles
+  std::vector<int32_t> tile_offset_, tile_fill_;      // [n_seqs + 1], [n_seqs] scratch of plan_tiles
   std::vector<AttnTask> tasks_;                       // [n_tasks]
   std::vector<std::pair<int32_t, int32_t>> spans_;    // [n * n_kv_heads] task range per (token, kv head)
   std::vector<float> partials_;                       // [n_tasks][group][2 + head_dim]

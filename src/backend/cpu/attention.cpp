@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/attention_kernel.h"
+#include "backend/cpu/attention_tile_kernel.h"
 
 namespace hs::cpu {
 namespace detail {
@@ -15,17 +16,21 @@ void attention_partial_avx2(const float*, int, const PagedKvView&, int, int32_t,
 void attention_partial_avx512(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
 void chunk_log_mass_avx2(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 void chunk_log_mass_avx512(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
+void attention_tile_avx2(const PrefillTile&, int, const PagedKvView&, int, float);
+void attention_tile_avx512(const PrefillTile&, int, const PagedKvView&, int, float);
 }  // namespace detail
 
 namespace {
 
 using PartialFn = void (*)(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
 using LogMassFn = void (*)(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
+using TileFn = void (*)(const PrefillTile&, int, const PagedKvView&, int, float);
 
 struct Dispatch {
   PartialFn fn;
   const char* name;
   LogMassFn log_mass;
+  TileFn tile;
 };
 
 Dispatch pick() {
@@ -34,11 +39,11 @@ Dispatch pick() {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (force && std::strcmp(force, "scalar") == 0)
-    return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl};
+    return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl};
   if (avx512 && !(force && std::strcmp(force, "avx2") == 0))
-    return {detail::attention_partial_avx512, "avx512", detail::chunk_log_mass_avx512};
-  if (avx2) return {detail::attention_partial_avx2, "avx2", detail::chunk_log_mass_avx2};
-  return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl};
+    return {detail::attention_partial_avx512, "avx512", detail::chunk_log_mass_avx512, detail::attention_tile_avx512};
+  if (avx2) return {detail::attention_partial_avx2, "avx2", detail::chunk_log_mass_avx2, detail::attention_tile_avx2};
+  return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl};
 }
 
 const Dispatch& dispatch() {
@@ -98,6 +103,15 @@ void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head,
     attention_partial(q, n_q, kv, kv_head, b, e, scale, part);
     for (int g = 0; g < n_q; ++g) o[g] = part.max[g] + std::log(part.sum[g]);
   }
+}
+
+int attention_tile_max_tokens(int n_q, int head_dim) {
+  if (n_q < 1 || (head_dim != 64 && head_dim != 128 && head_dim != 256)) return 0;
+  return detail::kTileMaxFloats / head_dim / n_q;  // 0 when one token's rows do not fit
+}
+
+void attention_prefill_tile(const PrefillTile& tile, int n_q, const PagedKvView& kv, int kv_head, float scale) {
+  dispatch().tile(tile, n_q, kv, kv_head, scale);
 }
 
 const char* attention_simd_level() { return dispatch().name; }

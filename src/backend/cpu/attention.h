@@ -48,6 +48,26 @@ void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head
 void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* chunk_ids,
                     int n_chunks, int chunk_tokens, int32_t n_tokens, float scale, float* out);
 
+// Prefill: T consecutive query tokens of one sequence (positions pos0 .. pos0 + T - 1), the
+// G query heads of one kv head, causal (and windowed) over that sequence's keys [first_i,
+// pos_i]. Token i's rows are q + rows[i] * q_stride ([G][head_dim]) and the same in out;
+// out gets the normalized attention output. Blocked (attention_tile_kernel.h): each key is
+// read once per tile, scores are broadcast FMAs, no per-dot horizontal sums.
+struct PrefillTile {
+  const float* q = nullptr;
+  int64_t q_stride = 0;
+  float* out = nullptr;
+  int64_t out_stride = 0;
+  const int32_t* rows = nullptr;  // [n_tokens] batch rows of the tile's tokens
+  int n_tokens = 0;
+  int32_t pos0 = 0;
+  int window = 0;  // > 0: key j visible to position p iff p - j < window
+};
+// The most tokens one tile may hold for n_q query heads of head_dim; 0 when the tile kernel
+// does not take this shape (use attention_partial per token).
+int attention_tile_max_tokens(int n_q, int head_dim);
+void attention_prefill_tile(const PrefillTile& tile, int n_q, const PagedKvView& kv, int kv_head, float scale);
+
 // The SIMD level the attention kernel dispatched to ("avx512", "avx2", "scalar").
 const char* attention_simd_level();
 

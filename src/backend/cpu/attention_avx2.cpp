@@ -1,5 +1,6 @@
-// backend/cpu/attention_avx2.cpp — attention_kernel.h compiled for AVX2 + FMA.
+// backend/cpu/attention_avx2.cpp — attention_kernel.h and attention_tile_kernel.h compiled for AVX2 + FMA.
 #include "backend/cpu/attention_kernel.h"
+#include "backend/cpu/attention_tile_kernel.h"
 
 namespace hs::cpu::detail {
 void attention_partial_avx2(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
@@ -9,5 +10,8 @@ void attention_partial_avx2(const float* q, int n_q, const PagedKvView& kv, int 
 void chunk_log_mass_avx2(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* ids,
                          int n_ids, int C, int32_t n_tokens, float scale, float* out) {
   chunk_log_mass_impl(q, n_q, kv, kv_head, ids, n_ids, C, n_tokens, scale, out);
+}
+void attention_tile_avx2(const PrefillTile& t, int n_q, const PagedKvView& kv, int kv_head, float scale) {
+  attention_tile_impl(t, n_q, kv, kv_head, scale);
 }
 }  // namespace hs::cpu::detail

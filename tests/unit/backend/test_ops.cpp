@@ -156,5 +156,56 @@ TEST(CpuOps, PagedAttentionF16MatchesF32) {
   }
 }
 
+// The prefill tile (blocked over query tokens) against attention_partial per token and head,
+// causal and windowed, f32 and f16 pages, tiles starting anywhere in a page, batch rows
+// scattered (the tile reads its tokens through a row list).
+TEST(CpuOps, PrefillTileMatchesPerTokenAttention) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  for (const bool f16 : {false, true}) {
+    for (const int hd : {64, 128, 256}) {
+      for (const int group : {1, 3, 7}) {
+        const int P = 16, n_kv_heads = 2, n_pages = 8;
+        const int64_t page_elems = int64_t(n_kv_heads) * P * 2 * hd;
+        auto store = randn(page_elems * n_pages, rng);
+        std::vector<_Float16> half(store.size());
+        for (size_t i = 0; i < store.size(); ++i) half[i] = static_cast<_Float16>(store[i]);
+        std::vector<int32_t> blocks{6, 2, 7, 0, 3, 5, 1, 4};
+        const cpu::PagedKvView view{f16 ? static_cast<const void*>(half.data()) : store.data(), page_elems,
+                                    blocks.data(), P, hd, f16};
+        const int max_tok = cpu::attention_tile_max_tokens(group, hd);
+        ASSERT_GT(max_tok, 0);
+        for (const int window : {0, 21}) {
+          for (auto [pos0, n_tok] : {std::pair{0, 1}, {0, 40}, {5, 17}, {37, 64}, {100, 9}}) {
+            n_tok = std::min(n_tok, max_tok);
+            const int64_t stride = int64_t(n_kv_heads) * group * hd;  // [row][kv head][group][hd]
+            const int n_rows = n_tok + 3;
+            auto q = randn(n_rows * stride, rng);
+            std::vector<int32_t> rows(n_tok);
+            for (int i = 0; i < n_tok; ++i) rows[i] = n_rows - 1 - i;  // not the batch order, gaps unused
+            for (int head = 0; head < n_kv_heads; ++head) {
+              std::vector<float> out(n_rows * stride, 0.0f);
+              cpu::PrefillTile tile{q.data() + head * group * hd, stride, out.data() + head * group * hd, stride,
+                                    rows.data(), n_tok, pos0, window};
+              cpu::attention_prefill_tile(tile, group, view, head, 0.125f);
+              for (int i = 0; i < n_tok; ++i) {
+                const int32_t pos = pos0 + i, first = window > 0 ? std::max(0, pos - window + 1) : 0;
+                std::vector<float> ref(group * hd);
+                cpu::attention_paged(q.data() + rows[i] * stride + head * group * hd, group, view, head, first,
+                                     pos + 1, 0.125f, ref.data());
+                const float* got = out.data() + rows[i] * stride + head * group * hd;
+                for (int e = 0; e < group * hd; ++e)
+                  ASSERT_NEAR(got[e], ref[e], 2e-5f) << "seed " << seed << " f16 " << f16 << " hd " << hd << " group "
+                                                     << group << " window " << window << " pos " << pos;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cpu::attention_tile_max_tokens(4, 40), 0);  // a head size the tile kernel does not take
+}
+
 }  // namespace
 }  // namespace hs
