@@ -53,6 +53,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -142,6 +143,7 @@ __device__ __forceinline__ void cp_async_wait() {
 
 template <typename T>
 __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int hd = kv.head_dim, P = kv.page_tokens;
@@ -159,6 +161,7 @@ __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) 
 
 // grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row.
 __global__ void __launch_bounds__(64) kv_write_fp8_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -292,6 +295,7 @@ struct DecodeTiling {
 // __nv_bfloat16 (plain pages) or Fp8 (scaled pages, KvLayerView).
 template <typename T, int D, int MAXG>
 __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks) attention_kernel(KernelArgs a) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   using C = DecodeTiling<T, D, MAXG>;
   constexpr int E = C::E, L = C::L, HS = C::HS, MG = C::MG, NKG = C::NKG, U = C::U, W = C::W, NV = C::NV, R = C::R;
   constexpr int S = C::S;
@@ -615,6 +619,7 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) 
 }
 
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   __shared__ float wt[kMaxRuns];
   __shared__ float red[kWarps];
   const int64_t i = blockIdx.x;

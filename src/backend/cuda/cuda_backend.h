@@ -150,6 +150,9 @@ class CudaBackend final : public Backend {
   // y_i = x · w_iᵀ for up to kMaxGemvWarpWeights 16-bit weights of one dtype sharing x (1..2 rows)
   // in one warp-per-row launch (gemv_warp.cu): the launch's status, or nullopt (nothing launched)
   // for a shape that kernel does not take (the caller falls back).
+  // 3..8 rows of 16-bit weights on tensor cores (gemm16_mma.h): nullopt when the shape does not fit.
+  std::optional<Status> gemm16_mma(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
+                                   const char* op);
   std::optional<Status> gemv16_warp(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
                                     const char* op);
   Status convert_input(const Tensor& x, DType type, const char* op);
@@ -230,9 +233,16 @@ class CudaBackend final : public Backend {
   bool gemv16_ = true;          // HS_CUDA_GEMV=0: 16-bit weights always through cuBLAS
   bool flash_on_ = true;        // HS_CUDA_FLASH=0: prefill attention on the exact kernel too
   bool quant_warp_ = true;      // HS_CUDA_QUANT_WARP=0: quantized batch 1-2 on the tensor-core GEMV
-  // HS_CUDA_PDL=1: the 16-bit batch-1 GEMV starts its weight loads while the previous kernel
-  // runs (programmatic dependent launch; weights are written only at load). Off until measured.
-  bool pdl_on_ = false;
+  // 16-bit weights at 3-8 rows: HS_CUDA_MMA16=0 (default) cuBLAS, 1 the tensor-core GEMV where
+  // the weights have at most one 32-row tile per SM, 2 always; HS_CUDA_MMA16_VARIANT picks its
+  // load scheme (gemm16_mma.h). Off by default: ahead of cuBLAS alone on q/k/v and o, no gain in
+  // the model (docs/benchmarks.md, session 11).
+  int mma16_ = 0;
+  int mma16_variant_ = -1;
+  // HS_CUDA_PDL=0 turns off: the 16-bit GEMVs (batch 1-2, and the tensor-core one) launched as
+  // programmatic dependents, loading weights while the previous kernel (which lets them start
+  // at its beginning, pdl.cuh) finishes. Measured: tg128 bf16 218 -> 228 t/s on the 8B shape.
+  bool pdl_on_ = true;
   // The step's attention launches (begin_step): token ranges [begin, end) of one sequence's
   // prompt run (flash) or of the decode / short tokens between them (exact kernel).
   static constexpr int64_t kFlashMinRun = 32;

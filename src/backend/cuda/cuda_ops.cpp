@@ -14,6 +14,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/flash_prefill.h"
+#include "backend/cuda/gemm16_mma.h"
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
@@ -136,6 +137,33 @@ std::optional<Status> CudaBackend::gemv16_warp(std::span<const Tensor> ws, const
   return launched(e, op);
 }
 
+std::optional<Status> CudaBackend::gemm16_mma(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
+                                              const char* op) {
+  if (mma16_ == 0 || x.rows <= kMaxGemv16Rows || x.rows > kMaxGemm16MmaTokens || ws.empty() ||
+      ws.size() > static_cast<size_t>(kMaxGemm16MmaWeights) || x.cols % 32 != 0 ||
+      (ws[0].dtype != DType::BF16 && ws[0].dtype != DType::F16) ||
+      !std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; }))
+    return std::nullopt;
+  const uint16_t* wp[kMaxGemm16MmaWeights];
+  int64_t rows[kMaxGemm16MmaWeights], strides[kMaxGemm16MmaWeights];
+  Rows yr[kMaxGemm16MmaWeights];
+  for (size_t i = 0; i < ws.size(); ++i) {
+    wp[i] = ws[i].as<const uint16_t>();
+    rows[i] = ws[i].rows;
+    strides[i] = ws[i].row_stride / 2;
+    yr[i] = rows_of(ys[i]);
+  }
+  // Measured (docs/benchmarks.md): ahead of cuBLAS while the weights have at most one 32-row tile
+  // per SM; behind on large ones (gate/up of an 8B model), where cuBLAS streams at ~4 TB/s.
+  if (mma16_ == 1 && gemm16_mma_tiles(rows, static_cast<int>(ws.size())) > n_sm_) return std::nullopt;
+  if (Status st = convert_input(x, ws[0].dtype, op); !st.is_ok()) return st;
+  const cudaError_t e = launch_gemm16_mma(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows, x.cols,
+                                          strides, static_cast<const uint16_t*>(xb_.ptr), static_cast<int>(x.rows), yr,
+                                          stream_, 0, mma16_variant_, pdl_on_);
+  if (e == cudaErrorInvalidValue) return std::nullopt;
+  return launched(e, op);
+}
+
 Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted) {
   if (w.rows == 0) return Status::ok();
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
@@ -159,6 +187,13 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
     return launched(launch_gemv16(w.dtype == DType::BF16, w.as<const uint16_t>(), w.rows, w.cols, w.row_stride / 2,
                                   crows_of(x), rows_of(y), stream_),
                     "matmul (GEMV)");
+  }
+  if (!qk) {  // 3..8 rows: the tensor-core GEMV (its limits send the rest to cuBLAS)
+    if (auto st = gemm16_mma(std::span<const Tensor>(&w, 1), x, std::span<const Tensor>(&y, 1),
+                             "matmul (tensor-core GEMV)")) {
+      converted = w.dtype;  // xb_ holds x in the weight's type
+      return *st;
+    }
   }
   Tensor w16 = w;
   if (qk) {  // a large batch: dequantize once, then tensor cores
@@ -221,6 +256,8 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
                                                        crows_of(x), qx_.ptr, stream_);
     if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (quantized GEMV, warp per row)");
   }
+  // 3..8 rows of 16-bit weights: one tensor-core launch over all of them, each into its own y.
+  if (auto st = gemm16_mma(ws, x, ys, "matmul_multi (tensor-core GEMV)")) return *st;
   // A large batch over 16-bit weights back to back in one allocation (prepare_weight_group) with
   // a small one among them (k / v beside q): one GEMM over all their rows, then each output's
   // columns; the small GEMMs alone are latency-bound (~10 us each for 1024 x 4096 at 64 rows).

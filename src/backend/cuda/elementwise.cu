@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -82,6 +83,7 @@ __device__ __forceinline__ float load_table<__half>(const __half* p) { return __
 template <typename T>
 __global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stride, const int32_t* __restrict__ tokens,
                                  Rows out) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(out.rows, out.cols) {
     const int64_t tok = tokens[r];
     out.p[r * out.stride + c] = load_table<T>(table + tok * table_stride + c);
@@ -93,6 +95,7 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stri
 // One block per row (grid-strided over rows). Pass 1 sums squares in double; the block
 // reduction's __syncthreads orders every read of the row before pass 2 writes (out may be x).
 __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   __shared__ double partial[32];  // [warps]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
   for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
@@ -129,6 +132,7 @@ template <int K>
 __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out,
                                                             CRows add_y = CRows{nullptr, 0, 0, 0},
                                                             Out16 out16 = Out16{}) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   __shared__ double partial[2][32];  // [row parity][warps]: one barrier per row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int n4 = static_cast<int>(x.cols / 4);
@@ -221,6 +225,7 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
 // rope_qk: grid.y = 2, block row y rotates x (y = 0) or x2 (y = 1), the same positions.
 __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions,
                             Rows x2 = Rows{nullptr, 0, 0, 0}) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   if (blockIdx.y == 1) x = x2;
   const int half = head_dim / 2;
   const int64_t n_heads = x.cols / head_dim;
@@ -252,6 +257,7 @@ __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const 
 
 // out16 (when set): the product also as 16-bit at [r][c] of rows `out16_cols` wide.
 __global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out, Out16 out16, int64_t out16_cols) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   HS_ROWS_LOOP(out.rows, out.cols) {
     const float g = gate.p[r * gate.stride + c];
@@ -270,6 +276,7 @@ __global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out, Out16 out16
 }
 
 __global__ void add_kernel(Rows x, CRows y) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(x.rows, x.cols) x.p[r * x.stride + c] += y.p[r * y.stride + c];
 }
 
@@ -285,16 +292,19 @@ __global__ void softcap_kernel(Rows x, float cap) {
 }
 
 __global__ void gather_rows_kernel(CRows src, const int32_t* __restrict__ rows, Rows dst) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(dst.rows, dst.cols) dst.p[r * dst.stride + c] = src.p[static_cast<int64_t>(rows[r]) * src.stride + c];
 }
 
 __global__ void f32_to_bf16_kernel(CRows x, uint16_t* __restrict__ out) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __bfloat16_as_ushort(__float2bfloat16_rn(x.p[r * x.stride + c]));
 }
 
 // Saturating: a value past the f16 range becomes +-65504 (never inf), so one outlier in an
 // activation row cannot turn a GEMM into NaN.
 __global__ void f32_to_f16_kernel(CRows x, __half* __restrict__ out) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __float2half_rn(fminf(fmaxf(x.p[r * x.stride + c], -65504.0f), 65504.0f));
 }
 
@@ -304,6 +314,7 @@ struct SplitDst {
   int n = 0;
 };
 __global__ void split_cols_kernel(CRows src, SplitDst dst) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   HS_ROWS_LOOP(src.rows, src.cols) {
     int i = 0;
     int64_t cc = c;

@@ -63,6 +63,7 @@
 #include <cstdint>
 
 #include "backend/cuda/gemv_quant_warp.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
@@ -100,16 +101,6 @@ int64_t x_scratch_bytes(int k, int64_t cols, int n_tok) {
 
 // ---- device helpers ----------------------------------------------------------------------
 
-__device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // x scratch loads: through L1 (every warp of the SM reads the same x).
 __device__ __forceinline__ uint4 ld_x16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }

@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "backend/cuda/gemv_kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace hs::cuda {
 namespace {
@@ -81,16 +82,6 @@ __device__ __forceinline__ void load_stream(uint4& v, const uint4* p, bool pred,
       : "l"(p), "r"(static_cast<int>(pred)), "l"(pol));
 }
 
-__device__ __forceinline__ void grid_dependency_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void allow_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
 
 // Two 16-bit weights packed in a word -> two floats (exact).
 template <bool BF16>
@@ -226,7 +217,7 @@ template <bool BF16, int NT, int RPW, bool XS>
 __global__ void __launch_bounds__(kThreads, 1) gemv16_warp_kernel(const MultiArgs a) {
   constexpr int U = kLoadsPerStep / RPW;
   extern __shared__ float4 xs4[];
-  allow_dependents();  // a PDL successor may be scheduled now; it waits for our completion itself
+  pdl_launch_dependents();  // a PDL successor may be scheduled now; it waits for our completion itself
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int total = a.task_begin[kMaxGemvWarpWeights];
   const int S = (a.chunks + 32 * U - 1) / (32 * U);  // steps per task
@@ -251,7 +242,7 @@ __global__ void __launch_bounds__(kThreads, 1) gemv16_warp_kernel(const MultiArg
   load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufA);
   load_step<RPW, U>(a, total, S, lane, pol, lt, ls, lrow, bufB);
 
-  grid_dependency_wait();  // x is the previous kernel's output; y may still be read by it
+  pdl_wait();  // x is the previous kernel's output; y may still be read by it
 
   const float* xs = reinterpret_cast<const float*>(xs4);
   if constexpr (XS) {

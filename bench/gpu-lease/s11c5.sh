@@ -1,0 +1,12 @@
+#!/bin/bash
+# Session 11, call 5: SmolLM2 part 2, then its golden / batched = alone / graph tests on CUDA with
+# HS_CUDA_PDL=1 (every GEMV a programmatic dependent) and =0.
+cat /root/stage/m/smol.00 .gpu/sb/smol.01 > /root/stage/m/smollm2-135m-instruct-q4_1.gguf && rm /root/stage/m/smol.00
+sha256sum /root/stage/m/smollm2-135m-instruct-q4_1.gguf | cut -c1-16
+export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
+U=/root/stage/hs/hs_unit_tests
+for p in 1 0; do
+  HS_CUDA_PDL=$p HS_MODELS_DIR=/root/stage/m timeout 200 $U --gtest_filter='*Golden*smollm2_cuda*:*GraphTest*smollm2*' > $OUT/golden_p$p.log 2>&1; echo "golden pdl=$p rc $?"
+  grep -E "^\[golden\]|FAIL|PASSED|Failure" $OUT/golden_p$p.log | grep -v "greedy identical" | head -12
+done
+date +%T
