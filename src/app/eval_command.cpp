@@ -30,6 +30,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
@@ -505,6 +507,7 @@ int run_needle(EvalOptions& o) {
                    per_layer([&](size_t l) { return r.recall[l]; }),
                    per_layer([&](size_t l) { return r.oracle[l].exact_max; }),
                    per_layer([&](size_t l) { return r.oracle[l].mass; }), r.seconds);
+        std::fflush(stdout);  // each row as it is measured: a long run stopped midway keeps what it did
         nlohmann::ordered_json jr{{"config", r.name},     {"correct", r.correct},         {"total", r.total},
                                   {"same_as_dense", r.same_as_dense}, {"same_number_as_dense", r.same_number_as_dense},
                                   {"seconds", r.seconds}};

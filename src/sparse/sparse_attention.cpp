@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/fp16.h"
+#include "backend/cpu/simd_math.h"
 
 namespace hs {
 
@@ -58,26 +58,23 @@ void sparse_attention_chunks(const float* q, int n_q, const cpu::PagedKvView& kv
 
 namespace {
 
-// logits [n_tokens] = scale · q_g·k_t of one query head, in double; returns their max.
-double head_logits(const float* qg, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens, float scale,
-                   double* logits) {
-  const int hd = kv.head_dim, P = kv.page_tokens;
-  double mx = -INFINITY;
-  for (int32_t t = 0; t < n_tokens; ++t) {
-    const int64_t off = static_cast<int64_t>(kv.blocks[t / P]) * kv.page_elems +
-                        (static_cast<int64_t>(kv_head) * P + t % P) * 2 * hd;
-    double dot = 0.0;
-    if (kv.f16) {
-      const uint16_t* k = static_cast<const uint16_t*>(kv.layer_base) + off;
-      for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * fp16_to_fp32(k[d]);
-    } else {
-      const float* k = static_cast<const float*>(kv.layer_base) + off;
-      for (int d = 0; d < hd; ++d) dot += static_cast<double>(qg[d]) * k[d];
-    }
-    logits[t] = dot * scale;
-    mx = std::max(mx, logits[t]);
-  }
-  return mx;
+// One query head's exact attention over keys [0, n_tokens): logits (SIMD float dot products,
+// cpu::key_scores) and p[t] = exp(logit_t - max) (polynomial exp, |rel err| < 2e-7); returns
+// Σ p in double. The recall measurements' cost: O(n_tokens · head_dim) per head.
+double head_softmax(const float* qg, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens, float scale,
+                    std::vector<float>& logits, std::vector<float>& p) {
+  logits.resize(static_cast<size_t>(n_tokens));
+  p.resize(static_cast<size_t>(n_tokens));
+  cpu::key_scores(qg, kv, kv_head, n_tokens, scale, logits.data());
+  float mx = -INFINITY;
+  for (int32_t t = 0; t < n_tokens; ++t) mx = std::max(mx, logits[t]);
+  const float* lg = logits.data();
+  float* pp = p.data();
+#pragma omp simd
+  for (int32_t t = 0; t < n_tokens; ++t) pp[t] = cpu::detail::exp_nonpositive(lg[t] - mx);
+  double total = 0.0;
+  for (int32_t t = 0; t < n_tokens; ++t) total += pp[t];
+  return total;
 }
 
 }  // namespace
@@ -90,16 +87,13 @@ double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv
   for (int32_t c : chunks)
     for (int32_t t = c * chunk_tokens; t < std::min(n_tokens, (c + 1) * chunk_tokens); ++t)
       if (t >= 0) selected[t] = 1;
-  std::vector<double> logits(n_tokens);  // [n_tokens] of one query head
+  std::vector<float> logits, p;  // [n_tokens] of one query head
   double recall = 0.0;
   for (int g = 0; g < n_q; ++g) {
-    const double mx = head_logits(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits.data());
-    double total = 0.0, kept = 0.0;
-    for (int32_t t = 0; t < n_tokens; ++t) {
-      const double p = std::exp(logits[t] - mx);
-      total += p;
-      if (selected[t]) kept += p;
-    }
+    const double total = head_softmax(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits, p);
+    double kept = 0.0;
+    for (int32_t t = 0; t < n_tokens; ++t)
+      if (selected[t]) kept += p[t];
     recall += kept / total;
   }
   return recall / n_q;
@@ -119,17 +113,16 @@ OracleRecall oracle_mass_recall(const float* q, int n_q, const cpu::PagedKvView&
   }
   const int hd = kv.head_dim, C = cfg.chunk_tokens;
   const auto [first, last] = candidate_range(n_tokens, cfg);
-  std::vector<double> logits(n_tokens);      // [n_tokens] of one query head
+  std::vector<float> logits, p;              // [n_tokens] of one query head
   std::vector<double> prob(n_tokens, 0.0);   // [n_tokens] softmax probability, mean over the heads
   std::vector<float> max_score(last - first, -INFINITY);  // [candidates] exact max_t max_g logit
   for (int g = 0; g < n_q; ++g) {
-    const double mx = head_logits(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits.data());
-    double total = 0.0;
-    for (int32_t t = 0; t < n_tokens; ++t) total += std::exp(logits[t] - mx);
-    for (int32_t t = 0; t < n_tokens; ++t) prob[t] += std::exp(logits[t] - mx) / total / n_q;
+    const double total = head_softmax(q + static_cast<int64_t>(g) * hd, kv, kv_head, n_tokens, scale, logits, p);
+    const double w = 1.0 / (total * n_q);
+    for (int32_t t = 0; t < n_tokens; ++t) prob[t] += p[t] * w;
     for (int32_t c = first; c < last; ++c)
       for (int32_t t = c * C; t < std::min(n_tokens, (c + 1) * C); ++t)
-        max_score[c - first] = std::max(max_score[c - first], static_cast<float>(logits[t]));
+        max_score[c - first] = std::max(max_score[c - first], logits[t]);
   }
   std::vector<float> mass_score(last - first, 0.0f);  // [candidates] the chunk's share of the mass
   for (int32_t c = first; c < last; ++c) {

@@ -17,6 +17,8 @@ void attention_partial_avx512(const float*, int, const PagedKvView&, int, int32_
 void chunk_log_mass_avx2(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 void chunk_log_mass_avx512(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 void attention_tile_avx2(const PrefillTile&, int, const PagedKvView&, int, float);
+void key_scores_avx2(const float*, const PagedKvView&, int, int32_t, float, float*);
+void key_scores_avx512(const float*, const PagedKvView&, int, int32_t, float, float*);
 void attention_tile_avx512(const PrefillTile&, int, const PagedKvView&, int, float);
 }  // namespace detail
 
@@ -25,12 +27,14 @@ namespace {
 using PartialFn = void (*)(const float*, int, const PagedKvView&, int, int32_t, int32_t, float, AttnPartial);
 using LogMassFn = void (*)(const float*, int, const PagedKvView&, int, const int32_t*, int, int, int32_t, float, float*);
 using TileFn = void (*)(const PrefillTile&, int, const PagedKvView&, int, float);
+using ScoresFn = void (*)(const float*, const PagedKvView&, int, int32_t, float, float*);
 
 struct Dispatch {
   PartialFn fn;
   const char* name;
   LogMassFn log_mass;
   TileFn tile;
+  ScoresFn scores;
 };
 
 Dispatch pick() {
@@ -39,11 +43,11 @@ Dispatch pick() {
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   if (force && std::strcmp(force, "scalar") == 0)
-    return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl};
+    return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl, detail::key_scores_impl};
   if (avx512 && !(force && std::strcmp(force, "avx2") == 0))
-    return {detail::attention_partial_avx512, "avx512", detail::chunk_log_mass_avx512, detail::attention_tile_avx512};
-  if (avx2) return {detail::attention_partial_avx2, "avx2", detail::chunk_log_mass_avx2, detail::attention_tile_avx2};
-  return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl};
+    return {detail::attention_partial_avx512, "avx512", detail::chunk_log_mass_avx512, detail::attention_tile_avx512, detail::key_scores_avx512};
+  if (avx2) return {detail::attention_partial_avx2, "avx2", detail::chunk_log_mass_avx2, detail::attention_tile_avx2, detail::key_scores_avx2};
+  return {detail::attention_partial_impl, "scalar", detail::chunk_log_mass_impl, detail::attention_tile_impl, detail::key_scores_impl};
 }
 
 const Dispatch& dispatch() {
@@ -102,6 +106,22 @@ void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head,
     }
     attention_partial(q, n_q, kv, kv_head, b, e, scale, part);
     for (int g = 0; g < n_q; ++g) o[g] = part.max[g] + std::log(part.sum[g]);
+  }
+}
+
+void key_scores(const float* q, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale, float* out) {
+  if (kv.page_tokens <= detail::kMaxPage) {
+    dispatch().scores(q, kv, kv_head, n_tokens, scale, out);
+    return;
+  }
+  for (int32_t t = 0; t < n_tokens; ++t) {  // pages larger than the kernel's scratch: one key at a time
+    const int P = kv.page_tokens, hd = kv.head_dim;
+    const int64_t off = static_cast<int64_t>(kv.blocks[t / P]) * kv.page_elems + (static_cast<int64_t>(kv_head) * P + t % P) * 2 * hd;
+    float dot = 0.0f;
+    for (int d = 0; d < hd; ++d)
+      dot += q[d] * (kv.f16 ? static_cast<float>(static_cast<const _Float16*>(kv.layer_base)[off + d])
+                            : static_cast<const float*>(kv.layer_base)[off + d]);
+    out[t] = dot * scale;
   }
 }
 

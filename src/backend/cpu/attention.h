@@ -48,6 +48,10 @@ void attention_paged(const float* q, int n_q, const PagedKvView& kv, int kv_head
 void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head, const int32_t* chunk_ids,
                     int n_chunks, int chunk_tokens, int32_t n_tokens, float scale, float* out);
 
+// out [n_tokens] = scale · q · k_t for every key t < n_tokens of one query head q [head_dim]
+// (exact float logits; the recall measurements of sparse/sparse_attention.h).
+void key_scores(const float* q, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale, float* out);
+
 // Prefill: T consecutive query tokens of one sequence (positions pos0 .. pos0 + T - 1), the
 // G query heads of one kv head, causal (and windowed) over that sequence's keys [first_i,
 // pos_i]. Token i's rows are q + rows[i] * q_stride ([G][head_dim]) and the same in out;

@@ -14,4 +14,7 @@ void chunk_log_mass_avx2(const float* q, int n_q, const PagedKvView& kv, int kv_
 void attention_tile_avx2(const PrefillTile& t, int n_q, const PagedKvView& kv, int kv_head, float scale) {
   attention_tile_impl(t, n_q, kv, kv_head, scale);
 }
+void key_scores_avx2(const float* q, const PagedKvView& kv, int kv_head, int32_t n, float scale, float* out) {
+  key_scores_impl(q, kv, kv_head, n, scale, out);
+}
 }  // namespace hs::cpu::detail

@@ -188,6 +188,31 @@ void attention_partial_impl(const float* q, int n_q, const PagedKvView& kv, int 
     attention_partial_dispatch<float>(q, n_q, kv, kv_head, begin, end, scale, part);
 }
 
+// out[t] = scale · q · k_t for keys [0, n_tokens) of one query head (the recall measurement's
+// exact logits). One page run at a time through score_run.
+template <typename T>
+void key_scores_t(const float* q, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale, float* out) {
+  const int P = kv.page_tokens, hd = kv.head_dim;
+  float s[kMaxGroup][kMaxPage];
+  for (int32_t pos = 0; pos < n_tokens;) {
+    const int32_t run_end = (pos / P + 1) * P < n_tokens ? (pos / P + 1) * P : n_tokens;
+    const int n = run_end - pos;
+    const T* rows = static_cast<const T*>(kv.layer_base) + static_cast<int64_t>(kv.blocks[pos / P]) * kv.page_elems +
+                    (static_cast<int64_t>(kv_head) * P + pos % P) * 2 * hd;
+    score_run(q, 1, rows, n, hd, scale, s);
+    for (int j = 0; j < n; ++j) out[pos + j] = s[0][j];
+    pos = run_end;
+  }
+}
+
+// Requires page_tokens <= kMaxPage (checked by the caller, key_scores).
+void key_scores_impl(const float* q, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale, float* out) {
+  if (kv.f16)
+    key_scores_t<_Float16>(q, kv, kv_head, n_tokens, scale, out);
+  else
+    key_scores_t<float>(q, kv, kv_head, n_tokens, scale, out);
+}
+
 // Log softmax mass of whole chunks from the keys alone: out[i][g] = log Σ_{t∈chunk i}
 // exp(scale · q_g·k_t) (chunk i = tokens [c·C, min(n_tokens, (c+1)·C)) of chunk id c = ids[i],
 // one page run since C divides P; -inf if empty). K rows only: no V read, no output.

@@ -172,7 +172,7 @@ TEST(SparseAttention, MassRecall) {
     }
     want += ev / tot / G;
   }
-  EXPECT_NEAR(re, want, 1e-12);
+  EXPECT_NEAR(re, want, 1e-6);  // float logits and a polynomial exp against double here
 }
 
 // The whole path with budget >= context: selector (no scoring needed) -> sparse attention ==
