@@ -22,7 +22,7 @@ MODEL ?= $(QWEN05B)
 # The binary the e2e tests and bench/serve.sh start (override to test another build).
 export HS_BIN ?= $(CURDIR)/$(BIN)
 
-.PHONY: setup build test unit pytest e2e run bench bench-serve asan cuda clean sketches models-extra
+.PHONY: setup build test unit pytest e2e run bench bench-serve asan fuzz cuda clean sketches models-extra
 
 setup:
 	scripts/setup
@@ -79,6 +79,26 @@ asan:
 	# Golden, EngineModel and SparseDecoder tests (real model forward passes) are left to the Release run: under ASan at -O0
 	# they take many minutes and exercise no parsing or bounds logic that the other tests do not.
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel|SparseDecoder"
+
+# libFuzzer targets (tests/fuzz, clang + ASan + UBSan): build, seed from the fixtures, replay the
+# regression inputs, then fuzz each target for FUZZ_SECONDS (CI: the default, a short run;
+# docs/fuzzing.md records the long ones). A crash leaves its input in build/fuzz/crashes/.
+FUZZ_SECONDS ?= 20
+FUZZ_TARGETS := gguf safetensors openai_request chat_template tokenizer
+fuzz: setup
+	@test -f build/fuzz/build.ninja || CXX=clang++ cmake -S tests/fuzz -B build/fuzz -G Ninja
+	cmake --build build/fuzz -j $(JOBS)
+	.venv/bin/python tests/fuzz/make_seeds.py build/fuzz/seeds >/dev/null
+	@mkdir -p build/fuzz/crashes
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  if [ -d tests/fuzz/regressions/$$t ]; then build/fuzz/bin/fuzz_$$t tests/fuzz/regressions/$$t/* >/dev/null 2>&1 \
+	    || { echo "fuzz_$$t: a regression input fails"; exit 1; }; fi; \
+	  build/fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build/fuzz/crashes/$$t- \
+	    build/fuzz/corpus/$$t build/fuzz/seeds/$$t > build/fuzz/$$t.log 2>&1 \
+	    || { tail -n 40 build/fuzz/$$t.log; echo "fuzz_$$t: crashed (input in build/fuzz/crashes/)"; exit 1; }; \
+	  echo "fuzz_$$t: $$(grep -o 'Done [0-9]* runs in [0-9]* second' build/fuzz/$$t.log), no crash"; \
+	done
 
 # nvcc from PATH, else the toolkit's default place (CI machines may not have it on PATH).
 cuda: export CUDACXX ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
