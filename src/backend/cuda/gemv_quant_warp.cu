@@ -61,6 +61,7 @@
 #include <atomic>
 #include <cfloat>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/pdl.cuh"
@@ -552,7 +553,14 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   while (p.warps_per_cta > 2 && (warps + p.warps_per_cta - 1) / p.warps_per_cta < 8 * int64_t{n_sm})
     p.warps_per_cta /= 2;
   p.pdl = true;
-  p.pdl_x = false;
+  // The quantize kernel also starts as a dependent of the kernel before it (the norm / GLU /
+  // attention output it quantizes; it waits for it before reading and writes only after):
+  // tg128 Q4_0 on the 8B shape 436 -> 452 t/s (docs/benchmarks.md, session 11). HS_CUDA_PDL_X=0 turns it off.
+  static const bool pdl_x = [] {
+    const char* e = std::getenv("HS_CUDA_PDL_X");
+    return !(e && e[0] == '0');
+  }();
+  p.pdl_x = pdl_x;
   return p;
 }
 
