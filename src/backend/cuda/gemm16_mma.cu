@@ -175,18 +175,7 @@ int device_sms() {
 }
 
 cudaError_t launch_one(void (*kernel)(Args), const Args& a, unsigned grid, unsigned block, bool pdl, cudaStream_t s) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, a);
-  const cudaError_t last = cudaGetLastError();  // clears a launch error, as the <<<>>> launchers do
-  return e != cudaSuccess ? e : last;
+  return launch_kernel(kernel, dim3(grid), dim3(block), 0, pdl, s, a);
 }
 
 template <bool BF16>

@@ -476,28 +476,9 @@ void prefer_l1(Kernel kernel, std::atomic<uint64_t>& done) {
   (void)cudaGetLastError();  // a refused hint is not an error of the launch
 }
 
-// Launches kernel<<<grid, threads, 0, s>>>(args), as a programmatic dependent of the preceding
-// work on `s` when pdl (falling back to a plain launch where that is refused).
 template <typename Args>
 cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args& args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(threads, 1, 1);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
-  if (e != cudaSuccess && pdl) {
-    (void)cudaGetLastError();
-    cfg.numAttrs = 0;
-    e = cudaLaunchKernelEx(&cfg, kernel, args);
-  }
-  if (e != cudaSuccess) return e;
-  return cudaGetLastError();
+  return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args);
 }
 
 template <int K, int T, int R>

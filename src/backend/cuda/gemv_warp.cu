@@ -311,7 +311,7 @@ DeviceInfo device_info() {
 }
 
 template <bool BF16, int NT, int RPW, bool XS>
-cudaError_t launch_kernel(const MultiArgs& a, unsigned grid, size_t smem, bool pdl, const DeviceInfo& dev,
+cudaError_t launch_warp_kernel(const MultiArgs& a, unsigned grid, size_t smem, bool pdl, const DeviceInfo& dev,
                           cudaStream_t s) {
   auto* kernel = gemv16_warp_kernel<BF16, NT, RPW, XS>;
   if (smem > 48 * 1024) {  // opt in once per kernel and device, to the device's limit
@@ -322,31 +322,17 @@ cudaError_t launch_kernel(const MultiArgs& a, unsigned grid, size_t smem, bool p
       opted[dev.dev].store(true, std::memory_order_release);
     }
   }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  if (pdl) {
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, a);
-  const cudaError_t last = cudaGetLastError();  // clears a launch error, as the <<<>>> launchers do
-  return e != cudaSuccess ? e : last;
+  return launch_kernel(kernel, dim3(grid), dim3(kThreads), smem, pdl, s, a);
 }
 
 template <bool BF16, int NT>
 cudaError_t launch_nt(const MultiArgs& a, int rpw, bool xs, unsigned grid, size_t smem, bool pdl,
                       const DeviceInfo& dev, cudaStream_t s) {
   if (rpw == 2)
-    return xs ? launch_kernel<BF16, NT, 2, true>(a, grid, smem, pdl, dev, s)
-              : launch_kernel<BF16, NT, 2, false>(a, grid, smem, pdl, dev, s);
-  return xs ? launch_kernel<BF16, NT, 1, true>(a, grid, smem, pdl, dev, s)
-            : launch_kernel<BF16, NT, 1, false>(a, grid, smem, pdl, dev, s);
+    return xs ? launch_warp_kernel<BF16, NT, 2, true>(a, grid, smem, pdl, dev, s)
+              : launch_warp_kernel<BF16, NT, 2, false>(a, grid, smem, pdl, dev, s);
+  return xs ? launch_warp_kernel<BF16, NT, 1, true>(a, grid, smem, pdl, dev, s)
+            : launch_warp_kernel<BF16, NT, 1, false>(a, grid, smem, pdl, dev, s);
 }
 
 }  // namespace

@@ -4,9 +4,38 @@
 // that kernel has called pdl_launch_dependents() (or exited); it must call pdl_wait() before it
 // reads what the previous kernel wrote (or writes what it reads). Both are no-ops below sm_90
 // and for kernels launched without the attribute. Cost: one instruction each.
+// launch_kernel() is the one host-side launcher that sets the attribute.
 #pragma once
 
+#include <cuda_runtime.h>
+
 namespace hs::cuda {
+
+// kernel<<<grid, block, smem, s>>>(args), as a programmatic dependent of the preceding work on
+// `s` when pdl (falling back to a plain launch where the attribute is refused); returns the
+// launch's error, else cudaGetLastError() (clearing a launch error as <<<>>> launchers do).
+template <typename Args>
+cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
+                          const Args& args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
+  if (e != cudaSuccess && pdl) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    e = cudaLaunchKernelEx(&cfg, kernel, args);
+  }
+  const cudaError_t last = cudaGetLastError();
+  return e != cudaSuccess ? e : last;
+}
 
 // Waits until the preceding grid on the stream has finished and its writes are visible.
 __device__ __forceinline__ void pdl_wait() {
