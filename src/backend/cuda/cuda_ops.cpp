@@ -116,23 +116,33 @@ Status check_matmul(const Tensor& w, const Tensor& x, const Tensor& y) {
     return make_error(StatusCode::kInvalidArgument, "cuda matmul: w {} with x {} into y {}", shape(w), shape(x), shape(y));
   return Status::ok();
 }
+
+// Up to 3 16-bit weights and their outputs in the arrays the multi-weight launchers take
+// (the caller has checked ws.size() against the launcher's limit).
+struct Weights16 {
+  static constexpr int kMax = 3;
+  static_assert(kMax == kMaxGemvWarpWeights && kMax == kMaxGemm16MmaWeights, "one packing for both launchers");
+  const uint16_t* w[kMax] = {};
+  int64_t rows[kMax] = {}, strides[kMax] = {};  // strides in elements
+  Rows y[kMax];
+  Weights16(std::span<const Tensor> ws, std::span<const Tensor> ys) {
+    for (size_t i = 0; i < ws.size() && i < kMax; ++i) {
+      w[i] = ws[i].as<const uint16_t>();
+      rows[i] = ws[i].rows;
+      strides[i] = ws[i].row_stride / 2;
+      y[i] = rows_of(ys[i]);
+    }
+  }
+};
 }  // namespace
 
 std::optional<Status> CudaBackend::gemv16_warp(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys,
                                                const char* op) {
-  const uint16_t* wp[kMaxGemvWarpWeights];
-  int64_t rows[kMaxGemvWarpWeights], strides[kMaxGemvWarpWeights];
-  Rows yr[kMaxGemvWarpWeights];
-  for (size_t i = 0; i < ws.size(); ++i) {
-    wp[i] = ws[i].as<const uint16_t>();
-    rows[i] = ws[i].rows;
-    strides[i] = ws[i].row_stride / 2;
-    yr[i] = rows_of(ys[i]);
-  }
+  const Weights16 p(ws, ys);
   GemvWarpConfig cfg;
   cfg.pdl = pdl_on_;
-  const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows,
-                                                 x.cols, strides, crows_of(x), yr, stream_, &cfg);
+  const cudaError_t e = launch_gemv16_warp_multi(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), p.w, p.rows,
+                                                 x.cols, p.strides, crows_of(x), p.y, stream_, &cfg);
   if (e == cudaErrorInvalidValue) return std::nullopt;
   return launched(e, op);
 }
@@ -144,21 +154,13 @@ std::optional<Status> CudaBackend::gemm16_mma(std::span<const Tensor> ws, const 
       (ws[0].dtype != DType::BF16 && ws[0].dtype != DType::F16) ||
       !std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; }))
     return std::nullopt;
-  const uint16_t* wp[kMaxGemm16MmaWeights];
-  int64_t rows[kMaxGemm16MmaWeights], strides[kMaxGemm16MmaWeights];
-  Rows yr[kMaxGemm16MmaWeights];
-  for (size_t i = 0; i < ws.size(); ++i) {
-    wp[i] = ws[i].as<const uint16_t>();
-    rows[i] = ws[i].rows;
-    strides[i] = ws[i].row_stride / 2;
-    yr[i] = rows_of(ys[i]);
-  }
+  const Weights16 p(ws, ys);
   // Measured (docs/benchmarks.md): ahead of cuBLAS while the weights have at most one 32-row tile
   // per SM; behind on large ones (gate/up of an 8B model), where cuBLAS streams at ~4 TB/s.
-  if (mma16_ == 1 && gemm16_mma_tiles(rows, static_cast<int>(ws.size())) > n_sm_) return std::nullopt;
+  if (mma16_ == 1 && gemm16_mma_tiles(p.rows, static_cast<int>(ws.size())) > n_sm_) return std::nullopt;
   if (Status st = convert_input(x, ws[0].dtype, op); !st.is_ok()) return st;
-  const cudaError_t e = launch_gemm16_mma(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), wp, rows, x.cols,
-                                          strides, static_cast<const uint16_t*>(xb_.ptr), static_cast<int>(x.rows), yr,
+  const cudaError_t e = launch_gemm16_mma(ws[0].dtype == DType::BF16, static_cast<int>(ws.size()), p.w, p.rows, x.cols,
+                                          p.strides, static_cast<const uint16_t*>(xb_.ptr), static_cast<int>(x.rows), p.y,
                                           stream_, 0, mma16_variant_, pdl_on_);
   if (e == cudaErrorInvalidValue) return std::nullopt;
   return launched(e, op);
