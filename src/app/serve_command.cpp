@@ -236,8 +236,22 @@ void register_serve(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--access-log", h.access_log_path,
                   "Append one JSON object per HTTP request to this file (time, request id, client, method, path, "
                   "status, duration)");
-  cmd->add_option("--http-threads", h.http_threads, "HTTP threads (concurrent connections)")
-      ->check(CLI::Range(1, 4096))->capture_default_str();
+  cmd->add_option("--http-threads", h.http_threads,
+                  "Worker threads that parse, template, tokenize and submit requests (streams and open "
+                  "connections hold none)")
+      ->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--io-threads", h.io_threads, "Threads that accept, read and write the sockets")
+      ->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--max-connections", h.max_connections,
+                  "Open connections served; beyond it a connection gets 503 (but /health and /metrics) and is closed")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--header-timeout", h.header_timeout_s,
+                  "Seconds a client has to send a whole request head (from its connection or first byte)")
+      ->check(CLI::Range(0.01, 3600.0))->capture_default_str();
+  cmd->add_option("--body-read-timeout", h.body_read_timeout_s, "Seconds each read of a request body may take")
+      ->check(CLI::Range(0.01, 3600.0))->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", h.keep_alive_timeout_s, "Seconds an idle connection is kept between requests")
+      ->check(CLI::Range(0.01, 3600.0))->capture_default_str();
   EngineConfig& e = o->engine;
   cmd->add_option("--max-model-len", e.max_model_len, "Prompt + completion tokens per request (default: the model's context)")
       ->check(CLI::Range(16, 1 << 24));

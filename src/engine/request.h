@@ -2,7 +2,7 @@
 //
 // The HTTP layer turns JSON into a RequestParams (token ids, sampling, stop strings) and
 // submits it; the engine thread pushes RequestEvents into the request's RequestChannel as
-// tokens are produced; the HTTP thread pops them and writes SSE chunks or one JSON body.
+// tokens are produced; the HTTP layer pops them and writes SSE chunks or one JSON body.
 // No JSON or HTTP types here (ARCHITECTURE.md: they never cross into engine/). The channel
 // is a mutex + condition variable queue: O(1) per event, one event per request per step.
 #pragma once
@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -75,12 +76,22 @@ struct RequestEvent {
   SteadyTime first_scheduled;           // final event: when it first got compute (queue time)
 };
 
-// Engine → one HTTP thread. Thread-safe.
+// Engine → the HTTP layer. Thread-safe. A reader either pops with a wait, or installs a
+// listener (set_listener) that every push calls after the event is queued — on the engine's
+// thread, so it must be cheap and must not block (the HTTP transport posts a wake-up to the
+// connection's strand and pops there without waiting).
 class RequestChannel {
  public:
+  using Listener = std::function<void()>;
   void push(RequestEvent ev) {
-    { std::lock_guard lk(mu_); q_.push_back(std::move(ev)); }
+    std::shared_ptr<const Listener> listener;
+    {
+      std::lock_guard lk(mu_);
+      q_.push_back(std::move(ev));
+      listener = listener_;
+    }
     cv_.notify_one();
+    if (listener && *listener) (*listener)();
   }
   // Waits up to `timeout` for an event; false when none arrived.
   bool pop(RequestEvent& out, std::chrono::milliseconds timeout) {
@@ -90,11 +101,19 @@ class RequestChannel {
     q_.pop_front();
     return true;
   }
+  // Called after every later push (null: none). Events queued before are not announced: pop
+  // them after installing it.
+  void set_listener(Listener fn) {
+    auto l = fn ? std::make_shared<const Listener>(std::move(fn)) : nullptr;
+    std::lock_guard lk(mu_);
+    listener_ = std::move(l);
+  }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestEvent> q_;
+  std::shared_ptr<const Listener> listener_;
 };
 
 }  // namespace hs

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "engine/engine.h"
-#include "server/connection_probe.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -22,122 +21,108 @@ ParsedToolOutput job_tool_calls(const Job& job, std::string_view text, uint64_t&
   return p;
 }
 
-// One streaming response: lives as long as httplib's Response (its provider and releaser
-// hold it), counts as an active HTTP request meanwhile, and cancels what is still open
-// when it dies.
-class SseStream {
+// One streaming response, pumped on the connection's strand after each wake-up from the
+// engine (and after each write): writes what the engine produced since, never waits. Dropping
+// it (end of the exchange, abort()) cancels whatever is still open.
+class SseBody final : public AsyncBody {
  public:
   // The writer is made here, over this object's job and meta (which it may keep references to).
-  SseStream(ServerState& st, std::unique_ptr<GenerationRun> run, ResponseMeta meta, Job job, const ApiStyle& style,
-            int fd)
-      : st_(st), run_(std::move(run)), meta_(std::move(meta)), job_(std::move(job)),
-        writer_(style.make_writer(job_, meta_, run_->n())), fd_(fd) {
-    st_.metrics.http_request_begin();
-  }
-  ~SseStream() {
-    run_.reset();  // cancels open choices
-    st_.metrics.http_request_end();
-  }
+  SseBody(std::unique_ptr<GenerationRun> run, ResponseMeta meta, Job job, const ApiStyle& style)
+      : run_(std::move(run)), meta_(std::move(meta)), job_(std::move(job)),
+        writer_(style.make_writer(job_, meta_, run_->n())), n_(run_->n()) {}
 
-  // One call of httplib's provider loop: write what the engine produced within one poll
-  // interval. false ends the response (client gone or write failed).
-  bool step(httplib::DataSink& sink) {
-    std::string out;
+  bool pump(HttpResponse&, std::string& out) override {
+    if (!run_) return true;
     if (!started_) {
       started_ = true;
-      writer_->start(out, run_->n());
+      writer_->start(out, n_);
     }
     events_.clear();
-    run_->poll(events_, kPollInterval);
+    run_->poll(events_, std::chrono::milliseconds(0));
     for (ChoiceEvent& ce : events_) {
       if (is_failure(ce.ev.finish)) {  // an error event, then the end
         run_->cancel_all();
         writer_->failure(out, failure_error(ce.ev));
-        if (!sink.write(out.data(), out.size())) return false;
-        sink.done();
         return true;
       }
       writer_->event(out, ce.index, ce.ev);
       if (ce.ev.finish != EventFinish::kNone) add_choice_usage(usage_, ce.ev.usage, ce.index == 0);
     }
-    if (run_->finished()) writer_->end(out, usage_);
-    if (!out.empty() && !sink.write(out.data(), out.size())) {
-      run_->cancel_all();
-      return false;
-    }
-    if (run_->finished()) {
-      sink.done();
-      return true;
-    }
-    if (peer_closed(fd_)) {
-      spdlog::info("{}: client closed the stream; cancelling", meta_.id);
-      run_->cancel_all();
-      return false;
-    }
+    if (!run_->finished()) return false;
+    writer_->end(out, usage_);
     return true;
   }
 
-  bool step_noexcept(httplib::DataSink& sink) {
-    try {
-      return step(sink);
-    } catch (const std::exception& e) {
-      spdlog::error("{}: stream failed: {}", meta_.id, e.what());
-    } catch (...) {
-      spdlog::error("{}: stream failed", meta_.id);
-    }
+  void abort() noexcept override {
+    if (!run_ || run_->finished()) return;
+    spdlog::info("{}: stream ended before the answer (client gone or server stopping); cancelling", meta_.id);
     run_->cancel_all();
-    return false;
   }
 
  private:
-  ServerState& st_;
   std::unique_ptr<GenerationRun> run_;
   ResponseMeta meta_;
   Job job_;
   std::unique_ptr<StreamWriter> writer_;
-  int fd_;
+  int n_;
   bool started_ = false;
   UsageTotals usage_;
   std::vector<ChoiceEvent> events_;
 };
 
-// Waits for every choice, then writes one body in the API's style.
-void respond_when_done(httplib::Response& res, GenerationRun& run, int fd, const ResponseMeta& meta, const Job& job,
-                       const ApiStyle& style) {
-  std::vector<ChoiceResult> results(static_cast<size_t>(run.n()));
-  std::vector<ChoiceEvent> events;
-  std::optional<ApiError> failure;
-  while (!run.finished()) {
-    events.clear();
-    run.poll(events, kPollInterval);
-    for (ChoiceEvent& ce : events) {
-      ChoiceResult& r = results[static_cast<size_t>(ce.index)];
+// A non-streamed answer: collects every choice's events as they come, then fills the response
+// with one body in the API's style.
+class DeferredBody final : public AsyncBody {
+ public:
+  DeferredBody(std::unique_ptr<GenerationRun> run, ResponseMeta meta, Job job, ApiStyle style)
+      : run_(std::move(run)), meta_(std::move(meta)), job_(std::move(job)), style_(std::move(style)),
+        results_(static_cast<size_t>(run_->n())) {}
+
+  bool pump(HttpResponse& res, std::string&) override {
+    events_.clear();
+    run_->poll(events_, std::chrono::milliseconds(0));
+    for (ChoiceEvent& ce : events_) {
+      ChoiceResult& r = results_[static_cast<size_t>(ce.index)];
       r.text += ce.ev.text;
       for (TokenLogprob& lp : ce.ev.logprobs) r.logprobs.push_back(std::move(lp));
       if (ce.ev.finish == EventFinish::kNone) continue;
       r.finish = ce.ev.finish;
       r.stop_sequence = std::move(ce.ev.stop);
       r.usage = ce.ev.usage;
-      if (is_failure(ce.ev.finish) && !failure) {
-        failure = failure_error(ce.ev);
-        run.cancel_all();
+      if (is_failure(ce.ev.finish) && !failure_) {
+        failure_ = failure_error(ce.ev);
+        run_->cancel_all();
       }
     }
-    if (!run.finished() && peer_closed(fd)) {
-      spdlog::info("{}: client went away; cancelling", meta.id);
-      run.cancel_all();
-      res.status = 499;  // nginx's "client closed request"; nobody reads it
-      return;
+    if (!run_->finished()) return false;
+    if (failure_) {
+      style_.send_error(res, *failure_);
+      return true;
     }
+    UsageTotals usage;
+    for (size_t i = 0; i < results_.size(); ++i) add_choice_usage(usage, results_[i].usage, i == 0);
+    uint64_t ids = call_id_seed();
+    if (job_.chat)
+      for (ChoiceResult& r : results_) split_tool_calls(job_, r, ids);
+    send_json(res, 200, style_.body(job_, meta_, results_, usage));
+    return true;
   }
-  if (failure) return style.send_error(res, *failure);
-  UsageTotals usage;
-  for (size_t i = 0; i < results.size(); ++i) add_choice_usage(usage, results[i].usage, i == 0);
-  uint64_t ids = call_id_seed();
-  if (job.chat)
-    for (ChoiceResult& r : results) split_tool_calls(job, r, ids);
-  send_json(res, 200, style.body(job, meta, results, usage));
-}
+
+  void abort() noexcept override {
+    if (run_->finished()) return;
+    spdlog::info("{}: client went away; cancelling", meta_.id);
+    run_->cancel_all();
+  }
+
+ private:
+  std::unique_ptr<GenerationRun> run_;
+  ResponseMeta meta_;
+  Job job_;
+  ApiStyle style_;
+  std::vector<ChoiceResult> results_;
+  std::vector<ChoiceEvent> events_;
+  std::optional<ApiError> failure_;
+};
 
 }  // namespace
 
@@ -268,7 +253,7 @@ MaybeError prepare_chat_job(ServerState& st, ChatRequest cr, const ToolsRequest&
   return std::nullopt;
 }
 
-void run_job(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx, Job job,
+void run_job(ServerState& st, const HttpRequest&, HttpResponse& res, const RouteContext& ctx, Job job,
              const ApiStyle& style) {
   const ServingModel& m = st.model;
   const char* prompt_param = job.chat ? "messages" : "prompt";
@@ -288,17 +273,18 @@ void run_job(ServerState& st, const httplib::Request& req, httplib::Response& re
     return style.send_error(res, *e);
   }
   ResponseMeta meta{random_hex_id(style.id_prefix), st.cfg.served_model_name, unix_seconds_now()};
-  const int fd = find_socket_fd(req);
-  if (fd < 0) spdlog::warn("{}: client socket not found; disconnects will not be noticed", meta.id);
-  if (!job.gen.stream) return respond_when_done(res, *run, fd, meta, job, style);
-
-  auto stream = std::make_shared<SseStream>(st, std::move(run), std::move(meta), std::move(job), style, fd);
+  // From here the engine's events wake the connection, which pumps the body on its strand.
+  if (ctx.wake) run->set_listener(ctx.wake);
+  if (!job.gen.stream) {
+    res.async = std::make_shared<DeferredBody>(std::move(run), std::move(meta), std::move(job), style);
+    return;
+  }
   res.status = 200;
+  res.set_header("Content-Type", "text/event-stream");
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream", [stream](size_t, httplib::DataSink& sink) { return stream->step_noexcept(sink); },
-      [stream](bool) {});
+  res.async = std::make_shared<SseBody>(std::move(run), std::move(meta), std::move(job), style);
+  res.stream = true;
 }
 
 }  // namespace hs::server

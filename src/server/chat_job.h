@@ -4,10 +4,11 @@
 // A Job is the parsed request reduced to what the engine runs: options, the prompt's tokens,
 // the tool-call format and forced opening, the grammar. prepare_chat_job() renders OpenAI-
 // shaped messages and tools with the model's chat template (a forced tool call's opening and
-// grammar included, response_format compiled). run_job() submits the n choices and either
-// streams them through an API's StreamWriter (SSE, polling the client's socket, cancelling
-// when it goes) or waits for all and answers with the API's formatter; errors leave through
-// the API's error sender. ToolStreamSplitter is the one implementation of "stream content
+// grammar included, response_format compiled). run_job() submits the n choices and hands the
+// transport an AsyncBody that the engine's events wake: it either streams them through an
+// API's StreamWriter (SSE) or collects them and answers with the API's formatter; errors leave
+// through the API's error sender. No thread waits for tokens; a client that goes away aborts
+// the body, which cancels its engine requests. ToolStreamSplitter is the one implementation of "stream content
 // until a tool call starts, hold what might be one, parse the calls at the end".
 #pragma once
 
@@ -15,8 +16,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <httplib.h>
 
 #include "engine/token_constraint.h"
 #include "server/generation_run.h"
@@ -69,8 +68,8 @@ class ToolStreamSplitter {
   bool emitted_ = false;  // some content went out (then it is not a bare call)
 };
 
-// An API's stream format. Called on the HTTP thread that owns the stream; each call appends
-// the bytes to send to `out`.
+// An API's stream format. Called on the connection's strand that owns the stream; each call
+// appends the bytes to send to `out`.
 class StreamWriter {
  public:
   virtual ~StreamWriter() = default;
@@ -85,14 +84,15 @@ struct ApiStyle {
   std::function<std::unique_ptr<StreamWriter>(const Job&, const ResponseMeta&, int n)> make_writer;
   // The non-streamed body from every choice's result (tool calls not yet split).
   std::function<Json(const Job&, const ResponseMeta&, std::vector<ChoiceResult>&, const UsageTotals&)> body;
-  std::function<void(httplib::Response&, const ApiError&)> send_error;
+  std::function<void(HttpResponse&, const ApiError&)> send_error;
   const char* id_prefix = "chatcmpl-";
 };
 
 PieceFn piece_fn(const Tokenizer& tok);
 
-// Applies max_tokens, submits job.gen.n choices and answers in `style`. `meta.id` is made here.
-void run_job(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx, Job job,
+// Applies max_tokens, submits job.gen.n choices and answers in `style`: an error now, or
+// res.async (streamed when job.gen.stream) woken by ctx.wake. `meta.id` is made here.
+void run_job(ServerState& st, const HttpRequest& req, HttpResponse& res, const RouteContext& ctx, Job job,
              const ApiStyle& style);
 
 }  // namespace hs::server

@@ -4,9 +4,9 @@
 // extra BOS, special-token text recognised, tools and response_format: chat_job.h;
 // completions: encode with BOS, or take the token ids as given), then run_job() submits the n
 // choices and answers in OpenAI's style: one JSON body, or SSE chunks written by ChunkWriter
-// below. Either way the HTTP thread polls the client's socket every kPollInterval and
-// cancels the engine requests of a client that went away, and a GenerationRun cancels
-// whatever is still open when the response object dies, so no request outlives its client.
+// below. Either way the connection's strand writes as the engine's events wake it, a client
+// that goes away aborts the body (its engine requests are cancelled), and a GenerationRun
+// cancels whatever is still open when the body dies, so no request outlives its client.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -104,14 +104,14 @@ ApiStyle openai_style(ServerState& st, bool chat) {
     return job.chat ? chat_completion_json(meta, results, usage, lp, piece_fn(*tok))
                     : completion_json(meta, results, usage, lp, piece_fn(*tok));
   };
-  s.send_error = [](httplib::Response& res, const ApiError& e) { send_error(res, e); };
+  s.send_error = [](HttpResponse& res, const ApiError& e) { send_error(res, e); };
   s.id_prefix = chat ? "chatcmpl-" : "cmpl-";
   return s;
 }
 
 }  // namespace
 
-void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_chat_completions(ServerState& st, const HttpRequest& req, HttpResponse& res,
                              const RouteContext& ctx) {
   Json body;
   if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
@@ -127,7 +127,7 @@ void handle_chat_completions(ServerState& st, const httplib::Request& req, httpl
   run_job(st, req, res, ctx, std::move(job), openai_style(st, true));
 }
 
-void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_completions(ServerState& st, const HttpRequest& req, HttpResponse& res,
                         const RouteContext& ctx) {
   Json body;
   if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);

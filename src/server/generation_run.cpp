@@ -36,7 +36,14 @@ ApiError submit_error(const SubmitError& e, const char* prompt_param) {
 GenerationRun::GenerationRun(Engine& engine, ServerMetrics& metrics, SteadyTime arrival)
     : engine_(engine), metrics_(metrics), arrival_(arrival) {}
 
-GenerationRun::~GenerationRun() { cancel_all(); }
+GenerationRun::~GenerationRun() {
+  cancel_all();
+  for (Choice& c : choices_) c.channel->set_listener(nullptr);
+}
+
+void GenerationRun::set_listener(const std::function<void()>& fn) {
+  for (Choice& c : choices_) c.channel->set_listener(fn);
+}
 
 std::optional<ApiError> GenerationRun::submit(std::vector<RequestParams> choices, const char* prompt_param) {
   choices_.reserve(choices.size());

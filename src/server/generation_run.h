@@ -4,11 +4,13 @@
 // GenerationRun submits them, merges their events by choice index, observes the latency
 // histograms from the events' timestamps (time to first token, inter-token latency, e2e,
 // queue time), and guarantees that nothing is left running: choices without a final event
-// are cancelled by cancel_all() or by the destructor. Not thread-safe: one HTTP thread owns
-// it. Cost: one channel pop per event, plus a bounded wait when none is ready.
+// are cancelled by cancel_all() or by the destructor. Not thread-safe: one owner at a time (the
+// worker that submits, then the connection's strand that polls with no wait after each wake
+// from set_listener). Cost: one channel pop per event.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,6 +54,9 @@ class GenerationRun {
   // Cancels every open choice (client gone, one choice failed, server stopping). Their
   // final events may still arrive; nobody needs to read them.
   void cancel_all();
+  // `fn` is called (on the engine's thread) after every event pushed to any choice from now on;
+  // cleared by the destructor. Poll after installing it: earlier events are not announced.
+  void set_listener(const std::function<void()>& fn);
 
  private:
   struct Choice {

@@ -1,28 +1,29 @@
-// server/http_server.cpp — HttpServer: httplib setup, the route wrapper (request id, auth,
-// readiness, active-request gauge, exceptions → 500 JSON), the small routes (health,
-// models, metrics, tokenize, detokenize) and one log line per request. Chat and text
-// completions are in completion_routes.cpp, Anthropic's /v1/messages in messages_route.cpp,
-// OpenAI's /v1/responses in responses_route.cpp; errors on /v1/messages paths (auth,
-// 404/405/413, ...) have Anthropic's error shape.
+// server/http_server.cpp — HttpServer: the router over HttpTransport (route table, 404 /
+// 405 with Allow, the route wrapper: request id, auth, readiness, the connection cap's 503,
+// active-request gauge, exceptions → 500 JSON), where each route runs (cheap ones on the io
+// thread, the rest on the WorkerPool), the small routes (health, models, metrics, tokenize,
+// detokenize), the transport's own errors (400/408/413/431) as JSON, and one log line per
+// request. Chat and text completions are in completion_routes.cpp, Anthropic's /v1/messages in
+// messages_route.cpp, OpenAI's /v1/responses in responses_route.cpp; errors on /v1/messages
+// paths (auth, 404/405/413, ...) have Anthropic's error shape.
 #include "server/http_server.h"
 
 #include <spdlog/spdlog.h>
-
-#include <sys/socket.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <mutex>
-#include <thread>
 
 #include "engine/engine.h"
 #include "server/anthropic_protocol.h"
-#include "server/connection_probe.h"
+#include "server/http_transport.h"
 #include "server/openai_response.h"
 #include "server/routes.h"
+#include "server/worker_pool.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,10 +31,6 @@ namespace hs::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// When the current HTTP thread started its request (set by the pre-routing handler, read by
-// the logger; both run on the connection's thread).
-thread_local Clock::time_point t_request_start{};
 
 // Compares without an early exit, so the time taken does not reveal how much of the key matched.
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -44,7 +41,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 // A client's X-Request-Id is echoed if it is short printable ASCII; else a fresh one.
-std::string request_id_for(const httplib::Request& req) {
+std::string request_id_for(const HttpRequest& req) {
   std::string id = req.get_header_value("X-Request-Id");
   bool ok = !id.empty() && id.size() <= 128;
   for (char c : id) ok = ok && c > 32 && c < 127;
@@ -56,46 +53,41 @@ struct RouteFlags {
   bool ready = true;   // needs the model
   bool active = true;  // counts in http_requests_active (not /health, /metrics: an idle
                        // server's scrape then reads 0)
+  bool pooled = true;  // runs on the worker pool (blocking work); else on the io thread
+  bool beyond_cap = false;  // answered on a connection beyond --max-connections
 };
 
-ApiError error_for_status(const httplib::Request& req, int status, size_t max_body) {
+ApiError error_for_status(const HttpRequest& req, int status, size_t max_body) {
   switch (status) {
     case 400: return invalid_request("malformed HTTP request");
     case 404: return not_found(fmt::format("no route for {} {}", log_safe(req.method, 16), log_safe(req.path)));
+    case 408: return ApiError{408, "invalid_request_error", "the request was not received in time", ""};
     case 413: return request_too_large(fmt::format("the request body exceeds the limit of {} bytes", max_body));
     case 414: return ApiError{414, "invalid_request_error", "the request URI is too long", ""};
+    case 431: return ApiError{431, "invalid_request_error", "the request header is too large", ""};
     case 499: return ApiError{499, "invalid_request_error", "the client closed the request", ""};
     default: break;
   }
   return ApiError{status, status < 500 ? "invalid_request_error" : "server_error", fmt::format("HTTP {}", status), ""};
 }
 
-// The routes and their methods (405 with Allow for a known path asked with another method).
-struct KnownRoute {
-  const char* path;
-  const char* allow;
-};
-constexpr KnownRoute kRoutes[] = {
-    {"/health", "GET"},          {"/v1/health", "GET"},           {"/metrics", "GET"},
-    {"/v1/models", "GET"},       {"/tokenize", "POST"},           {"/detokenize", "POST"},
-    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/messages", "POST"},
-    {"/v1/messages/count_tokens", "POST"}, {"/v1/responses", "POST"},
-};
-const char* allowed_methods(std::string_view path) {
-  for (const KnownRoute& r : kRoutes)
-    if (path == r.path) return r.allow;
-  return nullptr;
-}
-
 // Anthropic's routes answer errors in Anthropic's shape (the SDKs read error.type from it).
 bool anthropic_path(std::string_view path) { return path == "/v1/messages" || path.starts_with("/v1/messages/"); }
 
-// Only SO_REUSEADDR (a restart may bind while old connections sit in TIME_WAIT); httplib's
-// default also sets SO_REUSEPORT, which lets a second server bind the same port and take a
-// share of its connections.
-void listen_socket_options(socket_t sock) {
-  int yes = 1;
-  (void)setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+// GET /v1/responses/{id}[/input_items] and DELETE /v1/responses/{id}: the id, or "" when
+// `path` is not one of those (input_items: whether it ends so).
+std::string stored_response_id(std::string_view path, bool& input_items) {
+  constexpr std::string_view kPrefix = "/v1/responses/";
+  input_items = false;
+  if (!path.starts_with(kPrefix)) return {};
+  std::string_view rest = path.substr(kPrefix.size());
+  constexpr std::string_view kItems = "/input_items";
+  if (rest.size() > kItems.size() && rest.ends_with(kItems)) {
+    rest.remove_suffix(kItems.size());
+    input_items = true;
+  }
+  if (rest.empty() || rest.find('/') != std::string_view::npos) return {};
+  return std::string(rest);
 }
 
 }  // namespace
@@ -130,35 +122,58 @@ std::string log_safe(std::string_view s, size_t max_bytes) {
   return out;
 }
 
-void send_json(httplib::Response& res, int status, const Json& body) {
+void send_json(HttpResponse& res, int status, const Json& body) {
   res.status = status;
   res.set_content(dump_json(body), "application/json");
 }
 
-void send_error(httplib::Response& res, const ApiError& e) { send_json(res, e.status, api_error_json(e)); }
+void send_error(HttpResponse& res, const ApiError& e) { send_json(res, e.status, api_error_json(e)); }
 
 namespace {
 // An error in the shape of the API `req` was sent to (X-Request-Id already set, if any).
-void send_route_error(const httplib::Request& req, httplib::Response& res, const ApiError& e) {
+void send_route_error(const HttpRequest& req, HttpResponse& res, const ApiError& e) {
   if (anthropic_path(req.path))
     return send_json(res, e.status, anthropic_error_json(e, res.get_header_value("X-Request-Id")));
   send_error(res, e);
 }
 }  // namespace
 
-struct HttpServer::Impl {
-  explicit Impl(ServerConfig cfg) : st(std::move(cfg)) {}
+struct HttpServer::Impl final : HttpHandler {
+  using Fn = std::function<void(const HttpRequest&, HttpResponse&, const RouteContext&)>;
+  struct Route {
+    std::string_view method;
+    std::string_view path;  // exact; "" for the stored-response routes (matched by prefix)
+    RouteFlags flags;
+    Fn fn;
+  };
+
+  explicit Impl(ServerConfig cfg)
+      : st(std::move(cfg)), workers(st.cfg.http_threads), transport(transport_config(st.cfg), *this) {}
+
+  static TransportConfig transport_config(const ServerConfig& c) {
+    TransportConfig t;
+    t.host = c.host;
+    t.port = c.port;
+    t.io_threads = c.io_threads;
+    t.max_connections = c.max_connections;
+    t.max_body_bytes = c.max_body_bytes;
+    t.header_timeout_s = c.header_timeout_s;
+    t.body_read_timeout_s = c.body_read_timeout_s;
+    t.write_timeout_s = c.write_timeout_s;
+    t.keep_alive_timeout_s = c.keep_alive_timeout_s;
+    return t;
+  }
 
   ServerState st;
-  httplib::Server svr;
-  std::thread listener;
-  int bound_port = -1;
+  WorkerPool workers;
+  std::vector<Route> routes;
   // --access-log: one JSON object per request (every client string JSON-escaped), appended and
-  // flushed per line under a mutex (the HTTP threads log concurrently).
+  // flushed per line under a mutex (the io threads log concurrently).
   std::mutex access_mu;
   std::ofstream access_log;
+  HttpTransport transport;  // last: it calls into the members above until stop()
 
-  void log_access(const httplib::Request& req, const httplib::Response& res, double ms) {
+  void log_access(const HttpRequest& req, const HttpResponse& res, double ms, size_t body_bytes) {
     if (!access_log.is_open()) return;
     using namespace std::chrono;
     const auto now = system_clock::now();
@@ -178,7 +193,7 @@ struct HttpServer::Impl {
     j["status"] = res.status;
     j["duration_ms"] = std::round(ms * 1000.0) / 1000.0;
     if (req.has_header("Content-Length")) j["request_bytes"] = req.get_header_value("Content-Length");
-    if (!res.body.empty()) j["response_bytes"] = res.body.size();
+    if (body_bytes > 0) j["response_bytes"] = body_bytes;
     if (req.has_header("User-Agent")) j["user_agent"] = req.get_header_value("User-Agent");
     // Invalid UTF-8 from a client is replaced, never a throw (or a raw byte in the log).
     const std::string line = j.dump(-1, ' ', false, Json::error_handler_t::replace);
@@ -189,7 +204,7 @@ struct HttpServer::Impl {
 
   // `Authorization: Bearer KEY` (OpenAI clients) or `x-api-key: KEY` (Anthropic clients);
   // `anthropic-version` and other headers are not looked at.
-  bool authorized(const httplib::Request& req) const {
+  bool authorized(const HttpRequest& req) const {
     if (st.cfg.api_key.empty()) return true;
     bool ok = false;
     if (req.has_header("x-api-key")) ok = constant_time_equal(req.get_header_value("x-api-key"), st.cfg.api_key);
@@ -200,81 +215,125 @@ struct HttpServer::Impl {
     return ok;
   }
 
-  template <typename F>
-  httplib::Server::Handler route(RouteFlags flags, F f) {
-    return [this, flags, f](const httplib::Request& req, httplib::Response& res) { serve(flags, f, req, res, {}); };
-  }
-
-  // A POST route: the body is read here under max_body_bytes whatever its framing
-  // (Content-Length is checked by httplib before reading; chunked bodies, which httplib 0.11
-  // would buffer whole, are cut off as soon as they pass the cap), then the handler runs.
-  template <typename F>
-  httplib::Server::HandlerWithContentReader post_route(RouteFlags flags, F f) {
-    return [this, flags, f](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      std::string body;
-      bool over = false;
-      const size_t cap = st.cfg.max_body_bytes;
-      const bool ok = reader([&](const char* data, size_t n) {
-        if (body.size() + n > cap) {
-          over = true;
-          return false;
-        }
-        body.append(data, n);
-        return true;
-      });
-      if (over || res.status == 413) {
-        res.set_header("Connection", "close");  // the rest of the body is never read
-        res.set_header("X-Request-Id", request_id_for(req));
-        return send_route_error(req, res,
-                                request_too_large(fmt::format("the request body exceeds the limit of {} bytes", cap)));
+  // ---- HttpHandler ----
+  void handle(std::shared_ptr<HttpRequest> req, Waker wake, Responder respond) override {
+    HttpResponse res;
+    res.set_header("X-Request-Id", request_id_for(*req));
+    if (req->transport_error != 0) {
+      send_route_error(*req, res, error_for_status(*req, req->transport_error, st.cfg.max_body_bytes));
+      return respond(std::move(res));
+    }
+    bool input_items = false;
+    const Route* route = nullptr;
+    std::string allow;
+    for (const Route& r : routes) {
+      const bool match = r.path.empty() ? !stored_response_id(req->path, input_items).empty() &&
+                                              !(r.method == "DELETE" && input_items)
+                                        : req->path == r.path;
+      if (!match) continue;
+      if (req->method == r.method) {
+        route = &r;
+        break;
       }
-      if (!ok) {
-        res.set_header("Connection", "close");
-        res.set_header("X-Request-Id", request_id_for(req));
-        return send_route_error(req, res,
-                                invalid_request("the request body could not be read (malformed chunked framing?)"));
+      if (!allow.empty()) allow += ", ";
+      allow += r.method;
+    }
+    if (!route) {
+      if (!allow.empty()) {  // a known path asked with another method
+        res.set_header("Allow", allow);
+        send_route_error(*req, res,
+                         ApiError{405, "invalid_request_error",
+                                  fmt::format("method {} is not allowed for {} (allowed: {})", log_safe(req->method, 16),
+                                              log_safe(req->path), allow),
+                                  ""});
+      } else {
+        send_route_error(*req, res, error_for_status(*req, 404, st.cfg.max_body_bytes));
       }
-      serve(flags, f, req, res, std::move(body));
+      return respond(std::move(res));
+    }
+    if (route->path.empty()) req->path_param = stored_response_id(req->path, input_items);
+    const RouteFlags flags = route->flags;
+    if (req->over_capacity && !flags.beyond_cap) {
+      res.set_header("Retry-After", "1");
+      send_route_error(*req, res,
+                       unavailable(fmt::format("too many open connections (the limit is {}); retry later",
+                                               st.cfg.max_connections)));
+      return respond(std::move(res));
+    }
+    // The gauge, from now until the exchange ends (the answer written, or the client gone).
+    struct Active {
+      ServerMetrics& m;
+      explicit Active(ServerMetrics& mm) : m(mm) { m.http_request_begin(); }
+      ~Active() { m.http_request_end(); }
     };
-  }
-
-  template <typename F>
-  void serve(RouteFlags flags, const F& f, const httplib::Request& req, httplib::Response& res, std::string body) {
-    {
-      struct Active {  // the gauge, for the handler's duration
-        ServerMetrics& m;
-        bool on;
-        Active(ServerMetrics& mm, bool o) : m(mm), on(o) { if (on) m.http_request_begin(); }
-        ~Active() { if (on) m.http_request_end(); }
-      } active{st.metrics, flags.active};
-      RouteContext ctx{request_id_for(req), Clock::now(), std::move(body)};
-      res.set_header("X-Request-Id", ctx.request_id);
+    std::shared_ptr<void> active = flags.active ? std::make_shared<Active>(st.metrics) : nullptr;
+    res.hold = active;
+    if (flags.auth && !authorized(*req)) {
+      send_route_error(*req, res,
+                       authentication_error("missing or invalid API key (Authorization: Bearer <key> or "
+                                            "x-api-key: <key>)"));
+      return respond(std::move(res));
+    }
+    if (flags.ready && st.stopping.load()) {
+      send_route_error(*req, res, unavailable("the server is shutting down"));
+      return respond(std::move(res));
+    }
+    if (flags.ready && !st.ready.load(std::memory_order_acquire)) {
+      send_route_error(*req, res, unavailable("Loading model"));
+      return respond(std::move(res));
+    }
+    auto run = [this, fn = route->fn, req, wake = std::move(wake), respond, res = std::move(res)]() mutable {
+      RouteContext ctx{res.get_header_value("X-Request-Id"), Clock::now(), std::move(req->body), std::move(wake)};
       try {
-        if (flags.auth && !authorized(req))
-          return send_route_error(req, res,
-                                  authentication_error("missing or invalid API key (Authorization: Bearer <key> or "
-                                                       "x-api-key: <key>)"));
-        if (flags.ready && st.stopping.load())
-          return send_route_error(req, res, unavailable("the server is shutting down"));
-        if (flags.ready && !st.ready.load(std::memory_order_acquire))
-          return send_route_error(req, res, unavailable("Loading model"));
-        f(req, res, ctx);
+        fn(*req, res, ctx);
       } catch (const std::exception& e) {
-        spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(e.what(), 1024));
-        send_route_error(req, res, server_error(fmt::format("internal error: {}", e.what())));
+        spdlog::error("{} {}: {}", log_safe(req->method, 16), log_safe(req->path), log_safe(e.what(), 1024));
+        res.async.reset();
+        res.stream = false;
+        send_route_error(*req, res, server_error(fmt::format("internal error: {}", e.what())));
       } catch (...) {
-        send_route_error(req, res, server_error("internal error"));
+        res.async.reset();
+        res.stream = false;
+        send_route_error(*req, res, server_error("internal error"));
       }
+      respond(std::move(res));
+    };
+    if (!flags.pooled) return run();
+    if (!workers.post(std::move(run))) {
+      HttpResponse busy;
+      busy.set_header("X-Request-Id", request_id_for(*req));
+      send_route_error(*req, busy, unavailable("the server is shutting down"));
+      respond(std::move(busy));
     }
   }
 
-  void health(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+  // Count the status before the response is written: a client could otherwise read /metrics
+  // before its previous response was counted.
+  void before_write(const HttpRequest&, const HttpResponse& res) override {
+    try {
+      st.metrics.count_http_response(res.status);
+    } catch (...) {
+    }
+  }
+
+  void completed(const HttpRequest& req, const HttpResponse& res, const ExchangeInfo& info) override {
+    // Method and path escaped: a client's %0a or ESC cannot start a forged log line.
+    if (req.path == "/health" || req.path == "/metrics")
+      spdlog::debug("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, info.duration_ms);
+    else
+      spdlog::info("{} {} {} {:.1f} ms{}", log_safe(req.method, 16), log_safe(req.path), res.status, info.duration_ms,
+                   info.client_gone ? " (client gone)" : "");
+    log_access(req, res, info.duration_ms, info.body_bytes);
+  }
+
+  // ---- routes ----
+  void health(const HttpRequest&, HttpResponse& res, const RouteContext&) {
     if (st.ready.load(std::memory_order_acquire) && !st.stopping.load())
       return send_json(res, 200, Json{{"status", "ok"}});
     send_error(res, unavailable(st.stopping.load() ? "Shutting down: draining the requests in flight" : "Loading model"));
   }
 
-  void models(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+  void models(const HttpRequest&, HttpResponse& res, const RouteContext&) {
     Json m;
     m["id"] = st.cfg.served_model_name;
     m["object"] = "model";
@@ -284,7 +343,7 @@ struct HttpServer::Impl {
     send_json(res, 200, Json{{"object", "list"}, {"data", Json::array({std::move(m)})}});
   }
 
-  void metrics(const httplib::Request&, httplib::Response& res, const RouteContext&) {
+  void metrics(const HttpRequest&, HttpResponse& res, const RouteContext&) {
     std::string text;
     if (st.ready.load(std::memory_order_acquire)) {
       const EngineStats s = st.model.engine->stats();
@@ -296,7 +355,7 @@ struct HttpServer::Impl {
     res.set_content(text, "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void tokenize(const httplib::Request&, httplib::Response& res, const RouteContext& ctx) {
+  void tokenize(const HttpRequest&, HttpResponse& res, const RouteContext& ctx) {
     Json body;
     if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
     TokenizeRequest tr;
@@ -316,7 +375,7 @@ struct HttpServer::Impl {
     send_json(res, 200, out);
   }
 
-  void detokenize(const httplib::Request&, httplib::Response& res, const RouteContext& ctx) {
+  void detokenize(const HttpRequest&, HttpResponse& res, const RouteContext& ctx) {
     Json body;
     if (auto e = parse_json_body(ctx.body, body)) return send_error(res, *e);
     DetokenizeRequest dr;
@@ -328,101 +387,32 @@ struct HttpServer::Impl {
   }
 
   void setup() {
-    const int n_threads = std::max(1, st.cfg.http_threads);
-    svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
-    svr.set_payload_max_length(st.cfg.max_body_bytes);
-    svr.set_read_timeout(30, 0);
-    svr.set_write_timeout(30, 0);
-    svr.set_tcp_nodelay(true);
-
-    const RouteFlags open{.auth = false, .ready = false, .active = false};
-    const RouteFlags api{.auth = true, .ready = true, .active = true};
-    auto bind = [this](void (Impl::*fn)(const httplib::Request&, httplib::Response&, const RouteContext&)) {
-      return [this, fn](const httplib::Request& q, httplib::Response& r, const RouteContext& c) { (this->*fn)(q, r, c); };
+    const RouteFlags open{.auth = false, .ready = false, .active = false, .pooled = false, .beyond_cap = true};
+    const RouteFlags api{.auth = true, .ready = true, .active = true, .pooled = true};
+    const RouteFlags api_inline{.auth = true, .ready = true, .active = true, .pooled = false};
+    const RouteFlags no_model{.auth = true, .ready = false, .active = true, .pooled = false};  // answers without the model
+    auto member = [this](void (Impl::*fn)(const HttpRequest&, HttpResponse&, const RouteContext&)) -> Fn {
+      return [this, fn](const HttpRequest& q, HttpResponse& r, const RouteContext& c) { (this->*fn)(q, r, c); };
     };
-    svr.Get("/health", route(open, bind(&Impl::health)));
-    svr.Get("/v1/health", route(open, bind(&Impl::health)));
-    svr.Get("/metrics", route(open, bind(&Impl::metrics)));
-    svr.Get("/v1/models", route(api, bind(&Impl::models)));
-    svr.Post("/tokenize", post_route(api, bind(&Impl::tokenize)));
-    svr.Post("/detokenize", post_route(api, bind(&Impl::detokenize)));
-    svr.Post("/v1/chat/completions", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                            const RouteContext& c) { handle_chat_completions(st, q, r, c); }));
-    svr.Post("/v1/completions", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                       const RouteContext& c) { handle_completions(st, q, r, c); }));
-    svr.Post("/v1/messages", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                    const RouteContext& c) { handle_messages(st, q, r, c); }));
-    svr.Post("/v1/messages/count_tokens", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                                 const RouteContext& c) {
-      handle_count_tokens(st, q, r, c);
-    }));
-    svr.Post("/v1/responses", post_route(api, [this](const httplib::Request& q, httplib::Response& r,
-                                                     const RouteContext& c) { handle_responses(st, q, r, c); }));
-    auto stored = [this](const httplib::Request& q, httplib::Response& r, const RouteContext& c) {
-      handle_stored_response(st, q, r, c);
+    using Handler = void (*)(ServerState&, const HttpRequest&, HttpResponse&, const RouteContext&);
+    auto free_fn = [this](Handler h) -> Fn {
+      return [this, h](const HttpRequest& q, HttpResponse& r, const RouteContext& c) { h(st, q, r, c); };
     };
-    const RouteFlags no_model{.auth = true, .ready = false, .active = true};  // answers without the model
-    svr.Get(R"(/v1/responses/([^/]+)(?:/input_items)?)", route(no_model, stored));
-    svr.Delete(R"(/v1/responses/([^/]+))", route(no_model, stored));
-    svr.set_socket_options(listen_socket_options);
-
-    svr.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
-      t_request_start = Clock::now();
-      return httplib::Server::HandlerResponse::Unhandled;
-    });
-    // Statuses >= 400 without a body (404 no route, 413 too large, 400 bad request line) get
-    // an OpenAI error body; bodies our handlers wrote are left alone.
-    svr.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
-                                                                      httplib::Response& res) {
-      if (!res.body.empty() || res.is_chunked_content_provider_) return httplib::Server::HandlerResponse::Unhandled;
-      if (const char* allow = res.status == 404 ? allowed_methods(req.path) : nullptr) {  // known path, other method
-        res.status = 405;
-        res.set_header("Allow", allow);
-        if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
-        send_route_error(req, res,
-                         ApiError{405, "invalid_request_error",
-                                  fmt::format("method {} is not allowed for {} (allowed: {})", log_safe(req.method, 16),
-                                              req.path, allow),
-                                  ""});
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      if (!res.has_header("X-Request-Id")) res.set_header("X-Request-Id", request_id_for(req));
-      send_route_error(req, res, error_for_status(req, res.status, st.cfg.max_body_bytes));
-      return httplib::Server::HandlerResponse::Handled;
-    }));
-    svr.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-      std::string what = "unknown exception";
-      try {
-        if (ep) std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      spdlog::error("{} {}: {}", log_safe(req.method, 16), log_safe(req.path), log_safe(what, 1024));
-      send_route_error(req, res, server_error("internal error: " + what));
-    });
-    // Count the status before httplib writes the response: the logger runs only after the
-    // write, so a client could read /metrics before its previous response was counted.
-    svr.set_post_routing_handler([this](const httplib::Request&, httplib::Response& res) {
-      try {
-        st.metrics.count_http_response(res.status);
-      } catch (...) {
-      }
-    });
-    svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
-      try {
-        const bool timed = t_request_start != Clock::time_point{};
-        const double ms = timed ? std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count() : 0;
-        t_request_start = Clock::time_point{};
-        // Method and path escaped: a client's %0a or ESC cannot start a forged log line.
-        if (req.path == "/health" || req.path == "/metrics")
-          spdlog::debug("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
-        else
-          spdlog::info("{} {} {} {:.1f} ms", log_safe(req.method, 16), log_safe(req.path), res.status, ms);
-        log_access(req, res, ms);
-      } catch (...) {
-      }
-    });
+    routes = {
+        {"GET", "/health", open, member(&Impl::health)},
+        {"GET", "/v1/health", open, member(&Impl::health)},
+        {"GET", "/metrics", open, member(&Impl::metrics)},
+        {"GET", "/v1/models", api_inline, member(&Impl::models)},
+        {"POST", "/tokenize", api, member(&Impl::tokenize)},
+        {"POST", "/detokenize", api, member(&Impl::detokenize)},
+        {"POST", "/v1/chat/completions", api, free_fn(&handle_chat_completions)},
+        {"POST", "/v1/completions", api, free_fn(&handle_completions)},
+        {"POST", "/v1/messages", api, free_fn(&handle_messages)},
+        {"POST", "/v1/messages/count_tokens", api, free_fn(&handle_count_tokens)},
+        {"POST", "/v1/responses", api, free_fn(&handle_responses)},
+        {"GET", "", no_model, free_fn(&handle_stored_response)},
+        {"DELETE", "", no_model, free_fn(&handle_stored_response)},
+    };
   }
 };
 
@@ -441,20 +431,7 @@ Status HttpServer::start() {
     if (!m.access_log.is_open())
       return make_error(StatusCode::kIoError, "cannot open the access log {} for appending", c.access_log_path);
   }
-  if (c.port == 0) {
-    m.bound_port = m.svr.bind_to_any_port(c.host);
-    if (m.bound_port < 0) return make_error(StatusCode::kIoError, "cannot bind {} (any port)", c.host);
-  } else {
-    if (!m.svr.bind_to_port(c.host, c.port))
-      return make_error(StatusCode::kIoError, "cannot bind {}:{} (address in use or not local?)", c.host, c.port);
-    m.bound_port = c.port;
-  }
-  if (!deepen_listen_backlog(m.bound_port))
-    spdlog::warn("could not raise the listen backlog on port {}: bursts of connections may be refused", m.bound_port);
-  m.listener = std::thread([&m] {
-    if (!m.svr.listen_after_bind()) spdlog::error("HTTP server stopped listening");
-  });
-  return Status::ok();
+  return m.transport.start();
 }
 
 void HttpServer::set_ready(const ServingModel& model) {
@@ -471,13 +448,11 @@ void HttpServer::begin_shutdown() { impl_->st.stopping.store(true); }
 void HttpServer::stop() {
   if (!impl_) return;
   impl_->st.stopping.store(true);
-  if (impl_->listener.joinable()) {
-    impl_->svr.stop();
-    impl_->listener.join();
-  }
+  impl_->workers.join();    // the handlers in progress finish (their answers go to the transport)
+  impl_->transport.stop();  // then every exchange still open is aborted and its socket closed
 }
 
-int HttpServer::port() const { return impl_->bound_port; }
+int HttpServer::port() const { return impl_->transport.port(); }
 bool HttpServer::ready() const { return impl_->st.ready.load(std::memory_order_acquire); }
 const ServerConfig& HttpServer::config() const { return impl_->st.cfg; }
 ServerMetrics& HttpServer::metrics() { return impl_->st.metrics; }

@@ -18,7 +18,7 @@
 namespace hs::server {
 namespace {
 
-void send_anthropic_error(httplib::Response& res, const ApiError& e) {
+void send_anthropic_error(HttpResponse& res, const ApiError& e) {
   send_json(res, e.status, anthropic_error_json(e, res.get_header_value("X-Request-Id")));
 }
 
@@ -71,7 +71,7 @@ ApiStyle anthropic_style() {
 }
 
 // Body → the prepared job (the prompt rendered and tokenized), or the error sent.
-bool prepare(ServerState& st, const RouteContext& ctx, httplib::Response& res, MessagesEndpoint ep, Job& job) {
+bool prepare(ServerState& st, const RouteContext& ctx, HttpResponse& res, MessagesEndpoint ep, Job& job) {
   res.set_header("request-id", ctx.request_id);  // where Anthropic's SDKs read it
   Json body;
   MessagesRequest mr;
@@ -86,13 +86,13 @@ bool prepare(ServerState& st, const RouteContext& ctx, httplib::Response& res, M
 
 }  // namespace
 
-void handle_messages(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx) {
+void handle_messages(ServerState& st, const HttpRequest& req, HttpResponse& res, const RouteContext& ctx) {
   Job job;
   if (!prepare(st, ctx, res, MessagesEndpoint::kCreate, job)) return;
   run_job(st, req, res, ctx, std::move(job), anthropic_style());
 }
 
-void handle_count_tokens(ServerState& st, const httplib::Request&, httplib::Response& res, const RouteContext& ctx) {
+void handle_count_tokens(ServerState& st, const HttpRequest&, HttpResponse& res, const RouteContext& ctx) {
   Job job;
   if (!prepare(st, ctx, res, MessagesEndpoint::kCountTokens, job)) return;
   send_json(res, 200, Json{{"input_tokens", job.prompt.size()}});

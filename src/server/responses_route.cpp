@@ -21,7 +21,7 @@
 namespace hs::server {
 namespace {
 
-void send_responses_error(httplib::Response& res, const ApiError& e) { send_error(res, responses_names(e)); }
+void send_responses_error(HttpResponse& res, const ApiError& e) { send_error(res, responses_names(e)); }
 
 class ResponseWriter final : public StreamWriter {
  public:
@@ -71,7 +71,7 @@ ApiStyle responses_style(std::shared_ptr<const Json> echo) {
 
 }  // namespace
 
-void handle_responses(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx) {
+void handle_responses(ServerState& st, const HttpRequest& req, HttpResponse& res, const RouteContext& ctx) {
   Json body;
   ResponsesRequest rr;
   Job job;
@@ -83,10 +83,10 @@ void handle_responses(ServerState& st, const httplib::Request& req, httplib::Res
   run_job(st, req, res, ctx, std::move(job), responses_style(std::make_shared<const Json>(std::move(rr.echo))));
 }
 
-void handle_stored_response(ServerState&, const httplib::Request& req, httplib::Response& res, const RouteContext&) {
+void handle_stored_response(ServerState&, const HttpRequest& req, HttpResponse& res, const RouteContext&) {
   send_error(res, not_found(fmt::format("response '{}' not found: this server does not store responses (every "
                                         "Response says \"store\": false); send the whole conversation in 'input'",
-                                        log_safe(req.matches.size() > 1 ? req.matches[1].str() : req.path, 128)),
+                                        log_safe(req.path_param.empty() ? req.path : req.path_param, 128)),
                             "response_id"));
 }
 

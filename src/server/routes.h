@@ -10,12 +10,11 @@
 #include <mutex>
 #include <string>
 
-#include <httplib.h>
-
 #include "engine/request.h"
 #include "grammar/grammar_compiler.h"
 #include "server/api_error.h"
 #include "server/http_server.h"
+#include "server/http_transport.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 
@@ -51,6 +50,7 @@ struct RouteContext {
   std::string request_id;
   SteadyTime arrival;
   std::string body;  // POST routes: the request body, read under the size cap however it was framed
+  Waker wake;        // wakes the connection to pump the response's AsyncBody (engine events)
 };
 
 // `s` made safe for one log line: control characters, DEL, quotes and backslashes escaped
@@ -58,28 +58,25 @@ struct RouteContext {
 // method or header cannot forge a log line or flood the log).
 std::string log_safe(std::string_view s, size_t max_bytes = 256);
 
-// How long an HTTP thread waits for events before it checks the client's socket again.
-constexpr std::chrono::milliseconds kPollInterval{20};
-
-void send_json(httplib::Response& res, int status, const Json& body);
-void send_error(httplib::Response& res, const ApiError& e);
+void send_json(HttpResponse& res, int status, const Json& body);
+void send_error(HttpResponse& res, const ApiError& e);
 
 // Renders `messages` with the model's chat template (400 naming `messages` on failure).
 MaybeError render_chat_prompt(const ServerState& st, const Json& messages, bool add_generation_prompt,
                               const Json& template_kwargs, std::string& out);
 
-void handle_chat_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_chat_completions(ServerState& st, const HttpRequest& req, HttpResponse& res,
                              const RouteContext& ctx);
-void handle_completions(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_completions(ServerState& st, const HttpRequest& req, HttpResponse& res,
                         const RouteContext& ctx);
 // Anthropic's Messages API (messages_route.cpp).
-void handle_messages(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx);
-void handle_count_tokens(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_messages(ServerState& st, const HttpRequest& req, HttpResponse& res, const RouteContext& ctx);
+void handle_count_tokens(ServerState& st, const HttpRequest& req, HttpResponse& res,
                          const RouteContext& ctx);
 // OpenAI's Responses API (responses_route.cpp): POST /v1/responses, and GET / DELETE
 // /v1/responses/{id}, a 404 (nothing is stored).
-void handle_responses(ServerState& st, const httplib::Request& req, httplib::Response& res, const RouteContext& ctx);
-void handle_stored_response(ServerState& st, const httplib::Request& req, httplib::Response& res,
+void handle_responses(ServerState& st, const HttpRequest& req, HttpResponse& res, const RouteContext& ctx);
+void handle_stored_response(ServerState& st, const HttpRequest& req, HttpResponse& res,
                             const RouteContext& ctx);
 
 }  // namespace hs::server

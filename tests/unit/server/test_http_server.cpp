@@ -1,7 +1,8 @@
-// tests/unit/server/test_http_server.cpp — the HTTP layer without a model: the client-gone
-// probe on real sockets, and an HttpServer that is still loading (health 503, auth 401,
-// 404/405/413 with OpenAI error bodies, chunked bodies under the cap, the port taken, request
-// ids, metrics), and log_safe.
+// tests/unit/server/test_http_server.cpp — the HTTP layer without a model: an HttpServer that
+// is still loading (health 503, auth 401, 404/405/413 with OpenAI error bodies, chunked bodies
+// under the cap, the port taken, request ids, metrics, the connection cap's 503 with /health
+// still answered, pipelining and HTTP/1.0 through the router), the access log and log_safe.
+// cpp-httplib's client talks to it: another implementation than the server's.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -15,103 +16,12 @@
 #include <thread>
 #include <vector>
 
-#include "server/connection_probe.h"
 #include "server/http_server.h"
 #include "server/openai_protocol.h"
 #include "server/routes.h"
 
 namespace hs::server {
 namespace {
-
-int local_port_of(int fd) {
-  sockaddr_in a{};
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  return ntohs(a.sin_port);
-}
-
-TEST(ConnectionProbe, FindsTheSocketAndSeesTheClose) {
-  const int listener = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener, 4), 0);
-  const int server_port = local_port_of(listener);
-  addr.sin_port = htons(static_cast<uint16_t>(server_port));
-
-  const int client = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_EQ(connect(client, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const int accepted = accept(listener, nullptr, nullptr);
-  ASSERT_GE(accepted, 0);
-  const int client_port = local_port_of(client);
-
-  EXPECT_EQ(find_socket_fd(server_port, "127.0.0.1", client_port), accepted);
-  EXPECT_EQ(find_socket_fd(server_port, "::ffff:127.0.0.1", client_port), accepted);  // v4-mapped spelling
-  EXPECT_EQ(find_socket_fd(server_port, "127.0.0.1", client_port + 1 == server_port ? 1 : client_port + 1), -1);
-  EXPECT_EQ(find_socket_fd(-1, "127.0.0.1", client_port), -1);
-
-  EXPECT_FALSE(peer_closed(accepted));
-  ASSERT_EQ(write(client, "x", 1), 1);  // unread bytes: still connected
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_FALSE(peer_closed(accepted));
-  char c;
-  ASSERT_EQ(read(accepted, &c, 1), 1);
-  close(client);
-  bool closed = false;
-  for (int i = 0; i < 100 && !closed; ++i) {
-    closed = peer_closed(accepted);
-    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  EXPECT_TRUE(closed);
-  EXPECT_FALSE(peer_closed(-1));
-  close(accepted);
-  close(listener);
-}
-
-// Connects `n` clients to 127.0.0.1:port without the server accepting, then counts how many
-// completed handshakes wait in the accept queue (nonblocking accepts).
-int queued_connections(int listener, int port, int n) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::vector<int> clients;
-  for (int i = 0; i < n; ++i) {
-    const int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));  // EINPROGRESS or done
-    clients.push_back(c);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  int accepted = 0;
-  for (int i = 0; i < n; ++i) {
-    const int a = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK);
-    if (a < 0) break;
-    ++accepted;
-    close(a);
-  }
-  for (int c : clients) close(c);
-  return accepted;
-}
-
-TEST(ConnectionProbe, DeepensTheListenBacklog) {
-  const int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(listener, 2), 0);  // as shallow as cpp-httplib's 5, shallower still
-  const int port = local_port_of(listener);
-  EXPECT_EQ(find_listening_fd(port), listener);
-  EXPECT_EQ(find_listening_fd(-1), -1);
-  EXPECT_LE(queued_connections(listener, port, 24), 3);  // backlog 2 holds at most 3
-
-  ASSERT_TRUE(deepen_listen_backlog(port));
-  EXPECT_EQ(queued_connections(listener, port, 24), 24);
-  close(listener);
-}
 
 class LoadingServer : public ::testing::Test {
  protected:
@@ -123,6 +33,7 @@ class LoadingServer : public ::testing::Test {
     cfg.served_model_name = "tiny";
     cfg.max_body_bytes = 1024;
     cfg.http_threads = 4;
+    cfg.max_connections = 8;
     server_ = std::make_unique<HttpServer>(cfg);
     Status s = server_->start();
     ASSERT_TRUE(s.is_ok()) << s.message();
@@ -328,6 +239,55 @@ TEST(LogSafe, EscapesWhatCouldForgeALine) {
   EXPECT_EQ(log_safe("bad\xc3(\xff"), "bad\\xc3(\\xff");                       // invalid bytes escaped
   EXPECT_EQ(log_safe("\x7f"), "\\x7f");
   EXPECT_EQ(log_safe(std::string(300, 'a'), 10), std::string(10, 'a') + "...");
+}
+
+int connect_local(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Beyond --max-connections: a JSON 503 naming the limit, /health still answered (here it says
+// "Loading model": the answer of the route, not of the cap).
+TEST_F(LoadingServer, ConnectionCapIs503ButHealthAnswers) {
+  std::vector<int> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(connect_local(server_->port()));
+    ASSERT_GE(held.back(), 0);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string r = raw_exchange(server_->port(), "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekret\r\n\r\n");
+  EXPECT_EQ(status_of(r), 503) << r;
+  EXPECT_NE(r.find("too many open connections (the limit is 8)"), std::string::npos) << r;
+  EXPECT_NE(r.find("Retry-After: 1"), std::string::npos) << r;
+  const std::string h = raw_exchange(server_->port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(status_of(h), 503) << h;
+  EXPECT_NE(h.find("Loading model"), std::string::npos) << h;
+  for (int fd : held) close(fd);
+}
+
+TEST_F(LoadingServer, PipeliningAndHttp10ThroughTheRouter) {
+  const std::string three = raw_exchange(server_->port(),
+                                         "GET /health HTTP/1.1\r\nHost: x\r\nX-Request-Id: one\r\n\r\n"
+                                         "GET /nope HTTP/1.1\r\nHost: x\r\nX-Request-Id: two\r\n\r\n"
+                                         "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Request-Id: three\r\nConnection: close\r\n\r\n");
+  const size_t a = three.find("X-Request-Id: one"), b = three.find("X-Request-Id: two"), c = three.find("X-Request-Id: three");
+  ASSERT_NE(a, std::string::npos) << three;
+  ASSERT_NE(b, std::string::npos) << three;
+  ASSERT_NE(c, std::string::npos) << three;
+  EXPECT_LT(a, b);
+  EXPECT_LT(b, c);
+  EXPECT_NE(three.find("HTTP/1.1 404 "), std::string::npos);
+  const std::string old = raw_exchange(server_->port(), "GET /health HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(old.rfind("HTTP/1.0 503 ", 0), 0u) << old;
+  EXPECT_EQ(old.find("chunked"), std::string::npos) << old;
 }
 
 TEST_F(LoadingServer, MetricsArePublic) {
