@@ -332,3 +332,29 @@ def test_log_injection_is_escaped(start_server, tmp_path):
     entry = [e for e in lines if e["path"].startswith("/v1/x")]
     assert entry and entry[0]["path"] == "/v1/x\n[error] forged\r\x1b[2J" and entry[0]["status"] == 404
     assert b"\x1b" not in access.read_bytes()  # escaped inside the JSON string
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return int(next(line for line in f if line.startswith("Threads:")).split()[1])
+
+
+def test_streams_and_idle_connections_hold_no_thread(server):
+    """Twelve streams in flight and a hundred idle connections: the server's thread count does
+    not move (cpp-httplib held one thread per connection)."""
+    base = _threads(server.proc.pid)
+    idle = [_connect(server.port) for _ in range(100)]
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 48, "ignore_eos": True, "stream": True}).encode()
+    socks = []
+    for _ in range(12):
+        s = _connect(server.port)
+        s.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: {server.auth['Authorization']}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body)
+        socks.append(s)
+    for s in socks:  # every stream has started
+        assert s.recv(4096).startswith(b"HTTP/1.1 200")
+    during = _threads(server.proc.pid)
+    for s in socks + idle:
+        s.close()
+    assert during <= base, (base, during)
+    assert http("GET", server.base_url + "/health", timeout=5)[0] == 200
