@@ -305,7 +305,13 @@ def _run(lb: Nginx, addr, openai) -> None:
     assert head.startswith(b"HTTP/1.1 413"), reply[:200]
     assert json.loads(payload)["error"]["code"] == "request_too_large"
 
-    # The surviving replica ends clean: nothing running, no KV pages held.
+    # The surviving replica ends clean: nothing running, no KV pages held. (/metrics is the
+    # snapshot of the engine's last step: the final SSE event can reach the client before the
+    # step that sent it has published its snapshot, so poll briefly.)
+    deadline = time.monotonic() + 5
     m = ry.metrics()
+    while metric_value(m, "hindsight:num_requests_running") != 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        m = ry.metrics()
     assert metric_value(m, "hindsight:num_requests_running") == 0
     assert metric_value(m, "hindsight:kv_pages_used") == 0
