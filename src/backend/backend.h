@@ -58,6 +58,7 @@ struct ForwardPlan {
   std::vector<int32_t> logit_rows;     // [n_out] batch rows that want logits, in order
   std::vector<int32_t> page_indptr;    // [n_seqs + 1] CSR: pages of seq s are page_indices[indptr[s], indptr[s+1])
   std::vector<int32_t> page_indices;   // [total pages] block ids
+  std::vector<int32_t> state_slots;    // [n_seqs] recurrent-state slot of each sequence (hybrid models; else empty)
   int32_t max_kv_len = 0;              // longest key range of any token
   ThreadPool* pool = nullptr;          // host threads (the CPU backend's workers)
   int64_t n_tokens() const { return static_cast<int64_t>(tokens.size()); }
@@ -70,6 +71,14 @@ struct AttentionParams {
 };
 
 enum class GluKind { kSilu, kGeluTanh };  // out = act(gate) * up
+
+// The gated delta rule's head layout (backend gated_delta_rule).
+struct DeltaRuleParams {
+  int n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0;
+  // v-head h reads k-head h % n_k_heads (tiled: llama.cpp's qwen35 files, and ours) or
+  // h / (n_v_heads / n_k_heads) (grouped: transformers, qwen3next files).
+  bool v_tiled = true;
+};
 
 // What the device reaches, measured (bench's roofline fractions divide by these): memory copy
 // rate (bytes read + written per second) and the dense 16-bit matmul rate (FLOP/s).
@@ -190,6 +199,47 @@ class Backend {
   // path here when one is attached.
   virtual Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) = 0;
 
+  // ---- hybrid (Gated DeltaNet) ops: CPU so far; the base class refuses them ------------
+  // Recurrent state is a per-layer Tensor [n_slots][slot floats] in this backend's memory;
+  // sequence s of the plan uses row plan.state_slots[s]. A sequence whose first token of the
+  // step is at position 0 starts from zeros (its slot's old contents are ignored), so a slot
+  // needs no clearing between owners. Rows of x / q / k / v may be strided (column slices).
+  // out = silu(depthwise causal conv(x)) per sequence, state = its last kernel - 1 inputs.
+  // x, out: [n][channels] (out must not alias x); w: [channels][kernel] f32 (prepare_vector);
+  // state: [n_slots][(kernel - 1) * channels].
+  virtual Status conv1d_causal(const Tensor& x, const Tensor& w, int kernel, Tensor state, Tensor out) {
+    return hybrid_unsupported("conv1d_causal", x, w, kernel, state, out);
+  }
+  // The gated delta rule per sequence and v-head (models-and-gguf.md §1): chunked (64) for a
+  // sequence with several step tokens, recurrent for one. q, k: [n][n_k_heads * k_dim]
+  // (L2-normalised, q scaled); v, out: [n][n_v_heads * v_dim]; g, beta: [n][n_v_heads];
+  // state: [n_slots][n_v_heads * k_dim * v_dim], per head [k_dim][v_dim].
+  virtual Status gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                  const Tensor& beta, Tensor state, Tensor out, const DeltaRuleParams& p) {
+    return hybrid_unsupported("gated_delta_rule", q, k, v, g, beta, state, out, p);
+  }
+  // In place, per group of head_dim columns: x <- x · rsqrt(Σ x² + eps) · scale.
+  virtual Status l2_norm(Tensor x, int head_dim, float eps, float scale) {
+    return hybrid_unsupported("l2_norm", x, head_dim, eps, scale);
+  }
+  // out = w ⊙ rms_norm(x) ⊙ silu(z) per group of w.cols columns; x, z, out [n][heads * w.cols].
+  virtual Status rms_norm_gated(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor out) {
+    return hybrid_unsupported("rms_norm_gated", x, z, w, eps, out);
+  }
+  // x *= sigmoid(gate), same shapes (the gated attention's output gate).
+  virtual Status sigmoid_mul(Tensor x, const Tensor& gate) { return hybrid_unsupported("sigmoid_mul", x, gate); }
+  // The Gated-DeltaNet gates in place, a, b: [n][n_v]: a <- ssm_a ⊙ softplus(a + dt_bias),
+  // b <- sigmoid(b); ssm_a = -exp(A_log) and dt_bias: [n_v] f32 (prepare_vector).
+  virtual Status delta_gates(Tensor a, Tensor b, const Tensor& ssm_a, const Tensor& dt_bias) {
+    return hybrid_unsupported("delta_gates", a, b, ssm_a, dt_bias);
+  }
+  // rope() on the first rot_dims of every head of head_dim (freq_j = theta^(-2j/rot_dims)); the
+  // other dims pass through. The default serves rot_dims == head_dim.
+  virtual Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) {
+    if (rot_dims == head_dim) return rope(x, head_dim, theta, neox);
+    return hybrid_unsupported("rope_partial", x, head_dim, rot_dims, theta, neox);
+  }
+
   // Times a large copy and a large 16-bit GEMM on the device (~1 s; allocates and frees its
   // own buffers). Unsupported where not implemented.
   virtual Result<DevicePeaks> measure_peaks() {
@@ -212,6 +262,11 @@ class Backend {
   }
 
  protected:
+  template <typename... Args>
+  Status hybrid_unsupported(const char* op, const Args&...) const {
+    return make_error(StatusCode::kUnsupported, "{} is not implemented on the {} backend yet (hybrid models run on cpu)",
+                      op, device_name(device()));
+  }
   const ForwardPlan* plan_ = nullptr;
 };
 

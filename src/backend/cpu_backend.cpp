@@ -66,6 +66,7 @@ Status CpuBackend::begin_step(const ForwardPlan& plan) {
     return make_error(StatusCode::kInvalidArgument, "cpu backend: the KV cache has no host pages (made for a device backend)");
   plan_ = &plan;
   n_rope_tables_ = 0;
+  seq_rows_valid_ = false;
   return Status::ok();
 }
 

@@ -45,6 +45,15 @@ class CpuBackend final : public Backend {
   Status logit_rows(const Tensor& src, Tensor dst) override;
   Status kv_write(int layer, const Tensor& k, const Tensor& v) override;
   Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) override;
+  // Hybrid (Gated DeltaNet) ops: backend/cpu_backend_hybrid.cpp over backend/cpu/delta_rule.h.
+  Status conv1d_causal(const Tensor& x, const Tensor& w, int kernel, Tensor state, Tensor out) override;
+  Status gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                          Tensor state, Tensor out, const DeltaRuleParams& p) override;
+  Status l2_norm(Tensor x, int head_dim, float eps, float scale) override;
+  Status rms_norm_gated(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor out) override;
+  Status sigmoid_mul(Tensor x, const Tensor& gate) override;
+  Status delta_gates(Tensor a, Tensor b, const Tensor& ssm_a, const Tensor& dt_bias) override;
+  Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) override;
 
   void set_matmul_precision(MatmulPrecision p) override { precision_ = p; }
   MatmulPrecision matmul_precision() const override { return precision_; }
@@ -64,6 +73,11 @@ class CpuBackend final : public Backend {
   };
   std::vector<RopeTable> rope_tables_;  // this step's, one per (theta, head_dim) asked for
   int n_rope_tables_ = 0;
+  // This step's batch rows per sequence (CSR), built by the first hybrid op of the step.
+  void build_seq_rows();
+  Status check_state(const Tensor& state, int64_t slot_floats, const char* op) const;
+  bool seq_rows_valid_ = false;
+  std::vector<int32_t> seq_rows_, seq_rows_indptr_;  // [n], [n_seqs + 1]
 };
 
 }  // namespace hs
