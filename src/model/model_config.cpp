@@ -13,6 +13,49 @@ Status check_positive(const char* what, int64_t v, int64_t max = 1 << 24) {
   return Status::ok();
 }
 
+// Qwen3.5 dense hybrid (llama.cpp's qwen35 keys, models-and-gguf.md §5): every
+// full_attention_interval-th layer is gated full attention (q and gate interleaved per head,
+// QK norm, partial NeoX RoPE: the interleaved MRoPE of a text-only model is plain RoPE on
+// rope.dimension_count dims), the others Gated DeltaNet. Norm weights are stored as 1 + w.
+Status load_qwen35_fields(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  HS_ASSIGN_OR_RETURN(int64_t kernel, f.get_int(p + "ssm.conv_kernel"));
+  HS_ASSIGN_OR_RETURN(int64_t dk, f.get_int(p + "ssm.state_size"));
+  HS_ASSIGN_OR_RETURN(int64_t nk, f.get_int(p + "ssm.group_count"));
+  HS_ASSIGN_OR_RETURN(int64_t nv, f.get_int(p + "ssm.time_step_rank"));
+  HS_ASSIGN_OR_RETURN(int64_t inner, f.get_int(p + "ssm.inner_size"));
+  HS_ASSIGN_OR_RETURN(int64_t interval, f.get_int_or(p + "full_attention_interval", 4));
+  HS_ASSIGN_OR_RETURN(int64_t n_mtp, f.get_int_or(p + "nextn_predict_layers", 0));
+  HS_RETURN_IF_ERROR(check_positive("ssm.conv_kernel", kernel, 64));
+  HS_RETURN_IF_ERROR(check_positive("ssm.state_size", dk, 4096));
+  HS_RETURN_IF_ERROR(check_positive("ssm.group_count", nk, 4096));
+  HS_RETURN_IF_ERROR(check_positive("ssm.time_step_rank", nv, 4096));
+  HS_RETURN_IF_ERROR(check_positive("ssm.inner_size", inner));
+  HS_RETURN_IF_ERROR(check_positive("full_attention_interval", interval, 4096));
+  if (nv % nk != 0 || inner % nv != 0)
+    return make_error(StatusCode::kCorrupt,
+                      "model config: ssm heads {} v / {} k and inner size {} do not divide (qwen35)", nv, nk, inner);
+  if (n_mtp < 0 || n_mtp >= c.n_layer)
+    return make_error(StatusCode::kCorrupt, "model config: nextn_predict_layers {} of {} blocks", n_mtp, c.n_layer);
+  if (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2)
+    return make_error(StatusCode::kCorrupt, "model config: rope.dimension_count {} for head dim {}", c.rope_dims,
+                      c.head_dim);
+  c.n_mtp_layers = static_cast<int>(n_mtp);
+  c.n_layer -= c.n_mtp_layers;  // block_count counts the MTP blocks (kept for the MTP issue, not run)
+  c.ssm_conv_kernel = static_cast<int>(kernel);
+  c.ssm_k_dim = static_cast<int>(dk);
+  c.ssm_n_k_heads = static_cast<int>(nk);
+  c.ssm_n_v_heads = static_cast<int>(nv);
+  c.ssm_v_dim = static_cast<int>(inner / nv);
+  c.layer_is_swa.assign(c.n_layer, false);
+  c.layer_is_linear.assign(c.n_layer, false);
+  for (int il = 0; il < c.n_layer; ++il) c.layer_is_linear[il] = (il + 1) % interval != 0;
+  c.rope_style = RopeStyle::kNeox;
+  c.ffn_act = FfnActivation::kSilu;
+  c.qk_norm = true;
+  c.attn_output_gate = true;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelConfig> load_model_config(const gguf::File& f) {
@@ -22,9 +65,10 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   if (arch == "llama") c.arch = Arch::kLlama;
   else if (arch == "gemma3") c.arch = Arch::kGemma3;
   else if (arch == "qwen2") c.arch = Arch::kQwen2;
+  else if (arch == "qwen35") c.arch = Arch::kQwen35;
   else
     return make_error(StatusCode::kUnsupported,
-                      "unknown architecture '{}' (supported: llama, gemma3, qwen2)", arch);
+                      "unknown architecture '{}' (supported: llama, gemma3, qwen2, qwen35)", arch);
   const std::string p = c.arch_name + ".";
 
   HS_ASSIGN_OR_RETURN(int64_t n_layer, f.get_int(p + "block_count"));
@@ -64,7 +108,7 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   c.rope_theta_local = c.rope_theta;
   HS_ASSIGN_OR_RETURN(int64_t rope_dims, f.get_int_or(p + "rope.dimension_count", head_dim));
   c.rope_dims = static_cast<int>(rope_dims);
-  if (c.rope_dims != c.head_dim)
+  if (c.rope_dims != c.head_dim && c.arch != Arch::kQwen35)
     return make_error(StatusCode::kUnsupported, "model config: partial RoPE ({} of {} dims) is not supported for {}",
                       c.rope_dims, c.head_dim, arch);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -92,6 +136,8 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
         return make_error(StatusCode::kUnsupported, "model config: qwen2 RoPE scaling '{}' is not supported yet",
                           scaling);
     }
+  } else if (c.arch == Arch::kQwen35) {
+    HS_RETURN_IF_ERROR(load_qwen35_fields(f, p, c));
   } else {  // gemma3
     c.rope_style = RopeStyle::kNeox;
     c.ffn_act = FfnActivation::kGeluTanh;
@@ -121,7 +167,11 @@ std::string describe(const ModelConfig& c) {
       c.rope_style == RopeStyle::kNeox ? "neox" : "normal", c.rope_theta,
       n_swa ? fmt::format(" (local {:g})", c.rope_theta_local) : "",
       n_swa ? fmt::format("{} sliding-window layers (window {}), ", n_swa, c.sliding_window) : "",
-      c.tied_output ? "tied output" : "separate output", c.qkv_bias ? ", q/k/v bias" : "");
+      c.tied_output ? "tied output" : "separate output", c.qkv_bias ? ", q/k/v bias" : "") +
+         (c.is_hybrid() ? fmt::format(", {} Gated-DeltaNet layers ({} k / {} v heads x {}/{}, conv {}), rope {} of {} dims",
+                                      c.n_layer - c.n_attn_layers(), c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim,
+                                      c.ssm_v_dim, c.ssm_conv_kernel, c.rope_dims, c.head_dim)
+                        : std::string());
 }
 
 }  // namespace hs

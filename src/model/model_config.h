@@ -13,7 +13,7 @@
 
 namespace hs {
 
-enum class Arch { kLlama, kGemma3, kQwen2 };
+enum class Arch { kLlama, kGemma3, kQwen2, kQwen35 };
 enum class RopeStyle {
   kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama GGUFs (Q/K rows permuted by the converter)
   kNeox,    // rotate halves (x[i], x[i + d/2]) — HF rotate_half; gemma3 and qwen2 GGUFs (not permuted)
@@ -48,6 +48,28 @@ struct ModelConfig {
   bool post_norms = false;        // gemma3: post-attention and post-FFN norms
   bool qkv_bias = false;          // qwen2 (and llama files that have them): biases on q, k, v
   bool tied_output = false;       // output projection is token_embd
+
+  // Hybrid models (qwen35: Qwen3.5 dense; model/hybrid_decoder.h): Gated-DeltaNet layers
+  // beside gated full-attention layers. Empty layer_is_linear: not hybrid.
+  std::vector<bool> layer_is_linear;  // [n_layer] true: Gated DeltaNet (recurrent state, no KV)
+  int ssm_n_k_heads = 0;              // linear attention key heads (GGUF ssm.group_count)
+  int ssm_n_v_heads = 0;              // value heads (ssm.time_step_rank)
+  int ssm_k_dim = 0;                  // key head dim (ssm.state_size)
+  int ssm_v_dim = 0;                  // value head dim (ssm.inner_size / n_v)
+  int ssm_conv_kernel = 0;            // depthwise causal conv kernel (ssm.conv_kernel, 4)
+  int n_mtp_layers = 0;               // MTP blocks after the n_layer decoder blocks (not run)
+  bool attn_output_gate = false;      // q projection holds [q | gate] per head; out *= sigmoid(gate)
+
+  bool is_hybrid() const { return !layer_is_linear.empty(); }
+  int ssm_key_dim() const { return ssm_n_k_heads * ssm_k_dim; }
+  int ssm_value_dim() const { return ssm_n_v_heads * ssm_v_dim; }
+  int ssm_conv_dim() const { return 2 * ssm_key_dim() + ssm_value_dim(); }
+  // Layers with KV: all but the linear ones.
+  int n_attn_layers() const {
+    int n = 0;
+    for (int il = 0; il < n_layer; ++il) n += !is_hybrid() || !layer_is_linear[il];
+    return n;
+  }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

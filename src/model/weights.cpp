@@ -34,6 +34,37 @@ Result<std::vector<float>> vector_f32(const gguf::File& f, const std::string& na
   return out;
 }
 
+// llama.cpp's qwen35 names (models-and-gguf.md §5): every layer has attn_norm, the pre-FFN
+// post_attention_norm and the SiLU FFN; full-attention layers attn_q (q and gate, 2 · q_dim
+// rows), attn_k/v/output and the QK norms; Gated-DeltaNet layers attn_qkv, attn_gate, ssm_*.
+Status load_qwen35_layer(const gguf::File& f, const ModelConfig& c, int il, LayerWeights& L) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  HS_ASSIGN_OR_RETURN(L.attn_norm, vector_f32(f, p + "attn_norm.weight", c.n_embd));
+  HS_ASSIGN_OR_RETURN(L.ffn_norm, vector_f32(f, p + "post_attention_norm.weight", c.n_embd));
+  HS_ASSIGN_OR_RETURN(L.w_gate, matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff));
+  HS_ASSIGN_OR_RETURN(L.w_up, matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff));
+  HS_ASSIGN_OR_RETURN(L.w_down, matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd));
+  if (!c.layer_is_linear[il]) {
+    HS_ASSIGN_OR_RETURN(L.wq, matrix(f, p + "attn_q.weight", c.n_embd, 2 * c.q_dim()));
+    HS_ASSIGN_OR_RETURN(L.wk, matrix(f, p + "attn_k.weight", c.n_embd, c.kv_dim()));
+    HS_ASSIGN_OR_RETURN(L.wv, matrix(f, p + "attn_v.weight", c.n_embd, c.kv_dim()));
+    HS_ASSIGN_OR_RETURN(L.wo, matrix(f, p + "attn_output.weight", c.q_dim(), c.n_embd));
+    HS_ASSIGN_OR_RETURN(L.q_norm, vector_f32(f, p + "attn_q_norm.weight", c.head_dim));
+    HS_ASSIGN_OR_RETURN(L.k_norm, vector_f32(f, p + "attn_k_norm.weight", c.head_dim));
+    return Status::ok();
+  }
+  HS_ASSIGN_OR_RETURN(L.ssm_qkv, matrix(f, p + "attn_qkv.weight", c.n_embd, c.ssm_conv_dim()));
+  HS_ASSIGN_OR_RETURN(L.ssm_z, matrix(f, p + "attn_gate.weight", c.n_embd, c.ssm_value_dim()));
+  HS_ASSIGN_OR_RETURN(L.ssm_beta, matrix(f, p + "ssm_beta.weight", c.n_embd, c.ssm_n_v_heads));
+  HS_ASSIGN_OR_RETURN(L.ssm_alpha, matrix(f, p + "ssm_alpha.weight", c.n_embd, c.ssm_n_v_heads));
+  HS_ASSIGN_OR_RETURN(L.ssm_out, matrix(f, p + "ssm_out.weight", c.ssm_value_dim(), c.n_embd));
+  HS_ASSIGN_OR_RETURN(L.ssm_conv, vector_f32(f, p + "ssm_conv1d.weight", int64_t{c.ssm_conv_dim()} * c.ssm_conv_kernel));
+  HS_ASSIGN_OR_RETURN(L.ssm_a, vector_f32(f, p + "ssm_a", c.ssm_n_v_heads));
+  HS_ASSIGN_OR_RETURN(L.ssm_dt_bias, vector_f32(f, p + "ssm_dt.bias", c.ssm_n_v_heads));
+  HS_ASSIGN_OR_RETURN(L.ssm_norm, vector_f32(f, p + "ssm_norm.weight", c.ssm_v_dim));
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelWeights> load_weights(const gguf::File& f, const ModelConfig& c) {
@@ -46,6 +77,10 @@ Result<ModelWeights> load_weights(const gguf::File& f, const ModelConfig& c) {
     HS_ASSIGN_OR_RETURN(w.output, matrix(f, "output.weight", c.n_embd, c.n_vocab));
   }
   w.layers.resize(c.n_layer);
+  if (c.arch == Arch::kQwen35) {
+    for (int il = 0; il < c.n_layer; ++il) HS_RETURN_IF_ERROR(load_qwen35_layer(f, c, il, w.layers[il]));
+    return w;
+  }
   for (int il = 0; il < c.n_layer; ++il) {
     LayerWeights& L = w.layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";

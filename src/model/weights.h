@@ -25,6 +25,17 @@ struct LayerWeights {
   std::vector<float> ffn_norm;        // [n_embd]
   WeightView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff]
   std::vector<float> post_ffn_norm;   // [n_embd] (gemma3)
+
+  // qwen35 Gated-DeltaNet layers (config.layer_is_linear): wq..wo, q_norm, k_norm stay empty.
+  // V heads in the tiled order of llama.cpp's qwen35 files (v-head j reads k-head j % n_k).
+  WeightView ssm_qkv;                 // [conv_dim x n_embd]  rows q | k | v (attn_qkv)
+  WeightView ssm_z;                   // [value_dim x n_embd] output gate (attn_gate)
+  WeightView ssm_beta, ssm_alpha;     // [n_v x n_embd] x2
+  WeightView ssm_out;                 // [n_embd x value_dim]
+  std::vector<float> ssm_conv;        // [conv_dim][kernel]
+  std::vector<float> ssm_a;           // [n_v] -exp(A_log)
+  std::vector<float> ssm_dt_bias;     // [n_v]
+  std::vector<float> ssm_norm;        // [v_dim] gated RMSNorm weight (plain w, not 1 + w)
 };
 
 struct ModelWeights {

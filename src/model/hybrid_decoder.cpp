@@ -1,0 +1,313 @@
+// model/hybrid_decoder.cpp — the qwen35 forward pass over the Backend (hybrid_decoder.h).
+#include "model/hybrid_decoder.h"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "model/forward_plan.h"
+#include "model/hf_model.h"
+
+namespace hs {
+namespace {
+
+constexpr int64_t kDefaultWorkspaceTokens = 512;
+constexpr float kL2NormEps = 1e-6f;  // transformers' l2norm in the delta rule
+
+Tensor host_matrix(const WeightView& w) { return Tensor::matrix(w.data, w.type, w.n_out, w.n_in); }
+
+// Columns [col, col + cols) of rows [n][width] f32.
+Tensor columns(const Tensor& t, int64_t col, int64_t cols) {
+  Tensor v = t;
+  v.data = t.f32() + col;
+  v.cols = cols;
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HybridDecoder>> HybridDecoder::load(const std::string& path, Device device) {
+  HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(path));
+  return create(std::move(file), device);
+}
+
+Result<std::unique_ptr<HybridDecoder>> HybridDecoder::load_hf(const std::string& dir, Device device) {
+  HS_ASSIGN_OR_RETURN(auto file, load_hf_model(dir));
+  return create(std::move(file), device);
+}
+
+Result<std::unique_ptr<HybridDecoder>> HybridDecoder::create(std::unique_ptr<gguf::File> file, Device device) {
+  std::unique_ptr<HybridDecoder> d(new HybridDecoder());
+  d->file_ = std::move(file);
+  HS_ASSIGN_OR_RETURN(d->config_, load_model_config(*d->file_));
+  if (!d->config_.is_hybrid())
+    return make_error(StatusCode::kInvalidArgument, "{} is not a hybrid model (load it with Decoder)",
+                      d->config_.arch_name);
+  HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
+  HS_ASSIGN_OR_RETURN(d->backend_, make_backend(device));
+  HS_RETURN_IF_ERROR(d->prepare_weights());
+  HS_RETURN_IF_ERROR(d->reserve(kDefaultWorkspaceTokens));
+  return d;
+}
+
+KvGeometry HybridDecoder::kv_geometry(int page_tokens, KvDtype dtype) const {
+  return KvGeometry{config_.n_attn_layers(), config_.n_head_kv, config_.head_dim, page_tokens, dtype};
+}
+
+int64_t HybridDecoder::state_bytes_per_slot() const {
+  const ModelConfig& c = config_;
+  const int64_t per_layer = int64_t{c.ssm_conv_kernel - 1} * c.ssm_conv_dim() +
+                            int64_t{c.ssm_n_v_heads} * c.ssm_k_dim * c.ssm_v_dim;
+  return (c.n_layer - c.n_attn_layers()) * per_layer * 4;
+}
+
+Status HybridDecoder::prepare_weights() {
+  Backend& b = *backend_;
+  const ModelConfig& c = config_;
+  auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) -> Status {
+    HS_ASSIGN_OR_RETURN(out, b.prepare_weight(host_matrix(w), name));
+    return Status::ok();
+  };
+  auto group = [&](std::initializer_list<const WeightView*> w, std::initializer_list<std::string> names,
+                   std::initializer_list<Tensor*> out) -> Status {
+    std::vector<Tensor> hosts;
+    for (const WeightView* v : w) hosts.push_back(host_matrix(*v));
+    const std::vector<std::string> nm(names);
+    HS_ASSIGN_OR_RETURN(std::vector<Tensor> dev, b.prepare_weight_group(hosts, nm));
+    size_t i = 0;
+    for (Tensor* t : out) *t = dev[i++];
+    return Status::ok();
+  };
+  auto vec = [&](const std::vector<float>& v, const std::string& name, Tensor& out) -> Status {
+    HS_ASSIGN_OR_RETURN(out, b.prepare_vector(v, name));
+    return Status::ok();
+  };
+  HS_RETURN_IF_ERROR(mat(weights_.token_embd, "token_embd.weight", token_embd_));
+  HS_RETURN_IF_ERROR(mat(weights_.output, c.tied_output ? "token_embd.weight" : "output.weight", output_));
+  HS_RETURN_IF_ERROR(vec(weights_.output_norm, "output_norm.weight", output_norm_));
+  layers_.resize(c.n_layer);
+  int n_kv = 0, n_state = 0;
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& L = weights_.layers[il];
+    LayerTensors& T = layers_[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    HS_RETURN_IF_ERROR(vec(L.attn_norm, p + "attn_norm.weight", T.attn_norm));
+    HS_RETURN_IF_ERROR(vec(L.ffn_norm, p + "post_attention_norm.weight", T.ffn_norm));
+    HS_RETURN_IF_ERROR(group({&L.w_gate, &L.w_up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
+    HS_RETURN_IF_ERROR(mat(L.w_down, p + "ffn_down.weight", T.w_down));
+    if (!c.layer_is_linear[il]) {
+      T.kv_layer = n_kv++;
+      HS_RETURN_IF_ERROR(group({&L.wq, &L.wk, &L.wv}, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
+                               {&T.wq, &T.wk, &T.wv}));
+      HS_RETURN_IF_ERROR(mat(L.wo, p + "attn_output.weight", T.wo));
+      HS_RETURN_IF_ERROR(vec(L.q_norm, p + "attn_q_norm.weight", T.q_norm));
+      HS_RETURN_IF_ERROR(vec(L.k_norm, p + "attn_k_norm.weight", T.k_norm));
+      continue;
+    }
+    T.state_layer = n_state++;
+    HS_RETURN_IF_ERROR(group({&L.ssm_qkv, &L.ssm_z, &L.ssm_beta, &L.ssm_alpha},
+                             {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_beta.weight", p + "ssm_alpha.weight"},
+                             {&T.ssm_qkv, &T.ssm_z, &T.ssm_beta, &T.ssm_alpha}));
+    HS_RETURN_IF_ERROR(mat(L.ssm_out, p + "ssm_out.weight", T.ssm_out));
+    HS_RETURN_IF_ERROR(vec(L.ssm_conv, p + "ssm_conv1d.weight", T.ssm_conv));
+    HS_RETURN_IF_ERROR(vec(L.ssm_a, p + "ssm_a", T.ssm_a));
+    HS_RETURN_IF_ERROR(vec(L.ssm_dt_bias, p + "ssm_dt.bias", T.ssm_dt_bias));
+    HS_RETURN_IF_ERROR(vec(L.ssm_norm, p + "ssm_norm.weight", T.ssm_norm));
+  }
+  return Status::ok();
+}
+
+Status HybridDecoder::reserve(int64_t max_tokens) {
+  if (max_tokens <= ws_.capacity) return Status::ok();
+  const ModelConfig& c = config_;
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, cd = c.ssm_conv_dim(),
+                vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+  Tensor* slots[] = {&ws_.x,   &ws_.h,      &ws_.o,      &ws_.qg,  &ws_.q,    &ws_.gate, &ws_.att, &ws_.k,    &ws_.v,
+                     &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv, &ws_.conv, &ws_.z,    &ws_.core, &ws_.ssm_b, &ws_.ssm_a};
+  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv};
+  static_assert(std::size(slots) == std::size(widths));
+  int64_t floats = 0;
+  for (int64_t w : widths) floats += (max_tokens * w + 15) / 16 * 16;  // 64-byte aligned tensors
+  ws_.mem.reset();
+  HS_ASSIGN_OR_RETURN(ws_.mem, backend_->alloc(static_cast<size_t>(floats) * 4, "the hybrid activation workspace"));
+  float* p = static_cast<float*>(ws_.mem.data());
+  for (size_t i = 0; i < std::size(slots); ++i) {
+    *slots[i] = Tensor::matrix(p, DType::F32, max_tokens, widths[i], backend_->device());
+    p += (max_tokens * widths[i] + 15) / 16 * 16;
+  }
+  ws_.capacity = max_tokens;
+  return Status::ok();
+}
+
+Status HybridDecoder::reserve_logits(int64_t rows) {
+  if (rows <= ws_.logit_capacity) return Status::ok();
+  const ModelConfig& c = config_;
+  const int64_t hsel = (rows * c.n_embd + 15) / 16 * 16;
+  ws_.logits_mem.reset();
+  HS_ASSIGN_OR_RETURN(ws_.logits_mem, backend_->alloc(static_cast<size_t>(hsel + rows * c.n_vocab) * 4, "the logits rows"));
+  float* p = static_cast<float*>(ws_.logits_mem.data());
+  ws_.hsel = Tensor::matrix(p, DType::F32, rows, c.n_embd, backend_->device());
+  ws_.logits = Tensor::matrix(p + hsel, DType::F32, rows, c.n_vocab, backend_->device());
+  if (backend_->device() != Device::kCpu) {
+    ws_.logits_host.reset();
+    HS_ASSIGN_OR_RETURN(ws_.logits_host,
+                        backend_->alloc_host(static_cast<size_t>(rows * c.n_vocab) * 4, "the logits rows (host)"));
+  }
+  ws_.logit_capacity = rows;
+  return Status::ok();
+}
+
+Status HybridDecoder::reserve_states(int32_t n_slots) {
+  const ModelConfig& c = config_;
+  const int n_linear = c.n_layer - c.n_attn_layers();
+  const int64_t conv_floats = int64_t{c.ssm_conv_kernel - 1} * c.ssm_conv_dim();
+  const int64_t delta_floats = int64_t{c.ssm_n_v_heads} * c.ssm_k_dim * c.ssm_v_dim;
+  state_mem_.reset();
+  conv_state_.clear();
+  delta_state_.clear();
+  HS_ASSIGN_OR_RETURN(state_mem_, backend_->alloc(static_cast<size_t>(state_bytes_per_slot()) * n_slots,
+                                                  "the recurrent state slots"));
+  float* p = static_cast<float*>(state_mem_.data());
+  for (int i = 0; i < n_linear; ++i) {
+    conv_state_.push_back(Tensor::matrix(p, DType::F32, n_slots, conv_floats, backend_->device()));
+    p += n_slots * conv_floats;
+    delta_state_.push_back(Tensor::matrix(p, DType::F32, n_slots, delta_floats, backend_->device()));
+    p += n_slots * delta_floats;
+  }
+  state_slots_ = n_slots;
+  return Status::ok();
+}
+
+Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
+                                                RecurrentPool& states, ThreadPool& pool) {
+  const int64_t n = batch.size();
+  if (n == 0) return std::span<float>();
+  if (&states.kv() != &kv)
+    return make_error(StatusCode::kInvalidArgument, "hybrid forward: the recurrent pool is not over this KV cache");
+  if (kv.geometry().n_layer != config_.n_attn_layers())
+    return make_error(StatusCode::kInvalidArgument, "hybrid forward: the KV cache has {} layers, the model {} attention layers",
+                      kv.geometry().n_layer, config_.n_attn_layers());
+  if (state_slots_ < states.n_slots()) {
+    if (state_slots_ > 0 && states.n_used() > 0)
+      return make_error(StatusCode::kInvalidArgument,
+                        "hybrid forward: a pool of {} slots for state memory of {} (call reserve_states first)",
+                        states.n_slots(), state_slots_);
+    HS_RETURN_IF_ERROR(reserve_states(states.n_slots()));
+  }
+  HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
+  plan_.state_slots.resize(seqs.size());
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    bool fresh = false;
+    HS_ASSIGN_OR_RETURN(plan_.state_slots[s], states.slot(*seqs[s], &fresh));
+    if (fresh && seqs[s]->n_tokens > 0)
+      return make_error(StatusCode::kUnsupported,
+                        "hybrid forward: sequence {} resumes at position {} without its recurrent state (state "
+                        "checkpoints for cached prefixes are not implemented yet)",
+                        s, seqs[s]->n_tokens);
+  }
+  HS_RETURN_IF_ERROR(reserve(n));
+  HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
+  HS_RETURN_IF_ERROR(backend_->begin_step(plan_));
+  Status st = backend_->run_step([&] { return run_layers(n); });
+  Status end = backend_->end_step();
+  if (!st.is_ok()) return st;
+  HS_RETURN_IF_ERROR(end);
+  for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos_[s];
+  const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
+  const size_t n_floats = static_cast<size_t>(n_out * config_.n_vocab);
+  if (n_out == 0) return std::span<float>();
+  if (backend_->device() == Device::kCpu) return std::span<float>(ws_.logits.f32(), n_floats);
+  float* host = static_cast<float*>(ws_.logits_host.data());
+  HS_RETURN_IF_ERROR(backend_->to_host(ws_.logits.slice_rows(0, n_out), host));
+  return std::span<float>(host, n_floats);
+}
+
+Status HybridDecoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, RecurrentPool& states,
+                              ThreadPool& pool, std::vector<float>& logits) {
+  HS_ASSIGN_OR_RETURN(std::span<float> rows, forward(batch, seqs, kv, states, pool));
+  logits.assign(rows.begin(), rows.end());
+  return Status::ok();
+}
+
+Status HybridDecoder::linear_mixer(int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *backend_;
+  const LayerTensors& L = layers_[il];
+  const Tensor h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
+  const Tensor qkv = ws_.qkv.slice_rows(0, n), conv = ws_.conv.slice_rows(0, n);
+  const Tensor z = ws_.z.slice_rows(0, n), core = ws_.core.slice_rows(0, n);
+  const Tensor beta = ws_.ssm_b.slice_rows(0, n), g = ws_.ssm_a.slice_rows(0, n);
+  {
+    const Tensor ws[] = {L.ssm_qkv, L.ssm_z, L.ssm_beta, L.ssm_alpha};
+    const Tensor ys[] = {qkv, z, beta, g};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  }
+  HS_RETURN_IF_ERROR(b.conv1d_causal(qkv, L.ssm_conv, c.ssm_conv_kernel, conv_state_[L.state_layer], conv));
+  const int64_t kd = c.ssm_key_dim();
+  const Tensor q = columns(conv, 0, kd), k = columns(conv, kd, kd), v = columns(conv, 2 * kd, c.ssm_value_dim());
+  HS_RETURN_IF_ERROR(b.l2_norm(q, c.ssm_k_dim, kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.ssm_k_dim))));
+  HS_RETURN_IF_ERROR(b.l2_norm(k, c.ssm_k_dim, kL2NormEps, 1.0f));
+  HS_RETURN_IF_ERROR(b.delta_gates(g, beta, L.ssm_a, L.ssm_dt_bias));
+  const DeltaRuleParams dp{c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim, c.ssm_v_dim, /*v_tiled=*/true};
+  HS_RETURN_IF_ERROR(b.gated_delta_rule(q, k, v, g, beta, delta_state_[L.state_layer], core, dp));
+  HS_RETURN_IF_ERROR(b.rms_norm_gated(core, z, L.ssm_norm, c.rms_eps, core));
+  return b.matmul(L.ssm_out, core, o);
+}
+
+Status HybridDecoder::attention_mixer(int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *backend_;
+  const LayerTensors& L = layers_[il];
+  const int hd = c.head_dim;
+  const Tensor h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n), qg = ws_.qg.slice_rows(0, n);
+  const Tensor q = ws_.q.slice_rows(0, n), gate = ws_.gate.slice_rows(0, n), att = ws_.att.slice_rows(0, n);
+  const Tensor k = ws_.k.slice_rows(0, n), v = ws_.v.slice_rows(0, n);
+  {
+    const Tensor ws[] = {L.wq, L.wk, L.wv};
+    const Tensor ys[] = {qg, k, v};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  }
+  // [n][heads][q | gate] -> q [n][heads · hd] and gate [n][heads · hd].
+  const Tensor per_head = qg.reshaped(2 * hd);  // [n · heads][2 · hd]
+  HS_RETURN_IF_ERROR(b.copy(columns(per_head, 0, hd), q.reshaped(hd)));
+  HS_RETURN_IF_ERROR(b.copy(columns(per_head, hd, hd), gate.reshaped(hd)));
+  HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
+  HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
+  HS_RETURN_IF_ERROR(b.rope_partial(q, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+  HS_RETURN_IF_ERROR(b.rope_partial(k, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+  HS_RETURN_IF_ERROR(b.kv_write(L.kv_layer, k, v));
+  const AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, 0};
+  HS_RETURN_IF_ERROR(b.attention(L.kv_layer, q, att, ap));
+  HS_RETURN_IF_ERROR(b.sigmoid_mul(att, gate));
+  return b.matmul(L.wo, att, o);
+}
+
+Status HybridDecoder::run_layers(int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *backend_;
+  const Tensor x = ws_.x.slice_rows(0, n), h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
+  const Tensor fg = ws_.ffn_gate.slice_rows(0, n), fu = ws_.ffn_up.slice_rows(0, n);
+  HS_RETURN_IF_ERROR(b.embedding(token_embd_, x));
+  HS_RETURN_IF_ERROR(b.rms_norm(x, layers_[0].attn_norm, c.rms_eps, h));
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerTensors& L = layers_[il];
+    HS_RETURN_IF_ERROR(c.layer_is_linear[il] ? linear_mixer(il, n) : attention_mixer(il, n));
+    HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, L.ffn_norm, c.rms_eps, h));
+    {
+      const Tensor ws[] = {L.w_gate, L.w_up};
+      const Tensor ys[] = {fg, fu};
+      HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+    }
+    HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, fg, fu, fg));
+    HS_RETURN_IF_ERROR(b.matmul(L.w_down, fg, o));
+    if (il + 1 < c.n_layer) HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, layers_[il + 1].attn_norm, c.rms_eps, h));
+    else HS_RETURN_IF_ERROR(b.add(x, o));
+  }
+  const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
+  if (n_out == 0) return Status::ok();
+  const Tensor hsel = ws_.hsel.slice_rows(0, n_out), lg = ws_.logits.slice_rows(0, n_out);
+  HS_RETURN_IF_ERROR(b.logit_rows(x, hsel));
+  HS_RETURN_IF_ERROR(b.rms_norm(hsel, output_norm_, c.rms_eps, hsel));
+  return b.matmul(output_, hsel, lg);
+}
+
+}  // namespace hs

@@ -1,0 +1,116 @@
+// model/hybrid_decoder.h — the forward pass of the hybrid Gated-DeltaNet models (qwen35:
+// Qwen3.5 dense), written once against the Backend op table like model/decoder.h.
+//
+// Per layer: x += mixer(attn_norm(x)); x += ffn(post_attention_norm(x)) (SiLU GLU); norms are
+// zero-centred, stored as 1 + w. The mixer is either
+//  - Gated DeltaNet (config.layer_is_linear): qkv / z / b / a projections, depthwise causal
+//    conv (kernel 4) + SiLU over q|k|v, L2-normed q (scaled by k_dim^-0.5) and k, gates
+//    g = ssm_a · softplus(a + dt_bias), beta = sigmoid(b), the gated delta rule (chunked for
+//    prefill, recurrent for decode) over the sequence's recurrent state, gated RMSNorm with z,
+//    out projection; or
+//  - gated full attention: q and gate interleaved per head in one projection, QK RMSNorm,
+//    partial NeoX RoPE (rope_dims of head_dim), paged-KV attention, output * sigmoid(gate).
+// Only the full-attention layers have KV: the caller's KvCache has kv_geometry()'s
+// n_attn_layers layers. Recurrent state lives in slots handed out by a RecurrentPool
+// (kv/recurrent_pool.h) made over that KvCache; this decoder holds the slot memory, per linear
+// layer a conv tensor [n_slots][(kernel - 1) · conv_dim] and a delta tensor
+// [n_slots][n_v · k_dim · v_dim] f32 in its backend (allocated for the first pool it sees, or by
+// reserve_states). A sequence's state cannot be rebuilt from KV: a sequence resumed at a position
+// > 0 without its slot (the prefix cache without state checkpoints) is refused.
+// Not yet: the engine and server (they drive model/decoder.h), sparse attention, CUDA ops, MTP.
+// Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the
+// full layers, 4 · n_v · k_dim · v_dim flops per linear layer for the delta rule; state memory
+// n_linear · ((kernel - 1) · conv_dim + n_v · k_dim · v_dim) · 4 bytes per slot.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "kv/kv_cache.h"
+#include "kv/recurrent_pool.h"
+#include "model/batch.h"
+#include "model/model_config.h"
+#include "model/weights.h"
+
+namespace hs {
+
+class HybridDecoder {
+ public:
+  // A GGUF file with llama.cpp's qwen35 names.
+  static Result<std::unique_ptr<HybridDecoder>> load(const std::string& path, Device device = Device::kCpu);
+  // A Hugging Face checkpoint directory (config.json + model.safetensors; model/hf_model.h).
+  static Result<std::unique_ptr<HybridDecoder>> load_hf(const std::string& dir, Device device = Device::kCpu);
+  static Result<std::unique_ptr<HybridDecoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
+
+  const ModelConfig& config() const { return config_; }
+  Backend& backend() const { return *backend_; }
+  void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
+  MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
+  // The KvCache geometry this model needs: one layer per full-attention layer.
+  KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const;
+  // Bytes of recurrent state per sequence slot.
+  int64_t state_bytes_per_slot() const;
+
+  Status reserve(int64_t max_tokens);
+  // State memory for n_slots sequences (drops what was there: call before sequences run).
+  Status reserve_states(int32_t n_slots);
+
+  // As Decoder::forward; `states` must be made over `kv`.
+  Result<std::span<float>> forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, RecurrentPool& states,
+                                   ThreadPool& pool);
+  Status forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, RecurrentPool& states, ThreadPool& pool,
+                 std::vector<float>& logits);
+
+ private:
+  HybridDecoder() = default;
+  Status prepare_weights();
+  Status reserve_logits(int64_t rows);
+  Status run_layers(int64_t n);
+  Status linear_mixer(int il, int64_t n);
+  Status attention_mixer(int il, int64_t n);
+
+  struct LayerTensors {
+    Tensor attn_norm, ffn_norm, w_gate, w_up, w_down;
+    Tensor wq, wk, wv, wo, q_norm, k_norm;                                     // full attention
+    Tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out, ssm_conv, ssm_a, ssm_dt_bias, ssm_norm;  // linear
+    int kv_layer = -1;     // full attention: its layer in the KvCache
+    int state_layer = -1;  // linear: its index among the state tensors
+  };
+  // Activations of one step, [capacity rows][width] f32.
+  struct Workspace {
+    Buffer mem;
+    int64_t capacity = 0;
+    Tensor x, h, o;              // [n][n_embd]
+    Tensor qg;                   // [n][2 · q_dim] q | gate per head
+    Tensor q, gate, att;         // [n][q_dim]
+    Tensor k, v;                 // [n][kv_dim]
+    Tensor ffn_gate, ffn_up;     // [n][n_ff]
+    Tensor qkv, conv;            // [n][conv_dim] projection, conv output (q | k | v)
+    Tensor z, core;              // [n][value_dim]
+    Tensor ssm_b, ssm_a;         // [n][n_v] beta, then g
+    Buffer logits_mem;
+    int64_t logit_capacity = 0;
+    Tensor hsel, logits;         // [n_out][n_embd], [n_out][n_vocab]
+    Buffer logits_host;          // device backends only
+  };
+
+  std::unique_ptr<gguf::File> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Backend> backend_;
+  Tensor token_embd_, output_, output_norm_;
+  std::vector<LayerTensors> layers_;
+  Workspace ws_;
+  Buffer state_mem_;
+  int32_t state_slots_ = 0;
+  std::vector<Tensor> conv_state_, delta_state_;  // [n_linear] of [n_slots][...] (see the header)
+  ForwardPlan plan_;
+  std::vector<int32_t> next_pos_;
+};
+
+}  // namespace hs

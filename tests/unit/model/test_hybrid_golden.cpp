@@ -1,0 +1,267 @@
+// tests/unit/model/test_hybrid_golden.cpp — the qwen35 (Qwen3.5 dense hybrid) forward pass
+// against transformers on the tiny random model of tools/reference/gen_hybrid_golden.py,
+// loaded from its Hugging Face files (config.json + model.safetensors) through model/hf_model.
+//
+// Criteria as tests/unit/model/test_golden.cpp: top-1 agreement wherever the reference
+// top-1/top-2 margin > 0.05; mean KL(ref || ours) < 0.01 over the top-20 plus a tail bucket;
+// the greedy continuation (ours: chunked prefill, then recurrent decode) identical up to the
+// first step whose reference margin < 0.05, and, decoding on along the reference continuation,
+// the reference token at every step whose margin is >= 0.05; a batch of 4 interleaved sequences gives the same
+// logits as each alone. Prompts are prefilled in chunks of 100 tokens, which do not align with
+// the delta rule's chunk of 64. Also: a missing tensor is an error naming it; the state slots
+// are free again once the sequences are released.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "formats/safetensors.h"
+#include "model/hf_model.h"
+#include "model/hybrid_decoder.h"
+
+namespace hs {
+namespace {
+
+constexpr float kMargin = 0.05f;
+constexpr int kChunk = 100;
+
+const std::string kDir = std::string(HS_FIXTURES_DIR) + "/hybrid/qwen35-tiny";
+
+struct Case {
+  std::string name;
+  std::vector<int32_t> tokens, top_ids, greedy;
+  std::vector<float> top_lp, greedy_margins;
+};
+
+std::vector<Case> load_cases(int& k) {
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(kDir + "/golden.json"));
+  std::ifstream bin(kDir + "/golden.bin", std::ios::binary);
+  std::vector<char> blob((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
+  k = meta["top_k"];
+  std::vector<Case> cases;
+  for (const auto& c : meta["cases"]) {
+    Case gc;
+    gc.name = c["name"];
+    gc.tokens = c["tokens"].get<std::vector<int32_t>>();
+    gc.greedy = c["greedy"].get<std::vector<int32_t>>();
+    gc.greedy_margins = c["greedy_margins"].get<std::vector<float>>();
+    const size_t n = gc.tokens.size() * k;
+    gc.top_ids.resize(n);
+    gc.top_lp.resize(n);
+    std::memcpy(gc.top_ids.data(), blob.data() + c["top_ids_offset"].get<size_t>(), n * 4);
+    std::memcpy(gc.top_lp.data(), blob.data() + c["top_logprobs_offset"].get<size_t>(), n * 4);
+    cases.push_back(std::move(gc));
+  }
+  return cases;
+}
+
+void log_softmax(float* x, int n) {
+  float mx = -INFINITY;
+  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
+  const float lse = mx + static_cast<float>(std::log(sum));
+  for (int i = 0; i < n; ++i) x[i] -= lse;
+}
+
+int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+
+class HybridGolden : public ::testing::TestWithParam<MatmulPrecision> {};
+
+TEST_P(HybridGolden, MatchesTransformers) {
+  int k = 0;
+  const std::vector<Case> cases = load_cases(k);
+  auto dec_or = HybridDecoder::load_hf(kDir);
+  ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
+  HybridDecoder& dec = **dec_or;
+  dec.set_matmul_precision(GetParam());
+  const ModelConfig& c = dec.config();
+  ASSERT_EQ(c.n_attn_layers(), 2);
+  ASSERT_EQ(c.rope_dims, 64);
+  ThreadPool pool;
+  KvCache kv(dec.kv_geometry(), 256);
+  RecurrentPool states(kv, 4);
+
+  double kl_sum = 0;
+  int64_t kl_n = 0, top1_checked = 0, top1_equal = 0;
+  int greedy_total = 0, greedy_identical = 0;
+  std::vector<float> logits;
+  for (const Case& gc : cases) {
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    const int n = static_cast<int>(gc.tokens.size());
+    for (int start = 0; start < n; start += kChunk) {
+      Batch b;
+      const int end = std::min(n, start + kChunk);
+      for (int p = start; p < end; ++p) b.add(gc.tokens[p], p, 0, true);
+      auto st = dec.forward(b, seqs, kv, states, pool, logits);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      for (int p = start; p < end; ++p) {
+        float* row = logits.data() + static_cast<size_t>(p - start) * c.n_vocab;
+        log_softmax(row, c.n_vocab);
+        const int32_t* ids = gc.top_ids.data() + static_cast<size_t>(p) * k;
+        const float* lp = gc.top_lp.data() + static_cast<size_t>(p) * k;
+        double p_top = 0, q_top = 0, kl = 0;
+        for (int j = 0; j < k; ++j) {
+          const double pr = std::exp(static_cast<double>(lp[j]));
+          p_top += pr;
+          q_top += std::exp(static_cast<double>(row[ids[j]]));
+          kl += pr * (lp[j] - row[ids[j]]);
+        }
+        const double p_tail = std::max(1e-12, 1 - p_top), q_tail = std::max(1e-12, 1 - q_top);
+        kl += p_tail * std::log(p_tail / q_tail);
+        kl_sum += kl;
+        ++kl_n;
+        if (lp[0] - lp[1] > kMargin) {
+          ++top1_checked;
+          if (argmax(row, c.n_vocab) == ids[0]) ++top1_equal;
+          else ADD_FAILURE() << gc.name << " position " << p << ": top-1 " << argmax(row, c.n_vocab)
+                             << " != reference " << ids[0] << " (margin " << lp[0] - lp[1] << ")";
+        }
+      }
+    }
+    // Greedy decode, fed the reference continuation (= ours while they agree): every step whose
+    // reference margin is >= 0.05 must pick the reference token; `identical` counts the steps
+    // before our first differing (necessarily low-margin) pick.
+    int32_t ours = argmax(logits.data() + static_cast<size_t>((n - 1) % kChunk) * c.n_vocab, c.n_vocab);
+    int identical = 0, confident = 0, confident_equal = 0;
+    bool diverged = false;
+    for (size_t step = 0; step < gc.greedy.size(); ++step) {
+      const bool sure = gc.greedy_margins[step] >= kMargin;
+      if (ours != gc.greedy[step]) diverged = true;
+      else if (!diverged) ++identical;
+      if (sure) {
+        ++confident;
+        if (ours == gc.greedy[step]) ++confident_equal;
+        else ADD_FAILURE() << gc.name << " greedy step " << step << ": " << ours << " != reference " << gc.greedy[step]
+                           << " (reference margin " << gc.greedy_margins[step] << ")";
+      }
+      Batch b;
+      b.add(gc.greedy[step], seq.n_tokens, 0, true);
+      auto st = dec.forward(b, seqs, kv, states, pool, logits);
+      ASSERT_TRUE(st.is_ok()) << st.to_string();
+      ours = argmax(logits.data(), c.n_vocab);
+    }
+    greedy_total += static_cast<int>(gc.greedy.size());
+    greedy_identical += identical;
+    std::printf("[hybrid golden] %s: %d prompt tokens; greedy: identical for %d/%zu steps, top-1 equal on %d/%d steps "
+                "with reference margin >= %.2f (decode fed the reference tokens)\n",
+                gc.name.c_str(), n, identical, gc.greedy.size(), confident_equal, confident, kMargin);
+    kv.release(seq);
+  }
+  const double mean_kl = kl_sum / kl_n;
+  std::printf("[hybrid golden] qwen35-tiny (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
+              "margin > %.2f; greedy identical for %d/%d steps in all\n",
+              matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(kl_n),
+              static_cast<long long>(top1_equal), static_cast<long long>(top1_checked), kMargin, greedy_identical,
+              greedy_total);
+  EXPECT_LT(mean_kl, 0.01);
+  EXPECT_EQ(top1_equal, top1_checked);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+  EXPECT_EQ(states.n_used(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGolden, ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2),
+                         [](const auto& info) { return std::string(matmul_precision_name(info.param)); });
+
+// Four prompts in one batch (interleaved, different lengths), then two decode steps of all four
+// together, give the logits of each prompt alone.
+TEST(HybridGoldenBatch, BatchedEqualsAlone) {
+  int k = 0;
+  const std::vector<Case> cases = load_cases(k);
+  auto dec_or = HybridDecoder::load_hf(kDir);
+  ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
+  HybridDecoder& dec = **dec_or;
+  const ModelConfig& c = dec.config();
+  ThreadPool pool;
+  KvCache kv(dec.kv_geometry(), 256);
+  RecurrentPool states(kv, 8);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 3; ++i) prompts.push_back(cases[i].tokens);
+  prompts.push_back(std::vector<int32_t>(cases[3].tokens.begin(), cases[3].tokens.begin() + 150));
+  const int32_t extra[2] = {5, 17};  // two decode tokens after each prompt
+
+  std::vector<std::vector<float>> alone;  // per prompt: logits after the prompt, then after each extra token
+  std::vector<float> logits;
+  for (const auto& p : prompts) {
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    Batch b;
+    for (size_t i = 0; i < p.size(); ++i) b.add(p[i], static_cast<int32_t>(i), 0, i + 1 == p.size());
+    ASSERT_TRUE(dec.forward(b, seqs, kv, states, pool, logits).is_ok());
+    std::vector<float> all = logits;
+    for (int32_t t : extra) {
+      Batch d;
+      d.add(t, seq.n_tokens, 0, true);
+      ASSERT_TRUE(dec.forward(d, seqs, kv, states, pool, logits).is_ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    alone.push_back(all);
+    kv.release(seq);
+  }
+  SeqKv s[4];
+  SeqKv* seqs[] = {&s[0], &s[1], &s[2], &s[3]};
+  std::vector<std::vector<float>> together(4);
+  {
+    Batch b;
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    std::vector<int> row_of(4);
+    int rows = 0;
+    for (size_t i = 0; i < longest; ++i)
+      for (int q = 0; q < 4; ++q)
+        if (i < prompts[q].size()) {
+          const bool last = i + 1 == prompts[q].size();
+          if (last) row_of[q] = rows++;
+          b.add(prompts[q][i], static_cast<int32_t>(i), q, last);
+        }
+    ASSERT_TRUE(dec.forward(b, seqs, kv, states, pool, logits).is_ok());
+    for (int q = 0; q < 4; ++q)
+      together[q].assign(logits.begin() + static_cast<size_t>(row_of[q]) * c.n_vocab,
+                         logits.begin() + static_cast<size_t>(row_of[q] + 1) * c.n_vocab);
+  }
+  for (int32_t t : extra) {
+    Batch d;
+    for (int q = 3; q >= 0; --q) d.add(t, s[q].n_tokens, q, true);  // reverse order: rows != sequence ids
+    ASSERT_TRUE(dec.forward(d, seqs, kv, states, pool, logits).is_ok());
+    for (int q = 0; q < 4; ++q)
+      together[q].insert(together[q].end(), logits.begin() + static_cast<size_t>(3 - q) * c.n_vocab,
+                         logits.begin() + static_cast<size_t>(4 - q) * c.n_vocab);
+  }
+  for (int q = 0; q < 4; ++q) {
+    ASSERT_EQ(together[q].size(), alone[q].size());
+    float max_diff = 0;
+    for (size_t i = 0; i < together[q].size(); ++i) max_diff = std::max(max_diff, std::fabs(together[q][i] - alone[q][i]));
+    std::printf("[hybrid golden] batched vs alone, prompt %d (%zu tokens + 2 decode steps): max |logit diff| %.3e\n", q,
+                prompts[q].size(), max_diff);
+    EXPECT_LT(max_diff, 1e-4f) << "prompt " << q;
+  }
+  EXPECT_EQ(states.n_used(), 4);
+  for (auto& q : s) kv.release(q);
+  EXPECT_EQ(states.n_used(), 0);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+}
+
+// A checkpoint without one tensor fails to load with an error naming it.
+TEST(HybridGoldenBatch, MissingTensorIsNamed) {
+  auto st_or = safetensors::File::open(kDir + "/model.safetensors");
+  ASSERT_TRUE(st_or.is_ok());
+  const std::string drop = "model.layers.2.linear_attn.dt_bias";
+  std::vector<safetensors::TensorWrite> keep;
+  for (const auto& t : (*st_or)->tensors())
+    if (t.name != drop) keep.push_back({t.name, t.dtype, t.shape, std::span<const uint8_t>(t.data, t.n_bytes)});
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hs_hybrid_missing";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kDir + "/config.json", dir / "config.json", std::filesystem::copy_options::overwrite_existing);
+  ASSERT_TRUE(safetensors::write((dir / "model.safetensors").string(), keep, {}).is_ok());
+  auto m = load_hf_model(dir.string());
+  ASSERT_FALSE(m.is_ok());
+  EXPECT_NE(m.status().message().find(drop), std::string::npos) << m.status().message();
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hs
