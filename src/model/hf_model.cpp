@@ -100,8 +100,8 @@ Result<HfShape> read_config(const std::string& path) {
   if (s.rope_dims <= 0 || s.rope_dims % 2)
     return make_error(StatusCode::kCorrupt, "hf model: partial_rotary_factor {} of head_dim {} gives {} rotated dims", prf,
                       s.head_dim, s.rope_dims);
-  // Layer schedule: layer_types, else full_attention_interval. GGUF stores only the interval,
-  // so layer_types must follow one.
+  // Layer schedule: layer_types, else full_attention_interval (written per layer as
+  // attention.recurrent_layers, as llama.cpp does).
   HS_ASSIGN_OR_RETURN(s.interval, get_int(j, "full_attention_interval", 4));
   s.linear.assign(s.n_layer, false);
   if (j.contains("layer_types") && j["layer_types"].is_array()) {
@@ -116,13 +116,7 @@ Result<HfShape> read_config(const std::string& path) {
       s.linear[il] = t == "linear_attention";
       if (!s.linear[il] && first_full < 0) first_full = il;
     }
-    s.interval = first_full < 0 ? s.n_layer + 1 : first_full + 1;
-    for (int64_t il = 0; il < s.n_layer; ++il)
-      if (s.linear[il] != ((il + 1) % s.interval != 0))
-        return make_error(StatusCode::kUnsupported,
-                          "hf model: layer_types do not follow one full_attention_interval (layer {}): not expressible "
-                          "in the qwen35 format",
-                          il);
+    s.interval = first_full < 0 ? s.n_layer + 1 : first_full + 1;  // the per-layer list is written too
   } else {
     for (int64_t il = 0; il < s.n_layer; ++il) s.linear[il] = (il + 1) % s.interval != 0;
   }
@@ -280,6 +274,8 @@ class Converter {
     b.kv_u32(p + "ssm.time_step_rank", static_cast<uint32_t>(s.nv));
     b.kv_u32(p + "ssm.inner_size", static_cast<uint32_t>(s.nv * s.dv));
     b.kv_u32(p + "full_attention_interval", static_cast<uint32_t>(s.interval));
+    std::vector<int32_t> recurrent(s.linear.begin(), s.linear.end());
+    b.kv_i32_array(p + "attention.recurrent_layers", recurrent);  // llama.cpp writes bools; both read alike
     uint64_t offset = 0;
     std::vector<uint64_t> offsets;
     for (const OutTensor& t : out_) {

@@ -49,6 +49,14 @@ Status load_qwen35_fields(const gguf::File& f, const std::string& p, ModelConfig
   c.layer_is_swa.assign(c.n_layer, false);
   c.layer_is_linear.assign(c.n_layer, false);
   for (int il = 0; il < c.n_layer; ++il) c.layer_is_linear[il] = (il + 1) % interval != 0;
+  // The per-layer schedule when the file has it (llama.cpp writes it; it wins over the interval).
+  if (f.has(p + "attention.recurrent_layers")) {
+    HS_ASSIGN_OR_RETURN(std::vector<int64_t> rec, f.get_int_array(p + "attention.recurrent_layers"));
+    if (static_cast<int64_t>(rec.size()) < c.n_layer)
+      return make_error(StatusCode::kCorrupt, "model config: attention.recurrent_layers has {} entries for {} layers",
+                        rec.size(), c.n_layer);
+    for (int il = 0; il < c.n_layer; ++il) c.layer_is_linear[il] = rec[il] != 0;
+  }
   c.rope_style = RopeStyle::kNeox;
   c.ffn_act = FfnActivation::kSilu;
   c.qk_norm = true;

@@ -16,3 +16,5 @@ $PY tools/reference/gen_quant_fixtures.py
 $PY tools/reference/gen_tokenizer_fixtures.py
 $PY tools/reference/gen_chat_templates.py
 $PY tools/reference/gen_golden_logits.py
+$PY tools/reference/gen_hybrid_golden.py
+$PY tools/reference/gen_hybrid_gguf.py

@@ -1,6 +1,8 @@
 // tests/unit/model/test_hybrid_golden.cpp — the qwen35 (Qwen3.5 dense hybrid) forward pass
-// against transformers on the tiny random model of tools/reference/gen_hybrid_golden.py,
-// loaded from its Hugging Face files (config.json + model.safetensors) through model/hf_model.
+// against transformers on the tiny random model of tools/reference/gen_hybrid_golden.py, loaded
+// both from its Hugging Face files (config.json + model.safetensors, model/hf_model) and from
+// the GGUF that llama.cpp's convert_hf_to_gguf.py made of them (gen_hybrid_gguf.py); the two
+// loaders give the same logits.
 //
 // Criteria as tests/unit/model/test_golden.cpp: top-1 agreement wherever the reference
 // top-1/top-2 margin > 0.05; mean KL(ref || ours) < 0.01 over the top-20 plus a tail bucket;
@@ -29,6 +31,11 @@ constexpr float kMargin = 0.05f;
 constexpr int kChunk = 100;
 
 const std::string kDir = std::string(HS_FIXTURES_DIR) + "/hybrid/qwen35-tiny";
+
+// "hf": config.json + model.safetensors; "gguf": llama.cpp's conversion of them.
+Result<std::unique_ptr<HybridDecoder>> load_tiny(const std::string& how) {
+  return how == "gguf" ? HybridDecoder::load(kDir + "/qwen35-tiny-bf16.gguf") : HybridDecoder::load_hf(kDir);
+}
 
 struct Case {
   std::string name;
@@ -69,15 +76,16 @@ void log_softmax(float* x, int n) {
 
 int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
 
-class HybridGolden : public ::testing::TestWithParam<MatmulPrecision> {};
+class HybridGolden : public ::testing::TestWithParam<std::tuple<std::string, MatmulPrecision>> {};
 
 TEST_P(HybridGolden, MatchesTransformers) {
   int k = 0;
   const std::vector<Case> cases = load_cases(k);
-  auto dec_or = HybridDecoder::load_hf(kDir);
+  const std::string how = std::get<0>(GetParam());
+  auto dec_or = load_tiny(how);
   ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
   HybridDecoder& dec = **dec_or;
-  dec.set_matmul_precision(GetParam());
+  dec.set_matmul_precision(std::get<1>(GetParam()));
   const ModelConfig& c = dec.config();
   ASSERT_EQ(c.n_attn_layers(), 2);
   ASSERT_EQ(c.rope_dims, 64);
@@ -153,9 +161,9 @@ TEST_P(HybridGolden, MatchesTransformers) {
     kv.release(seq);
   }
   const double mean_kl = kl_sum / kl_n;
-  std::printf("[hybrid golden] qwen35-tiny (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
+  std::printf("[hybrid golden] qwen35-tiny from %s (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
               "margin > %.2f; greedy identical for %d/%d steps in all\n",
-              matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(kl_n),
+              how.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(kl_n),
               static_cast<long long>(top1_equal), static_cast<long long>(top1_checked), kMargin, greedy_identical,
               greedy_total);
   EXPECT_LT(mean_kl, 0.01);
@@ -164,8 +172,52 @@ TEST_P(HybridGolden, MatchesTransformers) {
   EXPECT_EQ(states.n_used(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGolden, ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2),
-                         [](const auto& info) { return std::string(matmul_precision_name(info.param)); });
+INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGolden,
+                         ::testing::Combine(::testing::Values("hf", "gguf"),
+                                            ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2)),
+                         [](const auto& info) {
+                           return std::get<0>(info.param) + "_" + matmul_precision_name(std::get<1>(info.param));
+                         });
+
+// The safetensors loader and llama.cpp's GGUF of the same checkpoint give the same logits
+// (the long prompt in chunks of 100, then 8 decode steps).
+TEST(HybridGoldenBatch, GgufEqualsSafetensors) {
+  int k = 0;
+  const std::vector<Case> cases = load_cases(k);
+  std::vector<std::vector<float>> runs;
+  for (const char* how : {"hf", "gguf"}) {
+    auto dec_or = load_tiny(how);
+    ASSERT_TRUE(dec_or.is_ok()) << how << ": " << dec_or.status().to_string();
+    HybridDecoder& dec = **dec_or;
+    ThreadPool pool;
+    KvCache kv(dec.kv_geometry(), 256);
+    RecurrentPool states(kv, 1);
+    SeqKv seq;
+    SeqKv* seqs[] = {&seq};
+    std::vector<float> all, logits;
+    const std::vector<int32_t>& p = cases[3].tokens;
+    for (size_t start = 0; start < p.size(); start += kChunk) {
+      Batch b;
+      for (size_t i = start; i < std::min(p.size(), start + kChunk); ++i) b.add(p[i], static_cast<int32_t>(i), 0, true);
+      ASSERT_TRUE(dec.forward(b, seqs, kv, states, pool, logits).is_ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    for (int step = 0; step < 8; ++step) {
+      Batch d;
+      d.add(cases[3].greedy[step], seq.n_tokens, 0, true);
+      ASSERT_TRUE(dec.forward(d, seqs, kv, states, pool, logits).is_ok());
+      all.insert(all.end(), logits.begin(), logits.end());
+    }
+    kv.release(seq);
+    runs.push_back(std::move(all));
+  }
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  float max_diff = 0;
+  for (size_t i = 0; i < runs[0].size(); ++i) max_diff = std::max(max_diff, std::fabs(runs[0][i] - runs[1][i]));
+  std::printf("[hybrid golden] safetensors vs llama.cpp GGUF: max |logit diff| %.3e over %zu logits\n", max_diff,
+              runs[0].size());
+  EXPECT_LT(max_diff, 1e-5f);
+}
 
 // Four prompts in one batch (interleaved, different lengths), then two decode steps of all four
 // together, give the logits of each prompt alone.
