@@ -1,0 +1,91 @@
+// tests/unit/kv/test_recurrent_pool.cpp — recurrent-state slots: one per live sequence, found
+// again through its lease, freed by KvCache::release (also when another lease listener was
+// there first, which keeps being told), refused when all are held; a storm of random
+// acquire / release leaves the pool and the leases at baseline.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "kv/recurrent_pool.h"
+
+namespace hs {
+namespace {
+
+struct CountingListener : LeaseListener {
+  int ended = 0;
+  void on_lease_end(const SeqLease&) override { ++ended; }
+};
+
+TEST(RecurrentPool, SlotsFollowLeases) {
+  KvCache kv(KvGeometry{1, 1, 8, 16, KvDtype::kF32}, 8, /*max_leases=*/16);
+  CountingListener before;
+  kv.set_lease_listener(&before);
+  {
+    RecurrentPool pool(kv, 2);
+    SeqKv a, b, c;
+    bool fresh = false;
+    auto sa = pool.slot(a, &fresh);
+    ASSERT_TRUE(sa.is_ok());
+    EXPECT_TRUE(fresh);
+    auto again = pool.slot(a, &fresh);
+    ASSERT_TRUE(again.is_ok());
+    EXPECT_FALSE(fresh);
+    EXPECT_EQ(*again, *sa);
+    auto sb = pool.slot(b);
+    ASSERT_TRUE(sb.is_ok());
+    EXPECT_NE(*sb, *sa);
+    EXPECT_FALSE(pool.slot(c).is_ok());  // both held
+    kv.release(c);                       // its lease (taken by the failed call) ends too
+    kv.release(a);
+    EXPECT_EQ(pool.n_used(), 1);
+    EXPECT_EQ(before.ended, 2);  // the listener that was there first is still told
+    auto sc = pool.slot(c, &fresh);
+    ASSERT_TRUE(sc.is_ok());
+    EXPECT_TRUE(fresh);
+    EXPECT_EQ(*sc, *sa);  // the freed slot
+    kv.release(b);
+    kv.release(c);
+    EXPECT_EQ(pool.n_used(), 0);
+  }
+  EXPECT_EQ(kv.lease_listener(), &before);  // restored when the pool dies
+  kv.set_lease_listener(nullptr);
+}
+
+TEST(RecurrentPool, StormReturnsToBaseline) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  KvCache kv(KvGeometry{1, 1, 8, 16, KvDtype::kF32}, 64, /*max_leases=*/32);
+  RecurrentPool pool(kv, 6);
+  std::vector<SeqKv> seqs(24);
+  std::vector<int32_t> slot_of(24, -1);
+  for (int it = 0; it < 5000; ++it) {
+    const int i = static_cast<int>(rng() % seqs.size());
+    if (rng() % 3 == 0) {
+      kv.release(seqs[i]);
+      slot_of[i] = -1;
+      continue;
+    }
+    auto s = pool.slot(seqs[i]);
+    if (!s.is_ok()) {
+      EXPECT_EQ(pool.n_used(), pool.n_slots()) << seed;
+      kv.release(seqs[i]);
+      continue;
+    }
+    if (slot_of[i] >= 0) {
+      EXPECT_EQ(*s, slot_of[i]) << seed;
+    }
+    slot_of[i] = *s;
+    for (size_t j = 0; j < seqs.size(); ++j) {  // no two live sequences share a slot
+      if (static_cast<int>(j) != i && slot_of[j] >= 0) {
+        ASSERT_NE(slot_of[j], *s) << seed;
+      }
+    }
+  }
+  for (auto& s : seqs) kv.release(s);
+  EXPECT_EQ(pool.n_used(), 0);
+  EXPECT_EQ(kv.leases().n_live(), 0);
+  EXPECT_EQ(kv.pool().n_used(), 0);
+}
+
+}  // namespace
+}  // namespace hs
