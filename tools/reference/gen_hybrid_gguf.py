@@ -9,7 +9,7 @@ the V-head reorder, the MRoPE sections) is the converter's. The C++ golden test 
 files and asserts the same logits, so the safetensors loader and the GGUF loader cannot drift
 from llama.cpp's layout.
 
-Usage: .venv-ref/bin/python tools/reference/gen_hybrid_gguf.py [--sdist-dir DIR]
+Usage: .venv-ref/bin/python tools/reference/gen_hybrid_gguf.py [--model qwen35|qwen3next] [--sdist-dir DIR]
   (downloads llama-cpp-python==0.3.36's sdist with pip into DIR, default .cache/lcp, once)
 """
 import argparse
@@ -19,13 +19,15 @@ import tarfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "tests" / "fixtures" / "hybrid" / "qwen35-tiny"
+FIXTURES = ROOT / "tests" / "fixtures" / "hybrid"
 LCP_VERSION = "0.3.36"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sdist-dir", type=Path, default=ROOT / ".cache" / "lcp")
+    ap.add_argument("--model", choices=["qwen35", "qwen3next"], default="qwen35")
+    ap.add_argument("--outfile", type=Path, help="default: the fixture's <name>-bf16.gguf")
     args = ap.parse_args()
     src = args.sdist_dir / f"llama_cpp_python-{LCP_VERSION}" / "vendor" / "llama.cpp"
     if not src.exists():
@@ -37,11 +39,13 @@ def main() -> None:
     sys.path.insert(0, str(src))
     sys.path.insert(1, str(src / "gguf-py"))
     import convert_hf_to_gguf as conv  # noqa: E402
-    from conversion.qwen import Qwen3_5TextModel  # noqa: E402
+    from conversion.qwen import Qwen3_5TextModel, Qwen3NextModel  # noqa: E402
 
-    Qwen3_5TextModel.set_vocab = lambda self: self._set_vocab_none()
-    out = FIXTURE / "qwen35-tiny-bf16.gguf"
-    sys.argv = ["convert_hf_to_gguf.py", str(FIXTURE), "--outtype", "bf16", "--no-mtp", "--outfile", str(out)]
+    model_class = Qwen3_5TextModel if args.model == "qwen35" else Qwen3NextModel
+    model_class.set_vocab = lambda self: self._set_vocab_none()
+    fixture = FIXTURES / f"{args.model}-tiny"
+    out = args.outfile or fixture / f"{args.model}-tiny-bf16.gguf"
+    sys.argv = ["convert_hf_to_gguf.py", str(fixture), "--outtype", "bf16", "--no-mtp", "--outfile", str(out)]
     conv.main()
     print(f"wrote {out}", file=sys.stderr)
 

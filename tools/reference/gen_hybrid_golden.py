@@ -12,7 +12,10 @@ perturbed away from its init value (so the zero-centred (1 + w) norms, dt_bias, 
 gated norm are all exercised), then rounded to bfloat16: the fixture stores bf16 weights and
 the reference runs float32 on exactly those values.
 
-Output, tests/fixtures/hybrid/qwen35-tiny/:
+--model qwen3next makes the same for Qwen3-Next (Qwen3NextForCausalLM: fused qkvz / ba
+projections, 4 experts top-2 with a shared expert, vocabulary 512) in qwen3next-tiny/.
+
+Output, tests/fixtures/hybrid/qwen35-tiny/ (and qwen3next-tiny/):
   config.json, model.safetensors   the model as save_pretrained writes it (bf16, ~3.6 MB)
   golden.json, golden.bin          per case: token ids, per-position top-20 log-probs (float32
                                    eager forward over the whole prompt: the chunked delta rule),
@@ -20,8 +23,9 @@ Output, tests/fixtures/hybrid/qwen35-tiny/:
                                    (generate() with the cache: chunked prefill, then the
                                    recurrent rule token by token), in gen_golden_logits.py's
                                    layout.
-Usage: .venv-ref/bin/python tools/reference/gen_hybrid_golden.py
+Usage: .venv-ref/bin/python tools/reference/gen_hybrid_golden.py [--model qwen35|qwen3next]
 """
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -29,10 +33,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import transformers
-from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig
+from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3NextConfig, Qwen3NextForCausalLM
 
 ROOT = Path(__file__).resolve().parents[2]
-OUT = ROOT / "tests" / "fixtures" / "hybrid" / "qwen35-tiny"
+FIXTURES = ROOT / "tests" / "fixtures" / "hybrid"
 TOPK = 20
 N_GREEDY = 48
 SEED = 1234
@@ -73,6 +77,49 @@ def make_config() -> Qwen3_5TextConfig:
     )
 
 
+def make_next_config() -> Qwen3NextConfig:
+    """Qwen3-Next (MoE) in the same tiny shape: every layer's MLP is the sparse MoE block (4
+    experts, top-2, renormalised, plus the sigmoid-gated shared expert); vocabulary 512 keeps
+    the file under 4 MB."""
+    return Qwen3NextConfig(
+        vocab_size=512,
+        hidden_size=128,
+        intermediate_size=192,
+        num_hidden_layers=8,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=256,
+        hidden_act="silu",
+        max_position_embeddings=4096,
+        initializer_range=0.1,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25},
+        linear_conv_kernel_dim=4,
+        linear_key_head_dim=32,
+        linear_value_head_dim=32,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        full_attention_interval=4,
+        decoder_sparse_step=1,
+        moe_intermediate_size=48,
+        shared_expert_intermediate_size=48,
+        num_experts_per_tok=2,
+        num_experts=4,
+        norm_topk_prob=True,
+        mlp_only_layers=[],
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+
+
+MODELS = {
+    "qwen35": ("qwen35-tiny", make_config, Qwen3_5ForCausalLM),
+    "qwen3next": ("qwen3next-tiny", make_next_config, Qwen3NextForCausalLM),
+}
+
+
 def perturb(model: torch.nn.Module, gen: torch.Generator) -> None:
     """Moves the parameters that init leaves at constants (norms, dt_bias) off them."""
     with torch.no_grad():
@@ -91,12 +138,14 @@ def top_k(logits: torch.Tensor):
     return ids.to(torch.int32).numpy(), vals.to(torch.float32).numpy()
 
 
-def main() -> None:
+def run(name: str) -> None:
+    out_name, make, cls = MODELS[name]
+    OUT = FIXTURES / out_name
     torch.manual_seed(SEED)
     gen = torch.Generator().manual_seed(SEED)
-    cfg = make_config()
+    cfg = make()
     cfg._attn_implementation = "eager"
-    model = Qwen3_5ForCausalLM(cfg).to(torch.float32)
+    model = cls(cfg).to(torch.float32)
     perturb(model, gen)
     model.eval()
     print(f"layer_types {cfg.layer_types}", file=sys.stderr)
@@ -122,7 +171,7 @@ def main() -> None:
         print(f"case {i}: {n} tokens, {np.mean(gaps > 0.05) * 100:.0f}% positions with margin > 0.05, "
               f"greedy {greedy[:12]}...", file=sys.stderr)
         cases.append({
-            "name": f"qwen35-tiny-{i}",
+            "name": f"{out_name}-{i}",
             "tokens": ids,
             "n_positions": n,
             "top_ids_offset": offset,
@@ -140,15 +189,23 @@ def main() -> None:
     if gc.exists():
         gc.unlink()
     meta = {
-        "model_dir": "hybrid/qwen35-tiny",
+        "model_dir": f"hybrid/{out_name}",
         "generator": f"transformers {transformers.__version__}, torch {torch.__version__}, "
-                     f"Qwen3_5ForCausalLM, float32, eager attention, CPU, seed {SEED}",
+                     f"{cls.__name__}, float32, eager attention, CPU, seed {SEED}",
         "top_k": TOPK,
         "cases": cases,
     }
     (OUT / "golden.json").write_text(json.dumps(meta, indent=1))
     (OUT / "golden.bin").write_bytes(b"".join(blobs))
     print(f"wrote {OUT}", file=sys.stderr)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=list(MODELS), action="append")
+    args = ap.parse_args()
+    for name in args.model or list(MODELS):
+        run(name)
 
 
 if __name__ == "__main__":
