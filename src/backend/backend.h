@@ -176,6 +176,13 @@ class Backend {
     HS_RETURN_IF_ERROR(rope(q, head_dim, theta, neox));
     return rope(k, head_dim, theta, neox);
   }
+  // rope_qk(q, k) then kv_write(layer, k, v): the step's rotated keys and its values into the
+  // cache in one pass (k is left rotated, as rope_qk leaves it);
+  virtual Status rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor& v, int head_dim, float theta,
+                                  bool neox) {
+    HS_RETURN_IF_ERROR(rope_qk(q, k, head_dim, theta, neox));
+    return kv_write(layer, k, v);
+  }
   // add(x, y) then rms_norm(x, w, eps, out): the residual add and the next layer's norm.
   virtual Status add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) {
     HS_RETURN_IF_ERROR(add(x, y));

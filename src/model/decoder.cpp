@@ -205,8 +205,7 @@ Status Decoder::run_layers(int64_t n) {
     const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
     if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
     const float theta = swa ? c.rope_theta_local : c.rope_theta;
-    HS_RETURN_IF_ERROR(b.rope_qk(q, k, hd, theta, neox));
-    HS_RETURN_IF_ERROR(b.kv_write(il, k, v));
+    HS_RETURN_IF_ERROR(b.rope_qk_kv_write(il, q, k, v, hd, theta, neox));
     if (key_observer_) key_observer_(il, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
     AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, swa && c.sliding_window > 0 ? c.sliding_window : 0};
     HS_RETURN_IF_ERROR(b.attention(il, q, att, ap));

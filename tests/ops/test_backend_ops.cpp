@@ -530,6 +530,88 @@ TEST_F(BackendOps, EarlyMatmulInputCopyIsExactAndNeverStale) {
   }
 }
 
+// Batch 1-2 before a quantized GEMV: rms_norm / add_rms_norm / glu write the GEMV's int16 x
+// records beside their f32 output (CudaBackend::outq_for) and the GEMV skips its own quantize
+// kernel. The records must be the bytes the GEMV would have made, so y is bitwise the run where a
+// scale(.., 1) between drops them; an op writing the tensor after the norm must drop them too.
+TEST_F(BackendOps, EarlyQuantizedInputIsExactAndNeverStale) {
+  for (DType type : {DType::Q4_0, DType::Q8_0, DType::Q4_K}) {
+    for (int64_t n : {1, 2}) {
+      const int64_t d = 768, ff = 1280, o1 = 96, o2 = 64;  // 768: a Q4 u-step and a half (padded records)
+      auto fresh = make_backend(Device::kCuda);  // its own quantized kind: only this type prepared
+      ASSERT_TRUE(fresh.is_ok()) << fresh.status().to_string();
+      dev_ = std::move(*fresh);
+#if defined(HS_WITH_CUDA)
+      if (auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get())) cuda->set_early_quantized_inputs(true);
+#endif
+      const auto& wb = keep(random_weight(type, o1, d, rng_));
+      const auto& wk = keep(random_weight(type, o2, d, rng_));
+      const auto& wb2 = keep(random_weight(type, o2, ff, rng_));
+      const std::vector<float> nw = normal(rng_, static_cast<size_t>(d), 1.0f);
+      Tensor w[2], wkk[2], w2[2], nv[2];
+      for (int which = 0; which < 2; ++which) {
+        Backend& b = which == 0 ? *cpu_ : *dev_;
+        auto r = b.prepare_weight(Tensor::matrix(wb.data(), type, o1, d), "w");
+        auto rk = b.prepare_weight(Tensor::matrix(wk.data(), type, o2, d), "wk");
+        auto r2 = b.prepare_weight(Tensor::matrix(wb2.data(), type, o2, ff), "w2");
+        auto rv = b.prepare_vector(nw, "norm");
+        ASSERT_TRUE(r.is_ok() && rk.is_ok() && r2.is_ok() && rv.is_ok());
+        w[which] = *r;
+        wkk[which] = *rk;
+        w2[which] = *r2;
+        nv[which] = *rv;
+      }
+      Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
+      const auto x = normal(rng_, static_cast<size_t>(n * d), 2.0f, true);
+      const auto y = normal(rng_, static_cast<size_t>(n * d), 1.0f, true);
+      const auto other = normal(rng_, static_cast<size_t>(n * d), 1.0f, true);
+      const auto g = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
+      const auto u = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
+      // ins: x, y, other, gate, up; outs: h, m1 [n][o1], a [n][ff], m2 [n][o2], m3 [n][o1], m4 [n][o2], m5 [n][o1]
+      std::vector<std::vector<float>> first;
+      for (int between = 0; between < 2; ++between) {  // 0: early records used; 1: dropped by scale(.., 1)
+        std::vector<std::vector<float>> ref, got;
+        run_both(step.plan, {{{n, d}, x}, {{n, d}, y}, {{n, d}, other}, {{n, ff}, g}, {{n, ff}, u}},
+                 {{n, d}, {n, o1}, {n, ff}, {n, o2}, {n, o1}, {n, o2}, {n, o1}},
+                 [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+                   const int wi = &b == cpu_.get() ? 0 : 1;
+                   HS_RETURN_IF_ERROR(b.add_rms_norm(in[0], in[1], nv[wi], 1e-6f, out[0]));
+                   if (between) HS_RETURN_IF_ERROR(b.scale(out[0], 1.0f));
+                   HS_RETURN_IF_ERROR(b.matmul(w[wi], out[0], out[1]));
+                   HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, in[3], in[4], out[2]));
+                   if (between) HS_RETURN_IF_ERROR(b.scale(out[2], 1.0f));
+                   HS_RETURN_IF_ERROR(b.matmul(w2[wi], out[2], out[3]));
+                   // Staleness: norm into h, then h overwritten; the matmul must read the new h.
+                   HS_RETURN_IF_ERROR(b.rms_norm(in[0], nv[wi], 1e-6f, out[0]));
+                   HS_RETURN_IF_ERROR(b.copy(in[2], out[0]));
+                   HS_RETURN_IF_ERROR(b.matmul(w[wi], out[0], out[4]));
+                   // A norm's records shared by a two-weight launch (q / k).
+                   HS_RETURN_IF_ERROR(b.rms_norm(in[2], nv[wi], 1e-6f, out[0]));
+                   if (between) HS_RETURN_IF_ERROR(b.scale(out[0], 1.0f));
+                   const Tensor ws[] = {w[wi], wkk[wi]};
+                   const Tensor ys[] = {out[6], out[5]};
+                   return b.matmul_multi(ws, out[0], ys);
+                 },
+                 ref, got);
+        if (HasFatalFailure()) return;
+        const std::string what = std::string(dtype_name(type)) + " n=" + std::to_string(n);
+        check("early quant", "add_rms_norm -> matmul " + what, got[1], ref[1], 5e-4, 1e-3);
+        check("early quant", "glu -> matmul " + what, got[3], ref[3], 5e-4, 1e-3);
+        check("early quant", "norm, copy -> matmul " + what, got[4], ref[4], 5e-4, 1e-3);
+        check("early quant", "norm -> matmul_multi " + what, got[5], ref[5], 5e-4, 1e-3);
+        check("early quant", "norm -> matmul_multi " + what, got[6], ref[6], 5e-4, 1e-3);
+        if (between == 0) {
+          first = got;
+        } else {
+          for (int i : {1, 2, 3, 4, 5, 6})
+            EXPECT_EQ(std::memcmp(got[i].data(), first[i].data(), got[i].size() * 4), 0)
+                << what << " output " << i << ": the early records changed the result; " << seed_note();
+        }
+      }
+    }
+  }
+}
+
 TEST_F(BackendOps, RmsNorm) {
   std::uniform_int_distribution<int64_t> rows_d(1, 33);
   for (int64_t width : {64, 576, 640}) {
@@ -634,6 +716,90 @@ TEST_F(BackendOps, RopeQk) {
       check("rope_qk (k)", dims(n, kc) + what, got[1], ref[1], 1e-5);
     }
   }
+}
+
+// rope_qk_kv_write: the CUDA backend's one kernel against its own rope_qk then kv_write, bit for
+// bit (q, k and the page bytes: layer 0 written fused, layer 1 by the two ops from the same
+// inputs), for every plain KV dtype and fp8 (which takes the two-kernel path), pages scattered,
+// two sequences, positions across page boundaries; and against the CPU's rope for q / k.
+TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
+#if defined(HS_WITH_CUDA)
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
+  ASSERT_NE(cuda, nullptr);
+  struct Case {
+    KvDtype dtype;
+    int hd, n_head, n_kv;
+  };
+  const Case cases[] = {{KvDtype::kF16, 128, 8, 2}, {KvDtype::kF16, 64, 9, 3}, {KvDtype::kBF16, 128, 32, 8},
+                        {KvDtype::kF32, 80, 4, 4},  {KvDtype::kBF16, 256, 4, 1}, {KvDtype::kFp8, 128, 8, 2}};
+  for (const Case& c : cases) {
+    for (bool neox : {false, true}) {
+      constexpr int kP = 16;
+      KvCache kv(KvGeometry{2, c.n_kv, c.hd, kP, c.dtype}, 16);
+      SeqKv a, b;
+      HS_ASSERT_OK(kv.reserve(a, 40));
+      HS_ASSERT_OK(kv.reserve(b, 70));
+      std::shuffle(a.blocks.begin(), a.blocks.end(), rng_);
+      std::shuffle(b.blocks.begin(), b.blocks.end(), rng_);
+      Step step;
+      const std::pair<int32_t, int32_t> tokens[] = {{0, 0},  {15, 0}, {16, 0}, {39, 0}, {1, 1},
+                                                    {31, 1}, {32, 1}, {47, 1}, {69, 1}};  // (position, sequence)
+      for (const auto& [p, sq] : tokens) {
+        step.positions.push_back(p);
+        step.seq_index.push_back(sq);
+      }
+      step.seqs = {&a, &b};
+      step.finish(&kv, *pool_);
+      const int64_t n = static_cast<int64_t>(step.positions.size()), qc = int64_t{c.n_head} * c.hd,
+                    kc = int64_t{c.n_kv} * c.hd;
+      const auto q = normal(rng_, static_cast<size_t>(n * qc)), k = normal(rng_, static_cast<size_t>(n * kc)),
+                 v = normal(rng_, static_cast<size_t>(n * kc));
+      Mat q0 = make_mat(*dev_, n, qc), k0 = make_mat(*dev_, n, kc), v0 = make_mat(*dev_, n, kc);
+      Mat q1 = make_mat(*dev_, n, qc), k1 = make_mat(*dev_, n, kc), v1 = make_mat(*dev_, n, kc);
+      for (Mat* m : {&q0, &q1}) upload(*dev_, *m, q);
+      for (Mat* m : {&k0, &k1}) upload(*dev_, *m, k);
+      for (Mat* m : {&v0, &v1}) upload(*dev_, *m, v);
+      const float theta = 10000.0f;
+      HS_ASSERT_OK(dev_->begin_step(step.plan));
+      HS_ASSERT_OK(dev_->rope_qk_kv_write(0, q0.t, k0.t, v0.t, c.hd, theta, neox));
+      HS_ASSERT_OK(dev_->rope_qk(q1.t, k1.t, c.hd, theta, neox));
+      HS_ASSERT_OK(dev_->kv_write(1, k1.t, v1.t));
+      HS_ASSERT_OK(dev_->end_step());
+      const std::string what = std::string(kv_dtype_name(c.dtype)) + " hd " + std::to_string(c.hd) + " heads " +
+                               std::to_string(c.n_head) + "/" + std::to_string(c.n_kv) + (neox ? " neox" : " pairs");
+      const auto qf = download(*dev_, q0), qu = download(*dev_, q1), kf = download(*dev_, k0), ku = download(*dev_, k1);
+      EXPECT_EQ(std::memcmp(qf.data(), qu.data(), qf.size() * 4), 0) << what << ": q differs; " << seed_note();
+      EXPECT_EQ(std::memcmp(kf.data(), ku.data(), kf.size() * 4), 0) << what << ": k differs; " << seed_note();
+      const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
+      std::vector<uint8_t> p0(layer_bytes, 0xcd), p1(layer_bytes, 0xab);
+      HS_ASSERT_OK(cuda->read_kv_pages(0, p0.data()));
+      HS_ASSERT_OK(cuda->read_kv_pages(1, p1.data()));
+      size_t bad = 0;
+      for (size_t i = 0; i < layer_bytes; ++i) bad += p0[i] != p1[i];
+      EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << layer_bytes << " page bytes differ; " << seed_note();
+      // Something was written: about every byte of the step's K and V rows is nonzero.
+      size_t nonzero = 0;
+      for (uint8_t byte : p0) nonzero += byte != 0;
+      EXPECT_GE(nonzero, static_cast<size_t>(n * kc)) << what << ": " << nonzero << " nonzero page bytes";
+      // q / k against the CPU's rope.
+      std::vector<std::vector<float>> ref, got;
+      Step plain = simple_step(step.positions);
+      run_both(plain.plan, {{{n, qc}, q}, {{n, kc}, k}}, {},
+               [&](Backend& be, std::vector<Tensor>& in, std::vector<Tensor>&) {
+                 return be.rope_qk(in[0], in[1], c.hd, theta, neox);
+               },
+               ref, got);
+      if (HasFatalFailure()) return;
+      check("rope_qk_kv", dims(n, qc) + " q " + what, qf, ref[0], 1e-5);
+      check("rope_qk_kv", dims(n, kc) + " k " + what, kf, ref[1], 1e-5);
+      print_header();
+      std::printf("%-12s %-46s %12zu %12s %10s%s\n", "rope_qk_kv", ("page bytes " + what).c_str(), bad, "bytes", "0",
+                  bad == 0 ? "" : "  FAIL");
+    }
+  }
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
 }
 
 TEST_F(BackendOps, Glu) {

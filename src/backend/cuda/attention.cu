@@ -50,10 +50,12 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 #include <utility>
 
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/rope.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -62,6 +64,8 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 constexpr int kMinSplit = 64;    // keys: no run shorter than this (unless the range is)
+constexpr int kMinSplitMany = 256;  // ... nor than this with kManyRows (token, kv head) rows, or for ranges this short
+constexpr int64_t kManyRows = 64;
 constexpr int kBlocksPerSm = 4;  // what the split aims at
 
 template <typename T>
@@ -144,6 +148,7 @@ __device__ __forceinline__ void cp_async_wait() {
 template <typename T>
 __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int hd = kv.head_dim, P = kv.page_tokens;
@@ -159,9 +164,62 @@ __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) 
   }
 }
 
+// RoPE of q and k fused with the K / V write (plain f32 / f16 / bf16 pages). grid (n tokens, 2),
+// block (i, 0) rotates token i's q heads in place, block (i, 1) its k heads (stored back to k
+// and, converted, into the page slot), then copies its V row. The cos / sin of the token's
+// head_dim / 2 pairs are computed once per block into shared memory (one double pow + sincos a
+// pair, not a pair per head group), then every thread rotates (head, pair)s. Every value is the
+// one rope_kernel then kv_write_kernel would produce (rope.cuh's arithmetic).
+constexpr int kMaxRopeKvHalf = 512;  // head_dim <= 1024
+template <typename T>
+__global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRows v, int head_dim, float theta,
+                                                             bool neox, KvLayerView kv, StepTables t) {
+  pdl_launch_dependents();  // the next kernel may be scheduled now
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
+  __shared__ RopeCs cs[kMaxRopeKvHalf];
+  const int64_t i = blockIdx.x;
+  const bool is_k = blockIdx.y == 1;
+  const Rows x = is_k ? k : q;
+  const int half = head_dim / 2;
+  const int64_t n_heads = x.cols / head_dim;
+  const int32_t pos = t.positions[i];
+  for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, head_dim, theta);
+  T* slot = nullptr;  // is_k: kv head 0's K row of this token; head h at + h * P * 2 * head_dim
+  const int P = kv.page_tokens;
+  if (is_k) {
+    const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
+    slot = static_cast<T*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems + static_cast<int64_t>(pos % P) * 2 * head_dim;
+  }
+  __syncthreads();
+  float* row = x.p + i * x.stride;
+  for (int64_t e = threadIdx.x; e < n_heads * half; e += blockDim.x) {
+    const int64_t h = e / half;
+    const int ii = static_cast<int>(e % half);
+    const int oa = rope_off_a(ii, half, neox), ob = rope_off_b(ii, half, neox);
+    float* hr = row + h * head_dim;
+    const float va = hr[oa], vb = hr[ob];
+    const float ra = rope_a(va, vb, cs[ii]), rb = rope_b(va, vb, cs[ii]);
+    hr[oa] = ra;
+    hr[ob] = rb;
+    if (is_k) {
+      T* d = slot + h * P * 2 * head_dim;
+      d[oa] = from_f<T>(ra);
+      d[ob] = from_f<T>(rb);
+    }
+  }
+  if (is_k) {
+    const float* vr = v.p + i * v.stride;
+    for (int64_t e = threadIdx.x; e < v.cols; e += blockDim.x) {
+      const int64_t h = e / head_dim, d = e % head_dim;
+      slot[h * P * 2 * head_dim + head_dim + d] = from_f<T>(vr[e]);
+    }
+  }
+}
+
 // grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row.
 __global__ void __launch_bounds__(64) kv_write_fp8_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -296,6 +354,7 @@ struct DecodeTiling {
 template <typename T, int D, int MAXG>
 __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks) attention_kernel(KernelArgs a) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   using C = DecodeTiling<T, D, MAXG>;
   constexpr int E = C::E, L = C::L, HS = C::HS, MG = C::MG, NKG = C::NKG, U = C::U, W = C::W, NV = C::NV, R = C::R;
   constexpr int S = C::S;
@@ -620,6 +679,7 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* red) 
 
 __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   __shared__ float wt[kMaxRuns];
   __shared__ float red[kWarps];
   const int64_t i = blockIdx.x;
@@ -652,13 +712,13 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
 template <typename T, int D>
 cudaError_t launch_group(const KernelArgs& a, dim3 grid, cudaStream_t s) {
   if (a.group <= 1) {
-    attention_kernel<T, D, 1><<<grid, kThreads, 0, s>>>(a);
+    launch_chain(attention_kernel<T, D, 1>, grid, kThreads, 0, s, a);
   } else if (a.group <= 2) {
-    attention_kernel<T, D, 2><<<grid, kThreads, 0, s>>>(a);
+    launch_chain(attention_kernel<T, D, 2>, grid, kThreads, 0, s, a);
   } else if (a.group <= 4) {
-    attention_kernel<T, D, 4><<<grid, kThreads, 0, s>>>(a);
+    launch_chain(attention_kernel<T, D, 4>, grid, kThreads, 0, s, a);
   } else {
-    attention_kernel<T, D, 8><<<grid, kThreads, 0, s>>>(a);
+    launch_chain(attention_kernel<T, D, 8>, grid, kThreads, 0, s, a);
   }
   return cudaGetLastError();
 }
@@ -685,10 +745,36 @@ cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cuda
        kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim))
     return cudaErrorInvalidValue;
   switch (kv.elem) {
-    case KvElem::kF32: kv_write_kernel<float><<<grid, threads, 0, s>>>(kv, t, k, v); break;
-    case KvElem::kF16: kv_write_kernel<__half><<<grid, threads, 0, s>>>(kv, t, k, v); break;
-    case KvElem::kBF16: kv_write_kernel<__nv_bfloat16><<<grid, threads, 0, s>>>(kv, t, k, v); break;
-    case KvElem::kFp8: kv_write_fp8_kernel<<<grid, 64, 0, s>>>(kv, t, k, v); break;
+    case KvElem::kF32: launch_chain(kv_write_kernel<float>, grid, threads, 0, s, kv, t, k, v); break;
+    case KvElem::kF16: launch_chain(kv_write_kernel<__half>, grid, threads, 0, s, kv, t, k, v); break;
+    case KvElem::kBF16: launch_chain(kv_write_kernel<__nv_bfloat16>, grid, threads, 0, s, kv, t, k, v); break;
+    case KvElem::kFp8: launch_chain(kv_write_fp8_kernel, grid, 64, 0, s, kv, t, k, v); break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float theta, bool neox, KvLayerView kv,
+                                 StepTables t, cudaStream_t s) {
+  if (k.rows <= 0) return cudaSuccess;
+  if (k.rows > 0x7fffffff || q.rows != k.rows || v.rows != k.rows || v.cols != k.cols || head_dim < 2 ||
+      head_dim % 2 != 0 || head_dim != kv.head_dim || k.cols != static_cast<int64_t>(kv.n_kv_heads) * head_dim ||
+      q.cols % head_dim != 0 || kv.elem == KvElem::kFp8 || head_dim / 2 > kMaxRopeKvHalf)
+    return cudaErrorInvalidValue;
+  // Threads: a (head, pair) each of the wider of q / k, up to 1024 (then strided).
+  const int64_t pairs = std::max(q.cols, k.cols) / 2;
+  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(1024, (pairs + 31) / 32 * 32));
+  const dim3 grid(static_cast<unsigned>(k.rows), 2, 1);
+  switch (kv.elem) {
+    case KvElem::kF32:
+      launch_chain(rope_kv_write_kernel<float>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv, t);
+      break;
+    case KvElem::kF16:
+      launch_chain(rope_kv_write_kernel<__half>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv, t);
+      break;
+    case KvElem::kBF16:
+      launch_chain(rope_kv_write_kernel<__nv_bfloat16>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv, t);
+      break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -699,9 +785,21 @@ AttnSplit plan_attention_split(int64_t n_tokens, int n_kv_heads, int32_t max_ran
   const int64_t base = std::max<int64_t>(1, n_tokens * n_kv_heads);
   const int64_t target = static_cast<int64_t>(kBlocksPerSm) * std::max(1, n_sm);
   const int64_t range = std::max<int32_t>(1, max_range);
+  // Runs of at least kMinSplit keys; at least kMinSplitMany where the step already has many
+  // (token, kv head) rows, or the whole range when it is that short (one launch, no merge):
+  // measured on the 8B shape (docs/benchmarks.md, session 12) tg128 +0.5-1 %, batched 8 / 64
+  // +1.4 / +0.8 %, while batch-1 decode at 2K-4K keys wants the short runs (230 vs 221 t/s).
+  // HS_CUDA_ATTN_MIN_SPLIT (keys, >= 32) forces one minimum everywhere, for such measurements.
+  static const int64_t forced = [] {
+    const char* e = std::getenv("HS_CUDA_ATTN_MIN_SPLIT");
+    const long v = e ? std::strtol(e, nullptr, 10) : 0;
+    return v >= 32 ? static_cast<int64_t>(v) : int64_t{0};
+  }();
+  const int64_t min_split =
+      forced ? forced : (range <= kMinSplitMany || base >= kManyRows) ? int64_t{kMinSplitMany} : int64_t{kMinSplit};
   int64_t n = 1;
   if (base < target) {
-    const int64_t by_len = (range + kMinSplit - 1) / kMinSplit;
+    const int64_t by_len = (range + min_split - 1) / min_split;
     const int64_t by_blocks = (target + base - 1) / base;
     n = std::max<int64_t>(1, std::min({by_len, by_blocks, int64_t{kMaxRuns}}));
   }
@@ -770,8 +868,8 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
   }
   if (err != cudaSuccess || ka.n_splits == 1) return err;
-  merge_kernel<<<dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head)), kThreads, 0, s>>>(
-      ka, a.head_dim);
+  launch_chain(merge_kernel, dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head)), kThreads, 0, s,
+               ka, a.head_dim);
   return cudaGetLastError();
 }
 

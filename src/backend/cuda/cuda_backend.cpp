@@ -79,6 +79,8 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_QUANT")) keep_quantized_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_EARLY16")) early16_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_EARLYQ")) earlyq_ = std::string(e) == "1";
+  if (const char* e = std::getenv("HS_CUDA_ROPE_KV")) rope_kv_fused_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_PDL")) pdl_on_ = std::string(e) != "0";
@@ -310,6 +312,10 @@ Tensor CudaBackend::register_weight(const Tensor& host, const WeightForm& form, 
   const DType gemm_in = form.quant ? DType::F16 : form.dev_type;  // quantized: dequantized to f16 for cuBLAS
   if (!gemm_in_) gemm_in_ = gemm_in;
   else if (*gemm_in_ != gemm_in) gemm_in_mixed_ = true;
+  if (form.quant) {
+    if (!quant_in_) quant_in_ = form.dev_type;
+    else if (*quant_in_ != form.dev_type) quant_in_mixed_ = true;
+  }
   Tensor t = Tensor::matrix(dev, form.dev_type, host.rows, host.cols, Device::kCuda);
   t.row_stride = static_cast<int64_t>(form.row_b);
   weight_cache_[host.data] = CachedWeight{t, host.dtype, host.rows, host.cols};

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_layout.h"
 
@@ -89,6 +90,8 @@ class CudaBackend final : public Backend {
   Status rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) override;
   Status rope(Tensor x, int head_dim, float theta, bool neox) override;
   Status rope_qk(Tensor q, Tensor k, int head_dim, float theta, bool neox) override;
+  Status rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor& v, int head_dim, float theta,
+                          bool neox) override;
   Status add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, float eps, Tensor out) override;
   Status glu(GluKind kind, const Tensor& gate, const Tensor& up, Tensor out) override;
   Status add(Tensor x, const Tensor& y) override;
@@ -113,6 +116,8 @@ class CudaBackend final : public Backend {
   // cache: n_blocks x KvGeometry::page_bytes(), laid out like KvCache::layer_base) to `host`;
   // synchronises the stream. Error when no cache is bound or the layer is out of range.
   Status read_kv_pages(int layer, void* host);
+  // Tests: the norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ) on or off.
+  void set_early_quantized_inputs(bool on) { earlyq_ = on; }
 
  private:
   // A device allocation that grows (scratch); contents are not kept across growth.
@@ -159,6 +164,8 @@ class CudaBackend final : public Backend {
   // The checks of rms_norm / rope; the weight pointer (null: no scale).
   Result<const float*> check_rms_norm(const Tensor& x, const Tensor& w, const Tensor& out, const char* op) const;
   Status check_rope(const Tensor& x, int head_dim, const char* op) const;
+  // kv_write's checks of (layer, k, v); the layer's view of the device KV copy.
+  Result<KvLayerView> kv_write_view(int layer, const Tensor& k, const Tensor& v, const char* op) const;
   Status need_step(const char* op) const;
 
   int device_ = 0;
@@ -243,6 +250,8 @@ class CudaBackend final : public Backend {
   // programmatic dependents, loading weights while the previous kernel (which lets them start
   // at its beginning, pdl.cuh) finishes. Measured: tg128 bf16 218 -> 228 t/s on the 8B shape.
   bool pdl_on_ = true;
+  // HS_CUDA_ROPE_KV=0 turns off: rope_qk_kv_write as one kernel (plain KV pages).
+  bool rope_kv_fused_ = true;
   // The step's attention launches (begin_step): token ranges [begin, end) of one sequence's
   // prompt run (flash) or of the decode / short tokens between them (exact kernel).
   static constexpr int64_t kFlashMinRun = 32;
@@ -279,8 +288,31 @@ class CudaBackend final : public Backend {
   };
   Result<Copy16> out16_for(const Tensor& out);
   void set_input_tag(const Tensor& t, DType type) { xb_tag_ = InputTag{t.data, t.rows, t.cols, t.row_stride, type}; }
-  void clear_input_tag() { xb_tag_ = InputTag{}; }
+  void clear_input_tag() {
+    xb_tag_ = InputTag{};
+    qx_tag_ = InputTag{};
+  }
   void clear_input_tag_if_written(const Tensor& y);
+  // The same for the quantized batch-1/2 GEMV: which f32 tensor qx_ holds the x records of (type:
+  // the weight dtype they are for), written by that GEMV's own quantize kernel or beside its f32
+  // output by rms_norm / add_rms_norm / glu (outq_for); a GEMV of that tensor skips quantizing.
+  // quant_in_ is the kind of the model's quantized weights (prepare_weight; unset or mixed: no
+  // early records). HS_CUDA_EARLYQ=1 turns them on; off by default: measured slower on the 8B
+  // Q4_0 shape (tg128 465 -> 448 t/s, docs/benchmarks.md session 12): the norm's single CTA
+  // writing 128 blocks of records is on the critical path, where the quantize kernel ran
+  // overlapped (a programmatic dependent) over 128 warps.
+  InputTag qx_tag_;
+  std::optional<DType> quant_in_;
+  bool quant_in_mixed_ = false;
+  bool earlyq_ = false;
+  // Where an op writing `out` should also write the GEMV's records: qx_ (grown) for a batch of
+  // 1-2 rows of a model with one quantized kind; s = null otherwise.
+  Result<OutQ> outq_for(const Tensor& out);
+  void set_quant_tag(const Tensor& t, DType w) { qx_tag_ = InputTag{t.data, t.rows, t.cols, t.row_stride, w}; }
+  bool quant_tag_holds(const Tensor& x, DType w) const {
+    return qx_tag_.p == x.data && qx_tag_.rows == x.rows && qx_tag_.cols == x.cols && qx_tag_.stride == x.row_stride &&
+           qx_tag_.type == w;
+  }
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

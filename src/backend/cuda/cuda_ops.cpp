@@ -80,12 +80,26 @@ Result<CudaBackend::Copy16> CudaBackend::out16_for(const Tensor& out) {
   return Copy16{static_cast<uint16_t*>(xb_.ptr), *gemm_in_ == DType::BF16};
 }
 
+Result<OutQ> CudaBackend::outq_for(const Tensor& out) {
+  if (!earlyq_ || !quant_warp_ || !quant_in_ || quant_in_mixed_ || out.rows < 1 || out.rows > kMaxQuantWarpRows ||
+      out.cols > kMaxOutQCols)
+    return OutQ{};
+  const std::optional<QuantKind> k = quant_kind_of(*quant_in_);
+  if (!k || !quant_cols_valid(*k, out.cols)) return OutQ{};
+  HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(out.cols, static_cast<int>(out.rows)),
+                          "the int16 copy of a quantized matmul's input"));
+  return OutQ{static_cast<uint8_t*>(qx_.ptr), static_cast<int>(*k)};
+}
+
 void CudaBackend::clear_input_tag_if_written(const Tensor& y) {
-  if (!xb_tag_.p) return;
-  const auto* a = static_cast<const uint8_t*>(y.data);
-  const auto* b = static_cast<const uint8_t*>(xb_tag_.p);
-  const int64_t ya = y.rows * y.row_stride, tb = xb_tag_.rows * xb_tag_.stride;  // spans in bytes
-  if (a < b + tb && b < a + ya) clear_input_tag();
+  const auto overlaps = [&y](const InputTag& t) {
+    const auto* a = static_cast<const uint8_t*>(y.data);
+    const auto* b = static_cast<const uint8_t*>(t.p);
+    const int64_t ya = y.rows * y.row_stride, tb = t.rows * t.stride;  // spans in bytes
+    return t.p && a < b + tb && b < a + ya;
+  };
+  if (overlaps(xb_tag_)) xb_tag_ = InputTag{};
+  if (overlaps(qx_tag_)) qx_tag_ = InputTag{};
 }
 
 Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y) {
@@ -171,11 +185,17 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
   if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
     if (qk && x.rows <= kMaxQuantWarpRows && quant_warp_) {  // batch 1-2: warp per row, dp2a on int16 x
+      const void* before = qx_.ptr;
       HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(w.cols, static_cast<int>(x.rows)),
                               "the int16 copy of a quantized matmul's input"));
+      const bool ready = qx_.ptr == before && quant_tag_holds(x, w.dtype);  // records written beside x
       const cudaError_t e = launch_gemv_quant_warp(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
-                                                   crows_of(x), rows_of(y), qx_.ptr, stream_);
-      if (e != cudaErrorInvalidValue) return launched(e, "matmul (quantized GEMV, warp per row)");
+                                                   crows_of(x), rows_of(y), qx_.ptr, stream_, nullptr, ready);
+      if (e != cudaErrorInvalidValue) {
+        set_quant_tag(x, w.dtype);
+        return launched(e, "matmul (quantized GEMV, warp per row)");
+      }
+      qx_tag_ = InputTag{};
     }
     if (qk)
       return launched(launch_gemv_quant(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride, crows_of(x),
@@ -250,13 +270,19 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
       qk && quant_warp_ && x.rows <= kMaxQuantWarpRows && ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
       std::all_of(ws.begin(), ws.end(),
                   [&](const Tensor& w) { return w.dtype == ws[0].dtype && w.row_stride == ws[0].row_stride; })) {
+    const void* before = qx_.ptr;
     HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(x.cols, static_cast<int>(x.rows)),
                             "the int16 copy of a quantized matmul's input"));
+    const bool ready = qx_.ptr == before && quant_tag_holds(x, ws[0].dtype);  // records written beside x
     QuantWarpOut outs[kMaxQuantWarpWeights];
     for (size_t i = 0; i < ws.size(); ++i) outs[i] = QuantWarpOut{ws[i].as<const uint8_t>(), ws[i].rows, rows_of(ys[i])};
     const cudaError_t e = launch_gemv_quant_warp_multi(*qk, static_cast<int>(ws.size()), outs, x.cols, ws[0].row_stride,
-                                                       crows_of(x), qx_.ptr, stream_);
-    if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (quantized GEMV, warp per row)");
+                                                       crows_of(x), qx_.ptr, stream_, nullptr, ready);
+    if (e != cudaErrorInvalidValue) {
+      set_quant_tag(x, ws[0].dtype);
+      return launched(e, "matmul_multi (quantized GEMV, warp per row)");
+    }
+    qx_tag_ = InputTag{};
   }
   // 3..8 rows of 16-bit weights: one tensor-core launch over all of them, each into its own y.
   if (auto st = gemm16_mma(ws, x, ys, "matmul_multi (tensor-core GEMV)")) return *st;
@@ -313,9 +339,11 @@ Status CudaBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor
   clear_input_tag();
   HS_ASSIGN_OR_RETURN(const float* wp, check_rms_norm(x, w, out, "rms_norm"));
   HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
-  if (c16.p && launch_rms_norm16(crows_of(x), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_)) {
+  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out));
+  if ((c16.p || oq.s) && launch_rms_norm16(crows_of(x), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_, oq)) {
     HS_RETURN_IF_ERROR(launched(cudaGetLastError(), "rms_norm"));
-    set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    if (c16.p) set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    if (oq.s) set_quant_tag(out, *quant_in_);
     return Status::ok();
   }
   return launched(launch_rms_norm(crows_of(x), wp, eps, rows_of(out), stream_), "rms_norm");
@@ -328,9 +356,12 @@ Status CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& w, flo
   HS_RETURN_IF_ERROR(check_f32(y, "add_rms_norm", "y"));
   HS_RETURN_IF_ERROR(check_same_shape(x, y, "add_rms_norm", "x", "y"));
   HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
-  if (c16.p && launch_add_rms_norm16(rows_of(x), crows_of(y), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_)) {
+  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out));
+  if ((c16.p || oq.s) &&
+      launch_add_rms_norm16(rows_of(x), crows_of(y), wp, eps, rows_of(out), Out16{c16.p, c16.bf16}, stream_, oq)) {
     HS_RETURN_IF_ERROR(launched(cudaGetLastError(), "add_rms_norm"));
-    set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    if (c16.p) set_input_tag(out, c16.bf16 ? DType::BF16 : DType::F16);
+    if (oq.s) set_quant_tag(out, *quant_in_);
     return Status::ok();
   }
   return launched(launch_add_rms_norm(rows_of(x), crows_of(y), wp, eps, rows_of(out), stream_), "add_rms_norm");
@@ -369,6 +400,15 @@ Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tens
   HS_RETURN_IF_ERROR(check_same_shape(gate, out, "glu", "gate", "out"));
   const int k = kind == GluKind::kSilu ? 0 : 1;
   clear_input_tag();
+  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out));
+  if (oq.s) {  // batch 1-2 before a quantized GEMV: the f32 product and its records in one pass
+    const cudaError_t e = launch_glu_q(k, crows_of(gate), crows_of(up), rows_of(out), oq, stream_);
+    if (e != cudaErrorInvalidValue) {
+      HS_RETURN_IF_ERROR(launched(e, "glu"));
+      set_quant_tag(out, *quant_in_);
+      return Status::ok();
+    }
+  }
   HS_ASSIGN_OR_RETURN(const Copy16 c16, out16_for(out));
   HS_RETURN_IF_ERROR(launched(launch_glu(k, crows_of(gate), crows_of(up), rows_of(out), stream_, Out16{c16.p, c16.bf16}),
                               "glu"));
@@ -454,25 +494,46 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 }
 }  // namespace
 
+Result<KvLayerView> CudaBackend::kv_write_view(int layer, const Tensor& k, const Tensor& v, const char* op) const {
+  HS_RETURN_IF_ERROR(need_step(op));
+  if (!kv_ready_)
+    return make_error(StatusCode::kInvalidArgument, "cuda {}: the step has no KV cache, sequences or page table", op);
+  const KvGeometry& g = kv_geom_;
+  if (layer < 0 || layer >= g.n_layer)
+    return make_error(StatusCode::kInvalidArgument, "cuda {}: layer {} of {}", op, layer, g.n_layer);
+  HS_RETURN_IF_ERROR(check_f32(k, op, "k"));
+  HS_RETURN_IF_ERROR(check_f32(v, op, "v"));
+  HS_RETURN_IF_ERROR(check_rows(k, plan_->n_tokens(), op, "k"));
+  HS_RETURN_IF_ERROR(check_same_shape(k, v, op, "k", "v"));
+  if (k.cols != static_cast<int64_t>(g.n_kv_heads) * g.head_dim)
+    return make_error(StatusCode::kInvalidArgument, "cuda {}: k has {} columns, the cache {} kv heads x {}", op, k.cols,
+                      g.n_kv_heads, g.head_dim);
+  return kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
+}
+
 Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   OpProfile::Scope prof(&profile_, "kv_write", stream_);
   clear_input_tag();
-  HS_RETURN_IF_ERROR(need_step("kv_write"));
-  if (!kv_ready_)
-    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: the step has no KV cache, sequences or page table");
-  const KvGeometry& g = kv_geom_;
-  if (layer < 0 || layer >= g.n_layer)
-    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: layer {} of {}", layer, g.n_layer);
-  HS_RETURN_IF_ERROR(check_f32(k, "kv_write", "k"));
-  HS_RETURN_IF_ERROR(check_f32(v, "kv_write", "v"));
-  HS_RETURN_IF_ERROR(check_rows(k, plan_->n_tokens(), "kv_write", "k"));
-  HS_RETURN_IF_ERROR(check_same_shape(k, v, "kv_write", "k", "v"));
-  if (k.cols != static_cast<int64_t>(g.n_kv_heads) * g.head_dim)
-    return make_error(StatusCode::kInvalidArgument, "cuda kv_write: k has {} columns, the cache {} kv heads x {}", k.cols,
-                      g.n_kv_heads, g.head_dim);
-  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
+  HS_ASSIGN_OR_RETURN(const KvLayerView view, kv_write_view(layer, k, v, "kv_write"));
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
   return launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write");
+}
+
+Status CudaBackend::rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor& v, int head_dim, float theta,
+                                     bool neox) {
+  if (rope_kv_fused_) {
+    OpProfile::Scope prof(&profile_, "rope_qk_kv_write", stream_);
+    clear_input_tag();
+    HS_RETURN_IF_ERROR(check_rope(q, head_dim, "rope_qk_kv_write"));
+    HS_RETURN_IF_ERROR(check_rope(k, head_dim, "rope_qk_kv_write"));
+    HS_ASSIGN_OR_RETURN(const KvLayerView view, kv_write_view(layer, k, v, "rope_qk_kv_write"));
+    const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+    const cudaError_t e =
+        launch_rope_kv_write(rows_of(q), rows_of(k), crows_of(v), head_dim, theta, neox, view, t, stream_);
+    if (e != cudaErrorInvalidValue) return launched(e, "rope_qk_kv_write");
+  }
+  HS_RETURN_IF_ERROR(rope_qk(q, k, head_dim, theta, neox));  // fp8 pages (or fused off): the two kernels
+  return kv_write(layer, k, v);
 }
 
 Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) {

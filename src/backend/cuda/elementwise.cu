@@ -20,7 +20,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/glu.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_x.cuh"
+#include "backend/cuda/rope.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
@@ -31,13 +34,6 @@ constexpr int64_t kMaxGridX = 1024;   // column blocks (grid-strided beyond)
 constexpr int64_t kMaxGridY = 65535;  // row blocks (grid-strided beyond)
 
 __device__ __forceinline__ float bf16_bits_to_f32(uint16_t b) { return __uint_as_float(static_cast<uint32_t>(b) << 16); }
-
-// The CPU's sigmoid (simd_math.h): e = exp(-|z|) never overflows.
-__device__ __forceinline__ float sigmoid_f(float z) {
-  const float e = expf(z < 0.0f ? z : -z);
-  const float inv = 1.0f / (1.0f + e);
-  return z >= 0.0f ? inv : e * inv;
-}
 
 // The matmul input conversions (f32_to_bf16_kernel / f32_to_f16_kernel's exact arithmetic):
 // bf16 round to nearest even; f16 saturating at +-65504, round to nearest even.
@@ -84,6 +80,7 @@ template <typename T>
 __global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stride, const int32_t* __restrict__ tokens,
                                  Rows out) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(out.rows, out.cols) {
     const int64_t tok = tokens[r];
     out.p[r * out.stride + c] = load_table<T>(table + tok * table_stride + c);
@@ -96,6 +93,7 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t table_stri
 // reduction's __syncthreads orders every read of the row before pass 2 writes (out may be x).
 __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   __shared__ double partial[32];  // [warps]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
   for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
@@ -131,8 +129,10 @@ __global__ void rms_norm_kernel(CRows x, const float* w, float eps, Rows out) {
 template <int K>
 __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float* w, float eps, Rows out,
                                                             CRows add_y = CRows{nullptr, 0, 0, 0},
-                                                            Out16 out16 = Out16{}) {
+                                                            Out16 out16 = Out16{}, OutQ outq = OutQ{}) {
+  extern __shared__ float qrow[];  // outq: [cols] the row's outputs, for the record writers
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   __shared__ double partial[2][32];  // [row parity][warps]: one barrier per row
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
   const int n4 = static_cast<int>(x.cols / 4);
@@ -211,6 +211,17 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
                                         static_cast<uint32_t>(to16(o.z, out16.bf16)) | (static_cast<uint32_t>(to16(o.w, out16.bf16)) << 16));
         *reinterpret_cast<uint2*>(d) = packed;
       }
+      if (outq.s) reinterpret_cast<float4*>(qrow)[i] = o;
+    }
+    if (outq.s) {  // the quantized GEMV's records of this row: a warp per 32 columns
+      __syncthreads();
+      const int64_t nb = quant_x::record_blocks(outq.kind, x.cols);
+      for (int64_t b = warp; b < nb; b += n_warps) {
+        const int64_t c = 32 * b + lane;
+        quant_x::store_block_kind(outq.kind, c < x.cols ? qrow[c] : 0.0f, lane, b, static_cast<int>(r),
+                                  static_cast<int>(x.rows), outq.s);
+      }
+      __syncthreads();  // qrow is rewritten by the next row
     }
     // partial[parity] is rewritten two rows later, after every thread passed the next barrier.
   }
@@ -226,6 +237,7 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(CRows x, const float
 __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const int32_t* __restrict__ positions,
                             Rows x2 = Rows{nullptr, 0, 0, 0}) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   if (blockIdx.y == 1) x = x2;
   const int half = head_dim / 2;
   const int64_t n_heads = x.cols / head_dim;
@@ -236,18 +248,14 @@ __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const 
     const int32_t pos = positions[r];
     float* row = x.p + r * x.stride;
     for (int ii = i; ii < half; ii += static_cast<int>(blockDim.x)) {  // blockDim < half: pairs strided
-      // As backend/cpu/ops.cpp rope_table: pos * pow(double(theta), -2.0 * i / head_dim).
-      const double a = pos * pow(static_cast<double>(theta), -2.0 * ii / head_dim);
-      double sd, cd;
-      sincos(a, &sd, &cd);
-      const float cs = static_cast<float>(cd), sn = static_cast<float>(sd);
+      const RopeCs cs = rope_cs(pos, ii, head_dim, theta);
       for (int64_t h = hg; h < n_heads; h += groups) {
         float* hr = row + h * head_dim;
-        float* pa = neox ? hr + ii : hr + 2 * ii;
-        float* pb = neox ? hr + ii + half : hr + 2 * ii + 1;
+        float* pa = hr + rope_off_a(ii, half, neox);
+        float* pb = hr + rope_off_b(ii, half, neox);
         const float va = *pa, vb = *pb;
-        *pa = __fsub_rn(__fmul_rn(va, cs), __fmul_rn(vb, sn));
-        *pb = __fadd_rn(__fmul_rn(va, sn), __fmul_rn(vb, cs));
+        *pa = rope_a(va, vb, cs);
+        *pb = rope_b(va, vb, cs);
       }
     }
   }
@@ -258,25 +266,33 @@ __global__ void rope_kernel(Rows x, int head_dim, float theta, bool neox, const 
 // out16 (when set): the product also as 16-bit at [r][c] of rows `out16_cols` wide.
 __global__ void glu_kernel(int kind, CRows gate, CRows up, Rows out, Out16 out16, int64_t out16_cols) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(out.rows, out.cols) {
-    const float g = gate.p[r * gate.stride + c];
-    const float u = up.p[r * up.stride + c];
-    float a;
-    if (kind == 0) {
-      a = __fmul_rn(g, sigmoid_f(g));
-    } else {
-      const float inner = __fadd_rn(g, __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, g), g), g));
-      a = __fmul_rn(g, sigmoid_f(__fmul_rn(2.0f * kSqrt2OverPi, inner)));
-    }
-    const float v = __fmul_rn(a, u);
+    const float v = glu_value(kind, gate.p[r * gate.stride + c], up.p[r * up.stride + c]);
     out.p[r * out.stride + c] = v;
     if (out16.p) out16.p[r * out16_cols + c] = to16(v, out16.bf16);
   }
 }
 
+// grid (record_blocks / 8, rows) CTAs of 8 warps: warp w of CTA (x, r) makes columns
+// 32 (8 x + w) .. + 31 of row r (past cols: no output, q = 0 in the records).
+__global__ void __launch_bounds__(256) glu_q_kernel(int kind, CRows gate, CRows up, Rows out, OutQ outq) {
+  pdl_launch_dependents();  // the next kernel (the quantized GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
+  const int lane = threadIdx.x & 31;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const int64_t r = blockIdx.y, c = 32 * b + lane;
+  float v = 0.0f;
+  if (c < out.cols) {
+    v = glu_value(kind, gate.p[r * gate.stride + c], up.p[r * up.stride + c]);
+    out.p[r * out.stride + c] = v;
+  }
+  quant_x::store_block_kind(outq.kind, v, lane, b, static_cast<int>(r), static_cast<int>(gridDim.y), outq.s);
+}
+
 __global__ void add_kernel(Rows x, CRows y) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(x.rows, x.cols) x.p[r * x.stride + c] += y.p[r * y.stride + c];
 }
 
@@ -293,11 +309,13 @@ __global__ void softcap_kernel(Rows x, float cap) {
 
 __global__ void gather_rows_kernel(CRows src, const int32_t* __restrict__ rows, Rows dst) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(dst.rows, dst.cols) dst.p[r * dst.stride + c] = src.p[static_cast<int64_t>(rows[r]) * src.stride + c];
 }
 
 __global__ void f32_to_bf16_kernel(CRows x, uint16_t* __restrict__ out) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __bfloat16_as_ushort(__float2bfloat16_rn(x.p[r * x.stride + c]));
 }
 
@@ -305,6 +323,7 @@ __global__ void f32_to_bf16_kernel(CRows x, uint16_t* __restrict__ out) {
 // activation row cannot turn a GEMM into NaN.
 __global__ void f32_to_f16_kernel(CRows x, __half* __restrict__ out) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __float2half_rn(fminf(fmaxf(x.p[r * x.stride + c], -65504.0f), 65504.0f));
 }
 
@@ -315,6 +334,7 @@ struct SplitDst {
 };
 __global__ void split_cols_kernel(CRows src, SplitDst dst) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   HS_ROWS_LOOP(src.rows, src.cols) {
     int i = 0;
     int64_t cc = c;
@@ -360,34 +380,45 @@ namespace {
 // rms_norm_vec_kernel's launch (x, out, w, and y when adding, float4 rows) or false when the
 // operands do not take it.
 bool launch_rms_norm_vec(CRows x, const float* w, float eps, Rows out, CRows add_y, cudaStream_t s,
-                         Out16 out16 = Out16{}) {
+                         Out16 out16 = Out16{}, OutQ outq = OutQ{}) {
   const auto a16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   const int64_t n4 = x.cols / 4;
   if (!(x.cols % 4 == 0 && x.stride % 4 == 0 && out.stride % 4 == 0 && a16(x.p) && a16(out.p) && (!w || a16(w)) &&
         (!add_y.p || (add_y.stride % 4 == 0 && a16(add_y.p))) && n4 <= 4 * 1024))
     return false;
-  const int64_t threads = std::min<int64_t>(1024, ((n4 + 3) / 4 + 31) / 32 * 32);
+  // With outq a row's record blocks are shared out over the block's warps: the most threads
+  // (the block is one row's latency either way; 256 threads left each warp 16 serial blocks).
+  const int64_t threads =
+      std::min<int64_t>(1024, ((outq.s ? n4 : (n4 + 3) / 4) + 31) / 32 * 32);
   const int64_t k = (n4 + threads - 1) / threads;  // 1..4
   const unsigned t = static_cast<unsigned>(threads);
   if (out16.p && (reinterpret_cast<uintptr_t>(out16.p) & 7) != 0) return false;
+  size_t smem = 0;
+  if (outq.s) {
+    if (x.rows > 2 || x.cols > kMaxOutQCols || outq.kind < quant_x::kQ40 || outq.kind > quant_x::kQ4K ||
+        x.cols % (outq.kind == quant_x::kQ4K ? 256 : 32) != 0 || !a16(outq.s))
+      return false;
+    smem = static_cast<size_t>(x.cols) * 4;
+  }
   if (k == 1)
-    rms_norm_vec_kernel<1><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
+    launch_chain(rms_norm_vec_kernel<1>, row_blocks(x.rows), t, smem, s, x, w, eps, out, add_y, out16, outq);
   else if (k == 2)
-    rms_norm_vec_kernel<2><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
+    launch_chain(rms_norm_vec_kernel<2>, row_blocks(x.rows), t, smem, s, x, w, eps, out, add_y, out16, outq);
   else
-    rms_norm_vec_kernel<4><<<row_blocks(x.rows), t, 0, s>>>(x, w, eps, out, add_y, out16);
+    launch_chain(rms_norm_vec_kernel<4>, row_blocks(x.rows), t, smem, s, x, w, eps, out, add_y, out16, outq);
   return true;
 }
 }  // namespace
 
-bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s) {
+bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s, OutQ outq) {
   if (empty(x.rows, x.cols)) return false;
-  return launch_rms_norm_vec(x, w, eps, out, CRows{nullptr, 0, 0, 0}, s, out16);
+  return launch_rms_norm_vec(x, w, eps, out, CRows{nullptr, 0, 0, 0}, s, out16, outq);
 }
 
-bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s) {
+bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s,
+                           OutQ outq) {
   if (empty(x.rows, x.cols)) return false;
-  return launch_rms_norm_vec(CRows{x.p, x.rows, x.cols, x.stride}, w, eps, out, y, s, out16);
+  return launch_rms_norm_vec(CRows{x.p, x.rows, x.cols, x.stride}, w, eps, out, y, s, out16, outq);
 }
 
 cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s) {
@@ -402,7 +433,7 @@ cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows
 cudaError_t launch_rms_norm(CRows x, const float* w, float eps, Rows out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (launch_rms_norm_vec(x, w, eps, out, CRows{nullptr, 0, 0, 0}, s)) return cudaGetLastError();
-  rms_norm_kernel<<<row_blocks(x.rows), row_threads(x.cols), 0, s>>>(x, w, eps, out);
+  launch_chain(rms_norm_kernel, row_blocks(x.rows), row_threads(x.cols), 0, s, x, w, eps, out);
   return cudaGetLastError();
 }
 
@@ -413,7 +444,8 @@ cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int3
   const int64_t half = head_dim / 2, heads = x.cols / head_dim;
   const unsigned threads = static_cast<unsigned>(
       half >= 1024 ? 1024 : std::min<int64_t>(heads, 1024 / half) * half);
-  rope_kernel<<<row_blocks(x.rows), threads, 0, s>>>(x, head_dim, theta, neox, positions);
+  launch_chain(rope_kernel, row_blocks(x.rows), threads, 0, s, x, head_dim, theta, neox, positions,
+               Rows{nullptr, 0, 0, 0});
   return cudaGetLastError();
 }
 
@@ -427,7 +459,7 @@ cudaError_t launch_rope_qk(Rows q, Rows k, int head_dim, float theta, bool neox,
   const int64_t half = head_dim / 2, heads = std::max(q.cols, k.cols) / head_dim;
   const unsigned threads = static_cast<unsigned>(
       half >= 1024 ? 1024 : std::max<int64_t>(1, std::min<int64_t>(heads, 1024 / half)) * half);
-  rope_kernel<<<dim3(row_blocks(q.rows), 2, 1), threads, 0, s>>>(q, head_dim, theta, neox, positions, k);
+  launch_chain(rope_kernel, dim3(row_blocks(q.rows), 2, 1), threads, 0, s, q, head_dim, theta, neox, positions, k);
   return cudaGetLastError();
 }
 
@@ -440,15 +472,26 @@ cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s,
     up = CRows{up.p, 1, n, n};
     out = Rows{out.p, 1, n, n};
   }
-  glu_kernel<<<grid_for(out.rows, out.cols), kThreads, 0, s>>>(kind, gate, up, out, out16,
+  launch_chain(glu_kernel, grid_for(out.rows, out.cols), kThreads, 0, s, kind, gate, up, out, out16,
                                                                 out.rows == 1 ? out.cols : out16_cols);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_glu_q(int kind, CRows gate, CRows up, Rows out, OutQ outq, cudaStream_t s) {
+  if (empty(out.rows, out.cols)) return cudaSuccess;
+  if (!outq.s || out.rows > 2 || outq.kind < quant_x::kQ40 || outq.kind > quant_x::kQ4K ||
+      out.cols % (outq.kind == quant_x::kQ4K ? 256 : 32) != 0 || (reinterpret_cast<uintptr_t>(outq.s) & 15) != 0)
+    return cudaErrorInvalidValue;
+  const int64_t ctas = quant_x::record_blocks(outq.kind, out.cols) / 8;
+  launch_chain(glu_q_kernel, dim3(static_cast<unsigned>(ctas), static_cast<unsigned>(out.rows), 1), 256, 0, s, kind,
+               gate, up, out, outq);
   return cudaGetLastError();
 }
 
 cudaError_t launch_add(Rows x, CRows y, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   flatten2(x, y);
-  add_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, y);
+  launch_chain(add_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, y);
   return cudaGetLastError();
 }
 
@@ -464,41 +507,41 @@ cudaError_t launch_split_cols(CRows src, int n_dst, const Rows* dst, cudaStream_
   d.n = n_dst;
   if (cols != src.cols) return cudaErrorInvalidValue;
   if (empty(src.rows, src.cols)) return cudaSuccess;
-  split_cols_kernel<<<grid_for(src.rows, src.cols), kThreads, 0, s>>>(src, d);
+  launch_chain(split_cols_kernel, grid_for(src.rows, src.cols), kThreads, 0, s, src, d);
   return cudaGetLastError();
 }
 
 cudaError_t launch_scale(Rows x, float v, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = Rows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
-  scale_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, v);
+  launch_chain(scale_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, v);
   return cudaGetLastError();
 }
 
 cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = Rows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
-  softcap_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, cap);
+  launch_chain(softcap_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, cap);
   return cudaGetLastError();
 }
 
 cudaError_t launch_gather_rows(CRows src, const int32_t* rows, Rows dst, cudaStream_t s) {
   if (empty(dst.rows, dst.cols)) return cudaSuccess;
-  gather_rows_kernel<<<grid_for(dst.rows, dst.cols), kThreads, 0, s>>>(src, rows, dst);
+  launch_chain(gather_rows_kernel, grid_for(dst.rows, dst.cols), kThreads, 0, s, src, rows, dst);
   return cudaGetLastError();
 }
 
 cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
-  f32_to_bf16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, out);
+  launch_chain(f32_to_bf16_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, out);
   return cudaGetLastError();
 }
 
 cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
-  f32_to_f16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, reinterpret_cast<__half*>(out));
+  launch_chain(f32_to_f16_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, reinterpret_cast<__half*>(out));
   return cudaGetLastError();
 }
 

@@ -65,36 +65,23 @@
 
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_x.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
 namespace {
 
-constexpr int kQ40 = 0, kQ80 = 1, kQ4K = 2;
-constexpr uint32_t kMagicBits = 0x4B400000u;  // the float 1.5 * 2^23
-constexpr float kMagic = 12582912.0f;
+using quant_x::kMagic;
+using quant_x::kMagicBits;
+using quant_x::kQ40;
+using quant_x::kQ4K;
+using quant_x::kQ80;
+using quant_x::xrec;
+using quant_x::XRec;
 constexpr int kLoadsInFlight = 8;  // 16-byte quant loads a lane issues per step (R x U)
 
-// One token's record of one u-step of x scratch (bytes) and where its pieces start.
-struct XRec {
-  int c = 0, d = 0, s = 0;  // offsets of C (Q4_0), D, S (Q4_K); X is at 0
-  int bytes = 0;
-};
-constexpr XRec xrec(int k) {
-  XRec z;
-  if (k == kQ40) {
-    z.c = 2048, z.d = 2560, z.bytes = 2816;
-  } else if (k == kQ4K) {
-    z.d = 2048, z.s = 2304, z.bytes = 2432;
-  } else {
-    z.d = 1024, z.bytes = 1088;
-  }
-  return z;
-}
 // u-steps of a row of `cols` columns of kind k.
-int x_steps(int k, int64_t cols) {
-  return static_cast<int>((quant_row_layout(static_cast<QuantKind>(k), cols).groups + 7) / 8);
-}
+int x_steps(int k, int64_t cols) { return static_cast<int>(quant_x::u_steps(k, cols)); }
 // Scratch bytes of kind k for n_tok tokens (a multiple of 256).
 int64_t x_scratch_bytes(int k, int64_t cols, int n_tok) {
   return (int64_t{x_steps(k, cols)} * n_tok * xrec(k).bytes + 255) / 256 * 256;
@@ -145,57 +132,12 @@ template <int K>
 __global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
   pdl_launch_dependents();  // the main kernel may start streaming weights now
   pdl_wait();               // x: the preceding kernel's output (a no-op unless launched with pdl_x)
-  constexpr int B = K == kQ80 ? 2 : 4;
-  constexpr XRec Z = xrec(K);
   const int lane = threadIdx.x & 31;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);  // block of the token
-  const int tok = blockIdx.y, n_tok = gridDim.y;
+  const int tok = blockIdx.y;
   const int64_t col = 32 * b + lane;
   const float v = col < a.cols ? a.x[tok * a.x_stride + col] : 0.0f;
-  const bool bad = __any_sync(0xffffffffu, !(fabsf(v) <= FLT_MAX));
-  float amax = fabsf(v);
-#pragma unroll
-  for (int m = 16; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
-  amax = fmaxf(amax, 0x1p-100f);
-  float dx = __fdiv_rn(amax, 32767.0f);
-  dx = __uint_as_float((__float_as_uint(dx) + 3u) & ~3u);  // 22-bit mantissa: 1.5 * 2^23 * dx exact
-  const float inv = __fdiv_rn(1.0f, dx);
-  int q = __float2int_rn(v * inv);
-  q = min(32767, max(-32767, q));
-  if (bad) {
-    q = 0;
-    dx = __int_as_float(0x7fc00000);  // NaN
-  }
-  const int64_t g = b / B;
-  const int j = static_cast<int>(b % B);
-  const int64_t u = g >> 3;
-  const int qd = static_cast<int>(g & 7);
-  const int t = (lane >> 2) & 3, slot = ((lane >> 4) << 2) | (lane & 3);  // lane's column in E(t)
-  const int L = 4 * qd + t;
-  uint8_t* rec = a.s + (u * n_tok + tok) * Z.bytes;
-  *reinterpret_cast<int16_t*>(rec + (j * 32 + L) * 16 + 2 * slot) = static_cast<int16_t>(q);
-  if constexpr (K == kQ40) {
-    int ps = q;  // sum over E(t): lanes differing in bits 0, 1, 4
-    ps += __shfl_xor_sync(0xffffffffu, ps, 1);
-    ps += __shfl_xor_sync(0xffffffffu, ps, 2);
-    ps += __shfl_xor_sync(0xffffffffu, ps, 16);
-    if ((lane & 0x13) == 0) *reinterpret_cast<int*>(rec + Z.c + L * 16 + 4 * j) = static_cast<int>(kMagicBits) - 8 * ps;
-  }
-  if constexpr (K == kQ4K) {
-    int bs = q;
-#pragma unroll
-    for (int m = 16; m > 0; m >>= 1) bs += __shfl_xor_sync(0xffffffffu, bs, m);
-    if (lane == 0) *reinterpret_cast<float*>(rec + Z.s + qd * 16 + 4 * j) = static_cast<float>(bs) * dx;
-  }
-  if (lane == 0) {
-    if constexpr (K == kQ80) {
-      *reinterpret_cast<float*>(rec + Z.d + qd * 8 + 4 * j) = dx;
-    } else {
-      float* d = reinterpret_cast<float*>(rec + Z.d + qd * 16);
-      d[j] = dx;
-      d[32 + j] = -kMagic * dx;  // the mdx half, 128 bytes on
-    }
-  }
+  quant_x::store_block<K>(v, lane, b, tok, gridDim.y, a.s);
 }
 
 // ---- kernel 2: the GEMV -------------------------------------------------------------------------
@@ -502,11 +444,19 @@ cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s)
 }
 
 template <int K>
-cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, const QuantWarpPlan& p, cudaStream_t s) {
-  constexpr int B = K == kQ80 ? 2 : 4;  // 8 B blocks (warps) per u-step
-  const cudaError_t e = launch(quantize_x_kernel<K>, dim3(static_cast<unsigned>(qa.nu * B), static_cast<unsigned>(n_tok), 1),
-                               256, p.pdl_x, s, qa);
-  if (e != cudaSuccess) return e;
+cudaError_t launch_quantize(const QuantXArgs& qa, int n_tok, bool pdl, cudaStream_t s) {
+  constexpr int B = quant_x::blocks_per_group(K);  // 8 B blocks (warps) per u-step
+  return launch(quantize_x_kernel<K>, dim3(static_cast<unsigned>(qa.nu * B), static_cast<unsigned>(n_tok), 1), 256, pdl,
+                s, qa);
+}
+
+template <int K>
+cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, const QuantWarpPlan& p, bool x_ready,
+                        cudaStream_t s) {
+  if (!x_ready) {
+    const cudaError_t e = launch_quantize<K>(qa, n_tok, p.pdl_x, s);
+    if (e != cudaSuccess) return e;
+  }
   return n_tok == 1 ? launch_rt<K, 1>(a, p, s) : launch_rt<K, 2>(a, p, s);
 }
 
@@ -554,7 +504,7 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows) {
 
 cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
                                          int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
-                                         const QuantWarpPlan* plan) {
+                                         const QuantWarpPlan* plan, bool x_ready) {
   if (n_w < 1 || n_w > kMaxQuantWarpWeights || !outs) return cudaErrorInvalidValue;
   const int kk = static_cast<int>(k);
   if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24)) return cudaErrorInvalidValue;
@@ -603,19 +553,40 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   a.nu = qa.nu;
   a.s = qa.s;
   switch (k) {
-    case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, n_tok, p, s);
-    case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, n_tok, p, s);
-    case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, n_tok, p, s);
+    case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, n_tok, p, x_ready, s);
+    case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, n_tok, p, x_ready, s);
+    case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, n_tok, p, x_ready, s);
   }
   return cudaErrorInvalidValue;
 }
 
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
-                                   CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan) {
+                                   CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan,
+                                   bool x_ready) {
   if (rows <= 0 || x.rows <= 0) return cudaSuccess;
   if (!w || !y.p) return cudaErrorInvalidValue;
   const QuantWarpOut o{w, rows, y};
-  return launch_gemv_quant_warp_multi(k, 1, &o, cols, w_row_bytes, x, scratch, s, plan);
+  return launch_gemv_quant_warp_multi(k, 1, &o, cols, w_row_bytes, x, scratch, s, plan, x_ready);
+}
+
+cudaError_t launch_quantize_x_records(QuantKind k, CRows x, void* scratch, cudaStream_t s) {
+  const int kk = static_cast<int>(k);
+  if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, x.cols) || x.cols > (int64_t{1} << 24) || !x.p || !scratch ||
+      x.rows < 1 || x.rows > kMaxQuantWarpRows || x.stride < x.cols)
+    return cudaErrorInvalidValue;
+  QuantXArgs qa;
+  qa.x = x.p;
+  qa.x_stride = x.stride;
+  qa.cols = x.cols;
+  qa.s = static_cast<uint8_t*>(scratch);
+  qa.nu = x_steps(kk, x.cols);
+  const int n = static_cast<int>(x.rows);
+  switch (k) {
+    case QuantKind::kQ4_0: return launch_quantize<kQ40>(qa, n, false, s);
+    case QuantKind::kQ8_0: return launch_quantize<kQ80>(qa, n, false, s);
+    case QuantKind::kQ4_K: return launch_quantize<kQ4K>(qa, n, false, s);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace hs::cuda

@@ -74,9 +74,13 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows);
 // completes (stream order). Returns cudaErrorInvalidValue, launching nothing, for a shape or
 // operand it does not take; cudaSuccess without launching for rows == 0 or x.rows == 0.
 // plan: null = plan_gemv_quant_warp for the current device.
+// x_ready: `scratch` already holds x's records for this kind, cols and x.rows, written by the op
+// that made x (an OutQ of kernels.h: rms_norm / add_rms_norm / glu); the quantize kernel is not
+// launched and the main kernel runs as a programmatic dependent of that op (x is read after its
+// griddepcontrol.wait). The caller guarantees the records are x's (CudaBackend's input tags).
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                    CRows x, Rows y, void* scratch, cudaStream_t s,
-                                   const QuantWarpPlan* plan = nullptr);
+                                   const QuantWarpPlan* plan = nullptr, bool x_ready = false);
 
 // One weight of launch_gemv_quant_warp_multi: w [rows] device rows, y [x.rows][rows] (strided).
 struct QuantWarpOut {
@@ -92,6 +96,10 @@ struct QuantWarpOut {
 // 0 rows is skipped.
 cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
                                          int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
-                                         const QuantWarpPlan* plan = nullptr);
+                                         const QuantWarpPlan* plan = nullptr, bool x_ready = false);
+
+// x [rows][cols] f32 -> its records in `scratch` (>= gemv_quant_warp_scratch_bytes), as the
+// launches above write them: what a test compares an op's OutQ records with.
+cudaError_t launch_quantize_x_records(QuantKind k, CRows x, void* scratch, cudaStream_t s);
 
 }  // namespace hs::cuda

@@ -49,10 +49,21 @@ struct Out16 {
   uint16_t* p = nullptr;
   bool bf16 = true;
 };
-// launch_rms_norm / launch_add_rms_norm that also write out16 (8-byte aligned): false, launching
-// nothing, for rows the one-pass kernel does not take (the caller runs the plain op).
-bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s);
-bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s);
+// The quantized batch-1/2 GEMV's x records (quant_x.cuh, gemv_quant_warp.h) of an op's f32
+// output, written beside it for the GEMV after it: s = null for none; kind a QuantKind value;
+// s holds >= gemv_quant_warp_scratch_bytes(cols, rows) bytes, 16-byte aligned; rows <= 2.
+struct OutQ {
+  uint8_t* s = nullptr;
+  int kind = 0;
+};
+// Widest rows an op writes OutQ records for (the norm stages a row in 48 KB of shared memory).
+constexpr int64_t kMaxOutQCols = 12288;
+// launch_rms_norm / launch_add_rms_norm that also write out16 (8-byte aligned) and / or outq
+// (cols <= kMaxOutQCols, a multiple of the kind's block): false, launching nothing, for rows the
+// one-pass kernel does not take (the caller runs the plain op).
+bool launch_rms_norm16(CRows x, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s, OutQ outq = OutQ{});
+bool launch_add_rms_norm16(Rows x, CRows y, const float* w, float eps, Rows out, Out16 out16, cudaStream_t s,
+                           OutQ outq = OutQ{});
 // In place: row r of x ([n_heads * head_dim]) rotated at positions[r] (device [x.rows]);
 // cos/sin of pos * theta^(-2i/head_dim) computed in double as backend/cpu/ops.cpp does.
 cudaError_t launch_rope(Rows x, int head_dim, float theta, bool neox, const int32_t* positions, cudaStream_t s);
@@ -67,6 +78,9 @@ cudaError_t launch_split_cols(CRows src, int n_dst, const Rows* dst, cudaStream_
 cudaError_t launch_add_rms_norm(Rows x, CRows y, const float* w, float eps, Rows out, cudaStream_t s);
 // out = act(gate) * up; kind 0: silu, 1: gelu (tanh form, written as g * sigmoid(2u)).
 cudaError_t launch_glu(int kind, CRows gate, CRows up, Rows out, cudaStream_t s, Out16 out16 = Out16{});
+// launch_glu that also writes outq (out.rows <= 2, cols a multiple of the kind's block): one warp
+// per 32 columns and row; the f32 out is bitwise launch_glu's.
+cudaError_t launch_glu_q(int kind, CRows gate, CRows up, Rows out, OutQ outq, cudaStream_t s);
 cudaError_t launch_add(Rows x, CRows y, cudaStream_t s);             // x += y
 cudaError_t launch_scale(Rows x, float v, cudaStream_t s);           // x *= v
 cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s);       // x = cap * tanh(x / cap)
@@ -116,6 +130,11 @@ struct StepTables {
 // K and V rows of every token ([n][n_kv_heads * head_dim] f32) into their page slots; fp8
 // encodes each row as kv/kv_quant.h does on the host, to the same bytes.
 cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cudaStream_t s);
+// launch_rope_qk(q, k) then launch_kv_write(k, v) in one launch, to the same bits, for plain
+// (f32 / f16 / bf16) pages: cudaErrorInvalidValue, launching nothing, for fp8 pages or shapes it
+// does not take (head_dim != kv.head_dim, k / v not n_kv_heads x head_dim, rows unequal).
+cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float theta, bool neox, KvLayerView kv,
+                                 StepTables t, cudaStream_t s);
 
 // How the keys are split (flash-decoding): each (token, kv head) runs n_splits blocks of
 // split_len keys from its first visible key; n_splits == 1 writes `out` directly, more write

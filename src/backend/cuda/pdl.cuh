@@ -9,14 +9,16 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+
 namespace hs::cuda {
 
-// kernel<<<grid, block, smem, s>>>(args), as a programmatic dependent of the preceding work on
+// kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent of the preceding work on
 // `s` when pdl (falling back to a plain launch where the attribute is refused); returns the
 // launch's error, else cudaGetLastError() (clearing a launch error as <<<>>> launchers do).
-template <typename Args>
-cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
-                          const Args& args) {
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
+                          const Args&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -27,14 +29,51 @@ cudaError_t launch_kernel(void (*kernel)(Args), dim3 grid, dim3 block, size_t sm
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   if (e != cudaSuccess && pdl) {
     (void)cudaGetLastError();
     cfg.numAttrs = 0;
-    e = cudaLaunchKernelEx(&cfg, kernel, args);
+    e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   }
   const cudaError_t last = cudaGetLastError();
   return e != cudaSuccess ? e : last;
+}
+
+// kernel<<<grid, block, smem, s>>>(args...) for the decode step's small kernels: a programmatic
+// dependent when pdl_chain(). Like <<<>>>, the launch's error is left for the caller's
+// cudaGetLastError() (a refused attribute is cleared and the launch retried plainly).
+template <typename... KArgs, typename... Args>
+void launch_chain(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, const Args&... args);
+
+// Whether the decode step's small kernels (norms, RoPE, KV write, attention, GLU, adds, the
+// 16-bit conversions; each calls pdl_wait() before touching memory) are launched as programmatic
+// dependents, so their launch and scheduling overlap the kernel before them: HS_CUDA_PDL_ALL,
+// default on; 0 launches them plainly (stream order).
+inline bool pdl_chain() {
+  static const bool on = [] {
+    const char* e = std::getenv("HS_CUDA_PDL_ALL");
+    return !(e && e[0] == '0');
+  }();
+  return on;
+}
+
+template <typename... KArgs, typename... Args>
+void launch_chain(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, const Args&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl_chain() ? 1 : 0;
+  if (cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...) != cudaSuccess && cfg.numAttrs == 1) {
+    (void)cudaGetLastError();
+    cfg.numAttrs = 0;
+    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
+  }
 }
 
 // Waits until the preceding grid on the stream has finished and its writes are visible.
