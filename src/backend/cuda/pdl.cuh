@@ -14,11 +14,11 @@
 namespace hs::cuda {
 
 // kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent of the preceding work on
-// `s` when pdl (falling back to a plain launch where the attribute is refused); returns the
-// launch's error, else cudaGetLastError() (clearing a launch error as <<<>>> launchers do).
+// `s` when pdl (a refused attribute is cleared and the launch retried plainly). Returns the
+// launch call's result; like <<<>>>, its error is also left for cudaGetLastError().
 template <typename... KArgs, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
-                          const Args&... args) {
+cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
+                      const Args&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -35,15 +35,18 @@ cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_
     cfg.numAttrs = 0;
     e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   }
+  return e;
+}
+
+// launch_ex reading the error back: the launch's error, else cudaGetLastError() (clearing a
+// launch error as <<<>>> launchers do).
+template <typename... KArgs, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
+                          const Args&... args) {
+  const cudaError_t e = launch_ex(kernel, grid, block, smem, pdl, s, args...);
   const cudaError_t last = cudaGetLastError();
   return e != cudaSuccess ? e : last;
 }
-
-// kernel<<<grid, block, smem, s>>>(args...) for the decode step's small kernels: a programmatic
-// dependent when pdl_chain(). Like <<<>>>, the launch's error is left for the caller's
-// cudaGetLastError() (a refused attribute is cleared and the launch retried plainly).
-template <typename... KArgs, typename... Args>
-void launch_chain(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, const Args&... args);
 
 // Whether the decode step's small kernels (norms, RoPE, KV write, attention, GLU, adds, the
 // 16-bit conversions; each calls pdl_wait() before touching memory) are launched as programmatic
@@ -57,23 +60,12 @@ inline bool pdl_chain() {
   return on;
 }
 
+// kernel<<<grid, block, smem, s>>>(args...) for the decode step's small kernels: a programmatic
+// dependent when pdl_chain(); like <<<>>>, the launch's error is left for the caller's
+// cudaGetLastError().
 template <typename... KArgs, typename... Args>
 void launch_chain(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, const Args&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl_chain() ? 1 : 0;
-  if (cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...) != cudaSuccess && cfg.numAttrs == 1) {
-    (void)cudaGetLastError();
-    cfg.numAttrs = 0;
-    (void)cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
-  }
+  (void)launch_ex(kernel, grid, block, smem, pdl_chain(), s, args...);
 }
 
 // Waits until the preceding grid on the stream has finished and its writes are visible.
