@@ -27,6 +27,7 @@
 #include "model/batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "model/workspace.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/sparse_runtime.h"
 
@@ -99,10 +100,7 @@ class Decoder {
     Tensor q, att;            // [n][q_dim]
     Tensor k, v, k_pre;       // [n][kv_dim] (k_pre: keys before RoPE, for the key observer)
     Tensor gate, up;          // [n][n_ff]
-    Buffer logits_mem;
-    int64_t logit_capacity = 0;  // rows
-    Tensor hsel, logits;      // [n_out][n_embd], [n_out][n_vocab]
-    Buffer logits_host;       // [logit_capacity][n_vocab] f32, page-locked (device backends only)
+    LogitRows out;               // hsel, logits (and their host copy) of the rows that want logits
   };
 
   std::unique_ptr<gguf::File> file_;

@@ -125,35 +125,13 @@ Status HybridDecoder::reserve(int64_t max_tokens) {
                      &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv, &ws_.conv, &ws_.z,    &ws_.core, &ws_.ssm_b, &ws_.ssm_a};
   const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv};
   static_assert(std::size(slots) == std::size(widths));
-  int64_t floats = 0;
-  for (int64_t w : widths) floats += (max_tokens * w + 15) / 16 * 16;  // 64-byte aligned tensors
-  ws_.mem.reset();
-  HS_ASSIGN_OR_RETURN(ws_.mem, backend_->alloc(static_cast<size_t>(floats) * 4, "the hybrid activation workspace"));
-  float* p = static_cast<float*>(ws_.mem.data());
-  for (size_t i = 0; i < std::size(slots); ++i) {
-    *slots[i] = Tensor::matrix(p, DType::F32, max_tokens, widths[i], backend_->device());
-    p += (max_tokens * widths[i] + 15) / 16 * 16;
-  }
+  HS_RETURN_IF_ERROR(carve_activations(*backend_, max_tokens, widths, slots, "the hybrid activation workspace", ws_.mem));
   ws_.capacity = max_tokens;
   return Status::ok();
 }
 
 Status HybridDecoder::reserve_logits(int64_t rows) {
-  if (rows <= ws_.logit_capacity) return Status::ok();
-  const ModelConfig& c = config_;
-  const int64_t hsel = (rows * c.n_embd + 15) / 16 * 16;
-  ws_.logits_mem.reset();
-  HS_ASSIGN_OR_RETURN(ws_.logits_mem, backend_->alloc(static_cast<size_t>(hsel + rows * c.n_vocab) * 4, "the logits rows"));
-  float* p = static_cast<float*>(ws_.logits_mem.data());
-  ws_.hsel = Tensor::matrix(p, DType::F32, rows, c.n_embd, backend_->device());
-  ws_.logits = Tensor::matrix(p + hsel, DType::F32, rows, c.n_vocab, backend_->device());
-  if (backend_->device() != Device::kCpu) {
-    ws_.logits_host.reset();
-    HS_ASSIGN_OR_RETURN(ws_.logits_host,
-                        backend_->alloc_host(static_cast<size_t>(rows * c.n_vocab) * 4, "the logits rows (host)"));
-  }
-  ws_.logit_capacity = rows;
-  return Status::ok();
+  return ws_.out.reserve(*backend_, config_.n_embd, config_.n_vocab, rows);
 }
 
 Status HybridDecoder::reserve_states(int32_t n_slots) {
@@ -215,9 +193,9 @@ Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<Se
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   const size_t n_floats = static_cast<size_t>(n_out * config_.n_vocab);
   if (n_out == 0) return std::span<float>();
-  if (backend_->device() == Device::kCpu) return std::span<float>(ws_.logits.f32(), n_floats);
-  float* host = static_cast<float*>(ws_.logits_host.data());
-  HS_RETURN_IF_ERROR(backend_->to_host(ws_.logits.slice_rows(0, n_out), host));
+  if (backend_->device() == Device::kCpu) return std::span<float>(ws_.out.logits.f32(), n_floats);
+  float* host = static_cast<float*>(ws_.out.host.data());
+  HS_RETURN_IF_ERROR(backend_->to_host(ws_.out.logits.slice_rows(0, n_out), host));
   return std::span<float>(host, n_floats);
 }
 
@@ -304,7 +282,7 @@ Status HybridDecoder::run_layers(int64_t n) {
   }
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   if (n_out == 0) return Status::ok();
-  const Tensor hsel = ws_.hsel.slice_rows(0, n_out), lg = ws_.logits.slice_rows(0, n_out);
+  const Tensor hsel = ws_.out.hsel.slice_rows(0, n_out), lg = ws_.out.logits.slice_rows(0, n_out);
   HS_RETURN_IF_ERROR(b.logit_rows(x, hsel));
   HS_RETURN_IF_ERROR(b.rms_norm(hsel, output_norm_, c.rms_eps, hsel));
   return b.matmul(output_, hsel, lg);

@@ -36,6 +36,7 @@
 #include "model/batch.h"
 #include "model/model_config.h"
 #include "model/weights.h"
+#include "model/workspace.h"
 
 namespace hs {
 
@@ -93,10 +94,7 @@ class HybridDecoder {
     Tensor qkv, conv;            // [n][conv_dim] projection, conv output (q | k | v)
     Tensor z, core;              // [n][value_dim]
     Tensor ssm_b, ssm_a;         // [n][n_v] beta, then g
-    Buffer logits_mem;
-    int64_t logit_capacity = 0;
-    Tensor hsel, logits;         // [n_out][n_embd], [n_out][n_vocab]
-    Buffer logits_host;          // device backends only
+    LogitRows out;               // hsel, logits (and their host copy) of the rows that want logits
   };
 
   std::unique_ptr<gguf::File> file_;
