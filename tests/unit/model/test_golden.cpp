@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "golden_check.h"
 #include "model/decoder.h"
 
 namespace hs {
@@ -63,16 +64,7 @@ Golden load_golden(const std::string& name) {
   return g;
 }
 
-void log_softmax(float* x, int n) {
-  float mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
-  const float lse = mx + static_cast<float>(std::log(sum));
-  for (int i = 0; i < n; ++i) x[i] -= lse;
-}
-
-int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+using golden::argmax;
 
 // The model file for a golden fixture: HS_MODELS_DIR (the GPU machine stages models there)
 // or the repository's models/.
@@ -110,8 +102,7 @@ TEST_P(GoldenPrecisionTest, MatchesTransformers) {
   ThreadPool pool;
   KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 512);
 
-  double kl_sum = 0;
-  int64_t kl_n = 0, top1_checked = 0, top1_equal = 0;
+  golden::PositionChecks checks;
   std::vector<float> logits;
   for (const GoldenCase& gc : g.cases) {
     SeqKv seq;
@@ -123,27 +114,9 @@ TEST_P(GoldenPrecisionTest, MatchesTransformers) {
       for (int p = start; p < end; ++p) b.add(gc.tokens[p], p, 0, true);
       ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
       for (int p = start; p < end; ++p) {
-        float* row = logits.data() + static_cast<size_t>(p - start) * c.n_vocab;
-        log_softmax(row, c.n_vocab);
-        const int32_t* ids = gc.top_ids.data() + static_cast<size_t>(p) * g.k;
-        const float* lp = gc.top_lp.data() + static_cast<size_t>(p) * g.k;
-        double p_top = 0, q_top = 0, kl = 0;
-        for (int j = 0; j < g.k; ++j) {
-          const double pr = std::exp(static_cast<double>(lp[j]));
-          p_top += pr;
-          q_top += std::exp(static_cast<double>(row[ids[j]]));
-          kl += pr * (lp[j] - row[ids[j]]);
-        }
-        const double p_tail = std::max(1e-12, 1 - p_top), q_tail = std::max(1e-12, 1 - q_top);
-        kl += p_tail * std::log(p_tail / q_tail);
-        kl_sum += kl;
-        ++kl_n;
-        if (lp[0] - lp[1] > kMargin) {
-          ++top1_checked;
-          if (argmax(row, c.n_vocab) == ids[0]) ++top1_equal;
-          else ADD_FAILURE() << gc.name << " position " << p << ": top-1 " << argmax(row, c.n_vocab)
-                             << " != reference " << ids[0] << " (margin " << lp[0] - lp[1] << ")";
-        }
+        checks.add(gc.name, p, logits.data() + static_cast<size_t>(p - start) * c.n_vocab, c.n_vocab,
+                   gc.top_ids.data() + static_cast<size_t>(p) * g.k, gc.top_lp.data() + static_cast<size_t>(p) * g.k, g.k,
+                   kMargin);
       }
     }
     // Greedy continuation.
@@ -168,11 +141,12 @@ TEST_P(GoldenPrecisionTest, MatchesTransformers) {
                 gc.name.c_str(), n, matched, gc.greedy.size(), kMargin);
     kv.release(seq);
   }
-  const double mean_kl = kl_sum / kl_n;
+  const double mean_kl = checks.mean_kl();
   std::printf("[golden] %s (%s, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where margin > %.2f\n",
               model.c_str(), device_name(device),
-              device == Device::kCpu ? matmul_precision_name(dec.matmul_precision()) : "f16 weights", mean_kl, static_cast<long long>(kl_n), static_cast<long long>(top1_equal),
-              static_cast<long long>(top1_checked), kMargin);
+              device == Device::kCpu ? matmul_precision_name(dec.matmul_precision()) : "f16 weights", mean_kl,
+              static_cast<long long>(checks.kl_n), static_cast<long long>(checks.top1_equal),
+              static_cast<long long>(checks.top1_checked), kMargin);
   EXPECT_LT(mean_kl, 0.01);
   EXPECT_EQ(kv.pool().n_used(), 0);
 }

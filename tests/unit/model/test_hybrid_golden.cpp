@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors.h"
+#include "golden_check.h"
 #include "model/hf_model.h"
 #include "model/hybrid_decoder.h"
 
@@ -65,16 +66,7 @@ std::vector<Case> load_cases(int& k) {
   return cases;
 }
 
-void log_softmax(float* x, int n) {
-  float mx = -INFINITY;
-  for (int i = 0; i < n; ++i) mx = std::max(mx, x[i]);
-  double sum = 0;
-  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(x[i]) - mx);
-  const float lse = mx + static_cast<float>(std::log(sum));
-  for (int i = 0; i < n; ++i) x[i] -= lse;
-}
-
-int argmax(const float* x, int n) { return static_cast<int>(std::max_element(x, x + n) - x); }
+using golden::argmax;
 
 class HybridGolden : public ::testing::TestWithParam<std::tuple<std::string, MatmulPrecision>> {};
 
@@ -93,8 +85,7 @@ TEST_P(HybridGolden, MatchesTransformers) {
   KvCache kv(dec.kv_geometry(), 256);
   RecurrentPool states(kv, 4);
 
-  double kl_sum = 0;
-  int64_t kl_n = 0, top1_checked = 0, top1_equal = 0;
+  golden::PositionChecks checks;
   int greedy_total = 0, greedy_identical = 0;
   std::vector<float> logits;
   for (const Case& gc : cases) {
@@ -108,27 +99,9 @@ TEST_P(HybridGolden, MatchesTransformers) {
       auto st = dec.forward(b, seqs, kv, states, pool, logits);
       ASSERT_TRUE(st.is_ok()) << st.to_string();
       for (int p = start; p < end; ++p) {
-        float* row = logits.data() + static_cast<size_t>(p - start) * c.n_vocab;
-        log_softmax(row, c.n_vocab);
-        const int32_t* ids = gc.top_ids.data() + static_cast<size_t>(p) * k;
-        const float* lp = gc.top_lp.data() + static_cast<size_t>(p) * k;
-        double p_top = 0, q_top = 0, kl = 0;
-        for (int j = 0; j < k; ++j) {
-          const double pr = std::exp(static_cast<double>(lp[j]));
-          p_top += pr;
-          q_top += std::exp(static_cast<double>(row[ids[j]]));
-          kl += pr * (lp[j] - row[ids[j]]);
-        }
-        const double p_tail = std::max(1e-12, 1 - p_top), q_tail = std::max(1e-12, 1 - q_top);
-        kl += p_tail * std::log(p_tail / q_tail);
-        kl_sum += kl;
-        ++kl_n;
-        if (lp[0] - lp[1] > kMargin) {
-          ++top1_checked;
-          if (argmax(row, c.n_vocab) == ids[0]) ++top1_equal;
-          else ADD_FAILURE() << gc.name << " position " << p << ": top-1 " << argmax(row, c.n_vocab)
-                             << " != reference " << ids[0] << " (margin " << lp[0] - lp[1] << ")";
-        }
+        checks.add(gc.name, p, logits.data() + static_cast<size_t>(p - start) * c.n_vocab, c.n_vocab,
+                   gc.top_ids.data() + static_cast<size_t>(p) * k, gc.top_lp.data() + static_cast<size_t>(p) * k, k,
+                   kMargin);
       }
     }
     // Greedy decode, fed the reference continuation (= ours while they agree): every step whose
@@ -160,14 +133,14 @@ TEST_P(HybridGolden, MatchesTransformers) {
                 gc.name.c_str(), n, identical, gc.greedy.size(), confident_equal, confident, kMargin);
     kv.release(seq);
   }
-  const double mean_kl = kl_sum / kl_n;
+  const double mean_kl = checks.mean_kl();
   std::printf("[hybrid golden] qwen35-tiny from %s (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
               "margin > %.2f; greedy identical for %d/%d steps in all\n",
-              how.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(kl_n),
-              static_cast<long long>(top1_equal), static_cast<long long>(top1_checked), kMargin, greedy_identical,
+              how.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(checks.kl_n),
+              static_cast<long long>(checks.top1_equal), static_cast<long long>(checks.top1_checked), kMargin, greedy_identical,
               greedy_total);
   EXPECT_LT(mean_kl, 0.01);
-  EXPECT_EQ(top1_equal, top1_checked);
+  EXPECT_EQ(checks.top1_equal, checks.top1_checked);
   EXPECT_EQ(kv.pool().n_used(), 0);
   EXPECT_EQ(states.n_used(), 0);
 }
