@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "model/forward_plan.h"
+#include "model/weight_prep.h"
 
 namespace hs {
 
@@ -18,7 +19,6 @@ namespace {
 
 constexpr int64_t kDefaultWorkspaceTokens = 512;
 
-Tensor host_matrix(const WeightView& w) { return Tensor::matrix(w.data, w.type, w.n_out, w.n_in); }
 
 }  // namespace
 
@@ -45,22 +45,11 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
 Status Decoder::prepare_weights() {
   Backend& b = *backend_;
   const ModelConfig& c = config_;
-  auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) -> Status {
-    HS_ASSIGN_OR_RETURN(out, b.prepare_weight(host_matrix(w), name));
-    return Status::ok();
-  };
+  auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) { return prepare_matrix(b, w, name, out); };
   // Weights that share an input (one matmul_multi) are prepared together (a device may place them
   // back to back).
   auto group = [&](std::initializer_list<const WeightView*> w, std::initializer_list<std::string> names,
-                   std::initializer_list<Tensor*> out) -> Status {
-    std::vector<Tensor> hosts;
-    for (const WeightView* v : w) hosts.push_back(host_matrix(*v));
-    const std::vector<std::string> nm(names);
-    HS_ASSIGN_OR_RETURN(std::vector<Tensor> dev, b.prepare_weight_group(hosts, nm));
-    size_t i = 0;
-    for (Tensor* t : out) *t = dev[i++];
-    return Status::ok();
-  };
+                   std::initializer_list<Tensor*> out) { return prepare_group(b, w, names, out); };
   auto vec = [&](const std::vector<float>& v, const std::string& name, Tensor& out) -> Status {
     if (v.empty()) return Status::ok();
     HS_ASSIGN_OR_RETURN(out, b.prepare_vector(v, name));

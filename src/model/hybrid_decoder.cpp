@@ -5,6 +5,7 @@
 #include <initializer_list>
 
 #include "model/forward_plan.h"
+#include "model/weight_prep.h"
 #include "model/hf_model.h"
 
 namespace hs {
@@ -13,7 +14,6 @@ namespace {
 constexpr int64_t kDefaultWorkspaceTokens = 512;
 constexpr float kL2NormEps = 1e-6f;  // transformers' l2norm in the delta rule
 
-Tensor host_matrix(const WeightView& w) { return Tensor::matrix(w.data, w.type, w.n_out, w.n_in); }
 
 // Columns [col, col + cols) of rows [n][width] f32.
 Tensor columns(const Tensor& t, int64_t col, int64_t cols) {
@@ -63,20 +63,9 @@ int64_t HybridDecoder::state_bytes_per_slot() const {
 Status HybridDecoder::prepare_weights() {
   Backend& b = *backend_;
   const ModelConfig& c = config_;
-  auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) -> Status {
-    HS_ASSIGN_OR_RETURN(out, b.prepare_weight(host_matrix(w), name));
-    return Status::ok();
-  };
+  auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) { return prepare_matrix(b, w, name, out); };
   auto group = [&](std::initializer_list<const WeightView*> w, std::initializer_list<std::string> names,
-                   std::initializer_list<Tensor*> out) -> Status {
-    std::vector<Tensor> hosts;
-    for (const WeightView* v : w) hosts.push_back(host_matrix(*v));
-    const std::vector<std::string> nm(names);
-    HS_ASSIGN_OR_RETURN(std::vector<Tensor> dev, b.prepare_weight_group(hosts, nm));
-    size_t i = 0;
-    for (Tensor* t : out) *t = dev[i++];
-    return Status::ok();
-  };
+                   std::initializer_list<Tensor*> out) { return prepare_group(b, w, names, out); };
   auto vec = [&](const std::vector<float>& v, const std::string& name, Tensor& out) -> Status {
     HS_ASSIGN_OR_RETURN(out, b.prepare_vector(v, name));
     return Status::ok();
