@@ -14,6 +14,7 @@ PY=.venv-ref/bin/python
 set -x
 $PY tools/reference/gen_quant_fixtures.py
 $PY tools/reference/gen_tokenizer_fixtures.py
+$PY tools/reference/fetch_chat_templates.py
 $PY tools/reference/gen_chat_templates.py
 $PY tools/reference/gen_golden_logits.py
 $PY tools/reference/gen_hybrid_golden.py

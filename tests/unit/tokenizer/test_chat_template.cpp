@@ -87,11 +87,11 @@ TEST_P(ChatTemplateFixtureTest, RendersLikeTransformers) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChatTemplateFixtureTest,
                          ::testing::Values("smollm2", "gemma3", "chatml", "chatml_blocks", "llama3_1", "llama3_2",
-                                           "qwen2_5", "qwen3", "qwen2_5_coder_1_5b"),
+                                           "qwen2_5", "qwen3", "qwen2_5_coder_1_5b", "qwen3_5", "qwen3_coder"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(ChatTemplateTest, FixtureCoversEveryTemplate) {
-  EXPECT_EQ(conversations()["templates"].size(), 9u);
+  EXPECT_EQ(conversations()["templates"].size(), 11u);
   EXPECT_GE(conversations()["conversations"].size(), 8u);
   for (const auto& [name, _] : conversations()["templates"].items()) {
     EXPECT_TRUE(expected()["results"].contains(name)) << name;
