@@ -16,7 +16,7 @@ namespace {
 // A chat choice's text split into content and calls, as the request asked: parallel_tool_calls
 // false keeps the first call.
 ParsedToolOutput job_tool_calls(const Job& job, std::string_view text, uint64_t& ids) {
-  ParsedToolOutput p = parse_tool_calls(text, job.tool_format, ids, job.tool_names);
+  ParsedToolOutput p = parse_tool_calls(text, job.tool_format, ids, job.tool_names, &job.tools);
   if (!job.parallel_tool_calls && p.calls.size() > 1) p.calls.resize(1);
   return p;
 }
@@ -228,6 +228,7 @@ MaybeError prepare_chat_job(ServerState& st, ChatRequest cr, const ToolsRequest&
     kwargs["tools"] = tools.tools;
     job.parallel_tool_calls = tools.parallel;
     job.tool_names = tools.names;
+    job.tools = tools.tools;
     if (tools.choice == ToolChoice::kRequired || tools.choice == ToolChoice::kNamed) {
       if (!cr.add_generation_prompt)
         return invalid_request("'tool_choice' 'required' or a named function needs add_generation_prompt (the call "

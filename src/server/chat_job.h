@@ -33,6 +33,7 @@ struct Job {
   ToolCallFormat tool_format = ToolCallFormat::kNone;  // chat with tools: how calls are written
   bool parallel_tool_calls = true;
   std::vector<std::string> tool_names;                 // the request's declared functions
+  Json tools = nullptr;                                // their definitions (the XML format types parameters by them)
   // tool_choice "required" / a named function: the opening of a call in the template's format,
   // appended to the prompt as the start of the assistant's answer, so the model can only
   // continue a call; it is put back in front of the generated text for parsing.

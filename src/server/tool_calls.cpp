@@ -53,12 +53,81 @@ std::optional<ToolCall> parse_hermes_body(std::string_view body, uint64_t& next_
   return c;
 }
 
+// The JSON types a property schema allows, from "type", "enum" / "const" and one level of
+// anyOf / oneOf; empty when it says nothing (then any type is taken).
+std::vector<std::string> schema_types(const Json* ps) {
+  std::vector<std::string> types;
+  if (!ps || !ps->is_object()) return types;
+  auto add = [&](const std::string& t) {
+    if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  };
+  auto add_value = [&](const Json& v) {
+    add(v.is_string() ? "string" : v.is_boolean() ? "boolean" : v.is_number() ? "number" : v.is_null() ? "null"
+        : v.is_array() ? "array" : "object");
+  };
+  if (const auto t = ps->find("type"); t != ps->end()) {
+    if (t->is_string()) add(t->get<std::string>());
+    if (t->is_array())
+      for (const auto& x : *t)
+        if (x.is_string()) add(x.get<std::string>());
+  }
+  if (const auto e = ps->find("enum"); e != ps->end() && e->is_array())
+    for (const auto& v : *e) add_value(v);
+  if (const auto c = ps->find("const"); c != ps->end()) add_value(*c);
+  for (const char* k : {"anyOf", "oneOf"})
+    if (const auto u = ps->find(k); u != ps->end() && u->is_array())
+      for (const auto& sub : *u)
+        for (const std::string& t : schema_types(&sub)) add(t);
+  return types;
+}
+
+// One parameter's text -> its JSON value, by the type its schema gives (ps; null: unknown).
+// A string-typed parameter is the text as written (the grammar may put whitespace around an
+// enum value: trimmed then); "null" / "None" is null where the schema allows it. Otherwise the
+// trimmed text as JSON (numbers, booleans, arrays, objects, null), or as the Python literal
+// that the templates' `| string` writes (True, False, None); what parses as neither stays the
+// text, a string.
+nlohmann::ordered_json xml_parameter_value(std::string_view raw, const Json* ps) {
+  const std::vector<std::string> types = schema_types(ps);
+  auto has = [&](const char* t) { return std::find(types.begin(), types.end(), t) != types.end(); };
+  const std::string_view t = trim(raw);
+  const bool is_null_text = t == "null" || t == "None";
+  const bool only_strings = has("string") && std::all_of(types.begin(), types.end(), [](const std::string& x) {
+                              return x == "string" || x == "null";
+                            });
+  if (only_strings) {
+    if (has("null") && is_null_text) return nullptr;
+    if (ps && (ps->contains("enum") || ps->contains("const"))) return std::string(t);
+    return std::string(raw);
+  }
+  nlohmann::ordered_json v = nlohmann::ordered_json::parse(t, nullptr, /*allow_exceptions=*/false);
+  if (!v.is_discarded() && !v.is_string()) return v;  // a quoted string is the text, quotes and all
+  if (t == "True") return true;
+  if (t == "False") return false;
+  if (t == "None") return nullptr;
+  return std::string(raw);
+}
+
+// The property schemas of `name` in the request's tools (null: no tools or no such function).
+const Json* properties_of(const Json* tools, const std::string& name) {
+  if (!tools || !tools->is_array()) return nullptr;
+  for (const auto& t : *tools) {
+    const auto fn = t.find("function");
+    if (fn == t.end() || !fn->is_object() || fn->value("name", std::string()) != name) continue;
+    const auto params = fn->find("parameters");
+    if (params == fn->end() || !params->is_object()) return nullptr;
+    const auto props = params->find("properties");
+    return props != params->end() && props->is_object() ? &*props : nullptr;
+  }
+  return nullptr;
+}
+
 // One Qwen3-Coder / Qwen3.5 block body -> a call:
 //   <function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...\n</function>
-// A VALUE that parses as JSON (numbers, booleans, arrays, objects, null) is taken as that JSON,
-// otherwise as the string between the tags minus one leading and one trailing newline (as
-// the templates write it). Anything else (no function tag, an unclosed parameter) -> nullopt.
-std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t& next_id) {
+// VALUE is the text between the tags minus one leading and one trailing newline (as the
+// templates write it), typed by the parameter's schema (xml_parameter_value). Anything else
+// (no function tag, an unclosed parameter, a parameter given twice) -> nullopt.
+std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t& next_id, const Json* tools) {
   body = trim(body);
   constexpr std::string_view kFn = "<function=", kFnEnd = "</function>", kPar = "<parameter=", kParEnd = "</parameter>";
   if (!body.starts_with(kFn)) return std::nullopt;
@@ -67,6 +136,7 @@ std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t&
   ToolCall c;
   c.name = std::string(trim(body.substr(kFn.size(), name_end - kFn.size())));
   if (c.name.empty()) return std::nullopt;
+  const Json* props = properties_of(tools, c.name);
   std::string_view rest = body.substr(name_end + 1);
   const size_t fn_end = rest.find(kFnEnd);
   if (fn_end != std::string_view::npos) {
@@ -83,12 +153,14 @@ std::optional<ToolCall> parse_xml_function_body(std::string_view body, uint64_t&
     if (key_end == std::string_view::npos || val_end == std::string_view::npos || val_end < key_end)
       return std::nullopt;
     const std::string key(trim(rest.substr(kPar.size(), key_end - kPar.size())));
+    if (key.empty() || args.contains(key)) return std::nullopt;
     std::string_view value = rest.substr(key_end + 1, val_end - key_end - 1);
     if (value.starts_with('\n')) value.remove_prefix(1);
     if (value.ends_with('\n')) value.remove_suffix(1);
-    nlohmann::ordered_json v = nlohmann::ordered_json::parse(value, nullptr, /*allow_exceptions=*/false);
-    if (v.is_discarded() || v.is_string()) v = std::string(value);
-    args[key] = std::move(v);
+    const Json* ps = nullptr;
+    if (props)
+      if (const auto it = props->find(key); it != props->end()) ps = &*it;
+    args[key] = xml_parameter_value(value, ps);
     rest = rest.substr(val_end + kParEnd.size());
   }
   c.arguments = args.dump();
@@ -228,7 +300,7 @@ std::vector<ToolCall> bare_calls(std::string_view text, const std::vector<std::s
 }  // namespace
 
 ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
-                                  const std::vector<std::string>& declared) {
+                                  const std::vector<std::string>& declared, const Json* tools) {
   ParsedToolOutput out;
   if (format == ToolCallFormat::kNone) {
     out.content = std::string(text);
@@ -242,7 +314,7 @@ ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, 
     return out;
   }
   auto parse_body = [&](std::string_view body) {
-    return format == ToolCallFormat::kXmlFunction ? parse_xml_function_body(body, next_id)
+    return format == ToolCallFormat::kXmlFunction ? parse_xml_function_body(body, next_id, tools)
                                                   : parse_hermes_body(trim(body), next_id);
   };
   std::string content;

@@ -68,8 +68,12 @@ struct ParsedToolOutput {
 // a ``` fence) naming a declared function is taken as calls too — small models (Qwen2.5-Coder
 // 0.5B) often drop the <tool_call> tags; requiring a declared name keeps plain JSON answers
 // content.
+// `tools`: the request's validated tools array (ToolsRequest::tools); the XML format types each
+// parameter's text by its property schema (a string parameter "123" stays a string, a boolean
+// "True" — what the templates' `| string` writes — is true); without it values are typed by
+// their text (JSON, else Python's True / False / None, else a string).
 ParsedToolOutput parse_tool_calls(std::string_view text, ToolCallFormat format, uint64_t& next_id,
-                                  const std::vector<std::string>& declared = {});
+                                  const std::vector<std::string>& declared = {}, const Json* tools = nullptr);
 // True when a stream's first text may be a bare call object (starts with '{', '[' or "```" after
 // whitespace): the stream holds its content back until the end.
 bool may_be_bare_call(std::string_view text_so_far);

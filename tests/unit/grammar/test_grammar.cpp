@@ -15,6 +15,7 @@
 #include "formats/gguf.h"
 #include "grammar/grammar_compiler.h"
 #include "grammar/schema_support.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hs::grammar {
@@ -263,6 +264,169 @@ TEST_P(GrammarTest, ParallelToolCallsAreOneToMaxCallsEachValid) {
   }
   EXPECT_GT(counts.size(), 1u) << "the walks never took a second call";
   EXPECT_FALSE(compiler_->tool_calls(alts, end, more, 0).is_ok());
+}
+
+// The XML family (Qwen3-Coder / Qwen3.5): after the forced `<tool_call>\n<function=`, a name,
+// then `<parameter=KEY>VALUE</parameter>` items held to the schema (in its order, required ones
+// present), then the closing tags; what comes out is a call the server's parser reads back.
+const Json& xml_schema() {
+  static const Json j = Json::parse(R"({"type": "object",
+    "properties": {"path": {"enum": ["a.py", "src/b c.py"]}, "mode": {"type": "integer", "minimum": 0, "maximum": 777},
+                   "backup": {"type": "boolean"}, "note": {"type": "string", "maxLength": 6},
+                   "lines": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+    "required": ["path", "mode"], "additionalProperties": false})");
+  return j;
+}
+
+// The request's tools array for the parser (it types each parameter by its schema).
+Json xml_tools() {
+  return Json::array({{{"type", "function"}, {"function", {{"name", "write_file"}, {"parameters", xml_schema()}}}},
+                      {{"type", "function"}, {"function", {{"name", "now"}}}}});
+}
+
+void expect_xml_arguments_valid(const Json& args, const std::string& text) {
+  ASSERT_TRUE(args.is_object()) << text;
+  ASSERT_TRUE(args.contains("path") && args.contains("mode")) << args.dump() << "\n" << text;
+  EXPECT_TRUE(args["path"] == "a.py" || args["path"] == "src/b c.py") << text;
+  ASSERT_TRUE(args["mode"].is_number_integer()) << text;
+  EXPECT_GE(args["mode"].get<int64_t>(), 0);
+  EXPECT_LE(args["mode"].get<int64_t>(), 777);
+  for (const auto& [k, v] : args.items()) {
+    EXPECT_TRUE(k == "path" || k == "mode" || k == "backup" || k == "note" || k == "lines") << text;
+    if (k == "backup") {
+      EXPECT_TRUE(v.is_boolean()) << text;
+    }
+    if (k == "lines") {
+      EXPECT_TRUE(v.is_array() && v.size() <= 2) << text;
+    }
+  }
+}
+
+TEST_P(GrammarTest, XmlToolCallsAreANameThenSchemaParametersThenTheEnd) {
+  const std::string end = "</function>\n</tool_call>", more = "\n<tool_call>\n<function=";
+  const std::vector<ToolCallAlternative> alts = {
+      {"write_file>\n", xml_schema(), ArgumentsStyle::kQwenXml},
+      {"now>\n", Json{{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}},
+       ArgumentsStyle::kQwenXml}};
+  auto g = compiler_->tool_calls(alts, end, more, 2);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  const std::vector<std::string> declared = {"write_file", "now"};
+  int writes = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    bool ended = false;
+    const std::string text = "<tool_call>\n<function=" + random_walk(**g, seed, 400, ended);
+    ASSERT_TRUE(ended) << text;
+    uint64_t id = 1;
+    const Json tools = xml_tools();
+    const auto p = server::parse_tool_calls(text, server::ToolCallFormat::kXmlFunction, id, declared, &tools);
+    ASSERT_GE(p.calls.size(), 1u) << text;
+    ASSERT_LE(p.calls.size(), 2u) << text;
+    EXPECT_TRUE(p.content.empty()) << text;
+    for (const auto& c : p.calls) {
+      const Json args = Json::parse(c.arguments);
+      if (c.name == "now") {
+        EXPECT_TRUE(args.empty()) << text;
+      } else {
+        ASSERT_EQ(c.name, "write_file") << text;
+        ++writes;
+        expect_xml_arguments_valid(args, text);
+      }
+    }
+  }
+  EXPECT_GT(writes, 0);
+  // Fed text: the template's own rendering passes; a missing required parameter, an undeclared
+  // one, a value of the wrong type or another function's name do not.
+  auto feeds = [&](const std::string& text, bool& can_end) {
+    auto c = (*g)->start();
+    for (int32_t t : tok_->encode(text, false, false))
+      if (!c->accept(t)) return false;
+    can_end = c->accept(tok_->vocab().eog_ids.front());
+    return true;
+  };
+  bool can_end = false;
+  EXPECT_TRUE(feeds("write_file>\n<parameter=path>\nsrc/b c.py\n</parameter>\n<parameter=mode>\n420\n</parameter>\n"
+                    "<parameter=note>\n\tx <y>\n</parameter>\n" + end, can_end));
+  EXPECT_TRUE(can_end);
+  EXPECT_FALSE(feeds("write_file>\n<parameter=mode>\n420\n</parameter>\n<parameter=path>", can_end))
+      << "parameters come in the schema's order";
+  EXPECT_TRUE(feeds("write_file>\n<parameter=path>\na.py\n</parameter>\n", can_end));
+  EXPECT_FALSE(can_end) << "ended without the required 'mode'";
+  EXPECT_FALSE(feeds("write_file>\n<parameter=mode>\nfast\n</parameter>", can_end));
+  EXPECT_FALSE(feeds("write_file>\n<parameter=owner>\n", can_end));
+  EXPECT_FALSE(feeds("read_file>\n", can_end));
+}
+
+// tool_choice auto: free text (tabs included) until the opening tag; from there one declared
+// call whose arguments follow its schema, then free text again (or, with at_most_one, the end).
+TEST_P(GrammarTest, TriggeredToolCallsLeaveTextFreeAndHoldEachCall) {
+  const std::vector<TriggeredToolCall> hermes = {
+      {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ",
+       Json::parse(R"({"type": "object", "properties": {"city": {"enum": ["Oslo", "Lima"]}}, "required": ["city"],
+                      "additionalProperties": false})"),
+       "}\n</tool_call>"}};
+  for (bool at_most_one : {false, true}) {
+    auto g = compiler_->triggered_tool_calls(hermes, "<tool_call>", at_most_one);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    auto feeds = [&](const std::string& text) {
+      auto c = (*g)->start();
+      for (int32_t t : tok_->encode(text, false, true))
+        if (!c->accept(t)) return std::unique_ptr<TokenConstraint>();
+      return c;
+    };
+    auto c = feeds("Some text {\"x\": 1}\n\tif (a) { b(); }\n");
+    ASSERT_TRUE(c) << "free text was rejected";
+    EXPECT_TRUE(c->accept(tok_->vocab().eog_ids.front())) << "free text cannot end";
+    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}}\n</tool_call>";
+    EXPECT_TRUE(feeds("Checking.\n" + call)) << call;
+    EXPECT_FALSE(feeds("<tool_call>\n{\"name\": \"get_time\""));
+    EXPECT_FALSE(feeds("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\""));
+    EXPECT_FALSE(feeds("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>")) << "required city";
+    auto after = feeds(call);
+    ASSERT_TRUE(after);
+    if (at_most_one) {
+      std::vector<float> row(static_cast<size_t>(V()), 0.0f);
+      after->mask(row);
+      for (int32_t t = 0; t < V(); ++t) {
+        if (std::isfinite(row[static_cast<size_t>(t)])) {
+          EXPECT_TRUE(tok_->is_eog(t)) << "token " << t << " after the call";
+        }
+      }
+    } else {
+      EXPECT_TRUE(feeds(call + "\n" + call + "\nDone.")) << "a second call and text after it";
+    }
+  }
+  // The XML family under auto: a random walk from the opening tag ends the call validly.
+  const std::vector<TriggeredToolCall> xml = {
+      {"<tool_call>\n<function=write_file>\n", xml_schema(), "</function>\n</tool_call>", ArgumentsStyle::kQwenXml}};
+  auto g = compiler_->triggered_tool_calls(xml, "<tool_call>", true);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    auto c = (*g)->start();
+    std::string text = "I will write it.\n<tool_call>";
+    for (int32_t t : tok_->encode(text, false, true)) ASSERT_TRUE(c->accept(t));
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> noise;
+    std::vector<float> row(static_cast<size_t>(V()));
+    std::vector<int32_t> out;
+    bool ended = false;
+    for (int step = 0; step < 400 && !ended; ++step) {
+      for (float& x : row) x = noise(rng);
+      c->mask(row);
+      const int32_t t = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+      ASSERT_TRUE(c->accept(t));
+      ended = tok_->is_eog(t);
+      if (!ended) out.push_back(t);
+    }
+    text += tok_->decode(out, false);
+    ASSERT_TRUE(ended) << text;
+    uint64_t id = 1;
+    const Json tools = xml_tools();
+    const auto p = server::parse_tool_calls(text, server::ToolCallFormat::kXmlFunction, id, {"write_file"}, &tools);
+    ASSERT_EQ(p.calls.size(), 1u) << text;
+    EXPECT_EQ(p.content, "I will write it.");
+    expect_xml_arguments_valid(Json::parse(p.calls[0].arguments), text);
+  }
+  EXPECT_FALSE(compiler_->triggered_tool_calls(xml, "<function=", false).is_ok()) << "begin must start with the trigger";
 }
 
 TEST_P(GrammarTest, UnsupportedKeywordsAndBadSchemasAreClearErrors) {

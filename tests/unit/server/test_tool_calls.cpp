@@ -2,6 +2,9 @@
 // tool-call parser (server/tool_calls.h).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "server/tool_calls.h"
 
 namespace hs::server {
@@ -149,6 +152,82 @@ TEST(ToolCallParser, XmlFunctionBlocks) {
     p = parse_tool_calls(bad, ToolCallFormat::kXmlFunction, id);
     EXPECT_TRUE(p.calls.empty()) << bad;
     EXPECT_EQ(p.content, bad);
+  }
+}
+
+// Parameters are typed by the tool's schema: strings stay strings whatever they look like, and
+// the Python spellings the templates write (`| string`: True, None) read back as JSON.
+TEST(ToolCallParser, XmlParametersAreTypedByTheSchema) {
+  const Json tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+    "properties": {"zip": {"type": "string"}, "n": {"type": "integer"}, "ok": {"type": "boolean"},
+                   "opt": {"type": ["string", "null"]}, "unit": {"enum": ["C", "F"]}, "x": {"anyOf": [{"type": "number"}, {"type": "null"}]},
+                   "code": {"type": "string"}}}}}])");
+  uint64_t id = 1;
+  auto call = [&](const std::string& params, const Json* t) {
+    const auto p = parse_tool_calls("<tool_call>\n<function=f>\n" + params + "</function>\n</tool_call>",
+                                    ToolCallFormat::kXmlFunction, id, {"f"}, t);
+    EXPECT_EQ(p.calls.size(), 1u) << params;
+    return p.calls.empty() ? Json() : Json::parse(p.calls[0].arguments);
+  };
+  const std::string params =
+      "<parameter=zip>\n01234\n</parameter>\n<parameter=n>\n 42 \n</parameter>\n<parameter=ok>\nTrue\n</parameter>\n"
+      "<parameter=opt>\nNone\n</parameter>\n<parameter=unit>\n  F \n</parameter>\n<parameter=x>\nnull\n</parameter>\n"
+      "<parameter=code>\n  if x:\n\treturn \"y\"\n\n</parameter>\n";
+  EXPECT_EQ(call(params, &tools), Json::parse(R"({"zip": "01234", "n": 42, "ok": true, "opt": null, "unit": "F",
+                                                 "x": null, "code": "  if x:\n\treturn \"y\"\n"})"));
+  // Without the definitions: JSON where the text is JSON, Python literals, else the text.
+  EXPECT_EQ(call("<parameter=zip>\n1234\n</parameter>\n<parameter=ok>\nFalse\n</parameter>\n"
+                 "<parameter=s>\nplain text\n</parameter>\n<parameter=q>\n\"quoted\"\n</parameter>\n", nullptr),
+            Json::parse(R"({"zip": 1234, "ok": false, "s": "plain text", "q": "\"quoted\""})"));
+  // A string parameter written "null" is the text (its schema does not allow null).
+  EXPECT_EQ(call("<parameter=zip>\nnull\n</parameter>\n", &tools), Json::parse(R"({"zip": "null"})"));
+  // A parameter given twice is not a call.
+  const std::string twice = "<tool_call>\n<function=f>\n<parameter=n>\n1\n</parameter>\n<parameter=n>\n2\n</parameter>\n"
+                            "</function>\n</tool_call>";
+  const auto p = parse_tool_calls(twice, ToolCallFormat::kXmlFunction, id, {"f"}, &tools);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content, twice);
+}
+
+// The Qwen3.5 / Qwen3-Coder templates' own rendering of an agent's calls (the transformers
+// fixture) parses back into the calls that were rendered, arguments of every JSON type included.
+TEST(ToolCallParser, XmlTemplateRenderingsParseBackIntoTheirCalls) {
+  auto read = [](const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return Json::parse(ss.str());
+  };
+  const Json convs = read(std::string(HS_FIXTURES_DIR) + "/chat/conversations.json");
+  const Json expected = read(std::string(HS_FIXTURES_DIR) + "/chat/expected.json");
+  const Json* conv = nullptr;
+  size_t index = 0;
+  for (size_t i = 0; i < convs["conversations"].size(); ++i)
+    if (convs["conversations"][i]["name"] == "tools_agent_steps_argument_types") conv = &convs["conversations"][index = i];
+  ASSERT_NE(conv, nullptr);
+  std::vector<Json> want;  // every call's arguments, in order
+  for (const auto& m : (*conv)["messages"])
+    if (m.contains("tool_calls"))
+      for (const auto& c : m["tool_calls"]) want.push_back(c["function"]["arguments"]);
+  const Json& tools = (*conv)["extra"]["tools"];
+  for (const char* tmpl : {"qwen3_5", "qwen3_coder"}) {
+    SCOPED_TRACE(tmpl);
+    const std::string rendered = expected["results"][tmpl][index]["output"].get<std::string>();
+    ASSERT_EQ(tool_call_format_of(rendered), ToolCallFormat::kXmlFunction);
+    uint64_t id = 1;
+    // Each assistant turn: from after "<|im_start|>assistant\n" to its "<|im_end|>".
+    std::vector<Json> got;
+    for (size_t at = 0; (at = rendered.find("<|im_start|>assistant\n", at)) != std::string::npos;) {
+      at += 22;
+      const size_t end = rendered.find("<|im_end|>", at);
+      if (end == std::string::npos) break;  // the generation prompt
+      const auto p = parse_tool_calls(std::string_view(rendered).substr(at, end - at), ToolCallFormat::kXmlFunction, id,
+                                      {"write_file", "run_tests"}, &tools);
+      for (const auto& c : p.calls) got.push_back(Json::parse(c.arguments));
+      EXPECT_EQ(p.content.find("<tool_call>"), std::string::npos) << p.content;
+    }
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
   }
 }
 
