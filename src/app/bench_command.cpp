@@ -113,15 +113,7 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   HS_RETURN_IF_ERROR(m.kv->reserve(seq, depth + n));
   seq.n_tokens = depth;
   if (SparseRuntime* sp = m.decoder->sparse()) {  // sketch / Quest metadata of the synthetic keys
-    const KvGeometry& g = m.kv->geometry();
-    std::vector<float> k(g.head_dim), v(g.head_dim);  // [head_dim]
-    for (int l = 0; l < g.n_layer; ++l)
-      if (sp->layer_sparse(l))
-        for (int h = 0; h < g.n_kv_heads; ++h)
-          for (int32_t p = 0; p < depth; ++p) {
-            m.kv->read(seq, l, h, p, k.data(), v.data());
-            sp->on_key(seq.blocks, l, h, p, k.data());
-          }
+    HS_RETURN_IF_ERROR(m.decoder->backend().rebuild_sparse_metadata(*m.kv, seq, depth));
     sp->reset_stats();
   }
   const int n_vocab = m.decoder->config().n_vocab;
@@ -256,6 +248,10 @@ int run_bench(BenchOptions& o) {
   auto m = load_model(o.model);
   if (!m.is_ok()) {
     fmt::print(stderr, "error: {}\n", m.status().message());
+    return 1;
+  }
+  if (Status st = require_decoder(*m, "bench"); !st.is_ok()) {
+    fmt::print(stderr, "error: {}\n", st.message());
     return 1;
   }
   m->decoder->set_matmul_precision(*parse_matmul_precision(o.matmul));

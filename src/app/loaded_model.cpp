@@ -36,8 +36,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("--dummy-dtype", opt.dummy_dtype, "Weight type of the dummy model's matrices")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"}))
       ->capture_default_str();
-  cmd->add_option("--vocab", opt.vocab, "Dummy model: copy the tokenizer from this GGUF (e.g. llama.cpp's "
-                  "ggml-vocab-llama-bpe.gguf; default: a synthetic byte-level vocabulary)");
+  cmd->add_option("--vocab", opt.vocab, "Tokenizer from this GGUF (e.g. llama.cpp's ggml-vocab-llama-bpe.gguf) or "
+                  "'synthetic' (a byte-level vocabulary of the model's size): for a dummy model (default: synthetic) "
+                  "or a model file without a tokenizer");
   cmd->add_option("--device", opt.device,
                   "Backend: cpu, or cuda (GPU 0; weights uploaded as f16 or bf16, dense attention, KV pages on the GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
@@ -135,19 +136,25 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
-  if (dec.device() != Device::kCpu) {
-    if (opt.sparse != "auto")
-      return make_error(StatusCode::kUnsupported, "--sparse {}: sparse attention runs on --device cpu only so far",
-                        opt.sparse);
-    spdlog::info("--device {} runs dense attention: the sketch {} is not used (sparse attention on the GPU is not "
-                 "built yet)", device_name(dec.device()), path);
-    return std::unique_ptr<SparseRuntime>();
-  }
+  // The GPU path (docs/gpu-sparse.md): sketch selection by the max rule over whole pages; the
+  // CPU's rerank, group mass and estimated tail are not built there yet.
+  const bool gpu = dec.device() != Device::kCpu;
+  if (gpu && mode != SparseMode::kSketch)
+    return make_error(StatusCode::kUnsupported, "--sparse {} runs on --device cpu only (the GPU selects by sketch)",
+                      opt.sparse);
   const ModelConfig& c = dec.config();
   SparseConfig cfg = resolved_sparse_config(opt, kv);
+  if (gpu) {
+    if (opt.sparse_cfg.chunk_tokens != 0 && opt.sparse_cfg.chunk_tokens != kv.geometry().page_tokens)
+      return make_error(StatusCode::kUnsupported, "--sparse-chunk {}: on the GPU a chunk is one KV page ({} tokens)",
+                        opt.sparse_cfg.chunk_tokens, kv.geometry().page_tokens);
+    cfg.chunk_tokens = kv.geometry().page_tokens;
+  }
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
-  if (opt.sparse_rerank == "auto") {
+  if (gpu && opt.sparse_rerank == "auto") {
+    cfg.rerank_factor = 0;
+  } else if (opt.sparse_rerank == "auto") {
     const auto full = full_attention_layers(c);
     const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
     const KvDtype kvt = kv.geometry().dtype;
@@ -194,7 +201,8 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
 
 Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const Decoder& dec, KvCache& kv,
                                                     const SparseConfig& sparse_cfg, int32_t resident_seqs) {
-  if (opt.device_kv_budget <= 0) return std::unique_ptr<HotChunks>();
+  // The CPU's hot-slot tier; on a GPU every KV page is on the device (docs/gpu-sparse.md).
+  if (opt.device_kv_budget <= 0 || dec.device() != Device::kCpu) return std::unique_ptr<HotChunks>();
   HotChunks::Config cfg;
   cfg.budget_bytes = opt.device_kv_budget;
   cfg.chunk_tokens = sparse_cfg.chunk_tokens;
@@ -237,10 +245,10 @@ Result<SamplingParams> SamplingOptions::resolve() const {
   return p;
 }
 
-std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const Decoder& dec, KvDtype dtype, int32_t n_pages) {
-  const ModelConfig& c = dec.config();
-  KvGeometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, dtype};
-  const bool host_pages = dec.device() == Device::kCpu;
+std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const LanguageModel& model, KvDtype dtype,
+                                       int32_t n_pages) {
+  const KvGeometry g = model.kv_geometry(16, dtype);
+  const bool host_pages = model.device() == Device::kCpu;
   return std::make_unique<KvCache>(g, n_pages, KvCache::kDefaultMaxLeases, host_pages);
 }
 
@@ -255,7 +263,7 @@ Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device de
     DummyModelSpec spec;
     spec.config_path = opt.config;
     HS_ASSIGN_OR_RETURN(spec.weight_type, parse_dummy_dtype(opt.dummy_dtype));
-    spec.vocab_path = opt.vocab;
+    spec.vocab_path = opt.vocab == "synthetic" ? std::string() : opt.vocab;
     spec.seed = opt.dummy_seed;
     ThreadPool fill_pool(opt.threads);
     const auto t0 = std::chrono::steady_clock::now();
@@ -267,29 +275,91 @@ Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device de
   }
   if (opt.model.empty())
     return make_error(StatusCode::kInvalidArgument, "--model FILE is required (or --load-format dummy --config FILE)");
-  if (!opt.config.empty() || !opt.vocab.empty())
-    return make_error(StatusCode::kInvalidArgument, "--config and --vocab are for --load-format dummy");
+  if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
   return Decoder::load(opt.model, device);
+}
+
+Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
+  ModelPair p;
+  if (opt.load_format == "gguf" && !opt.model.empty() && std::filesystem::is_directory(opt.model)) {
+    if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
+    HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::load_hf(opt.model, device));
+    return p;
+  }
+  if (opt.load_format == "gguf" && !opt.model.empty()) {
+    if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
+    HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(opt.model));
+    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
+    if (c.is_hybrid()) {
+      HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
+    } else {
+      HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device));
+    }
+    return p;
+  }
+  HS_ASSIGN_OR_RETURN(p.decoder, load_decoder(opt, device));
+  return p;
+}
+
+Result<std::unique_ptr<Tokenizer>> make_model_tokenizer(const ModelOptions& opt, const LanguageModel& model,
+                                                        std::unique_ptr<gguf::File>* vocab_file) {
+  if (opt.load_format == "dummy" || opt.vocab.empty()) {  // dummy: --vocab is already in the model file
+    auto tok = make_tokenizer(model.file());
+    if (!tok.is_ok() && opt.load_format != "dummy")
+      return make_error(tok.status().code(), "{} (a model file without a tokenizer takes --vocab GGUF or --vocab "
+                        "synthetic)", tok.status().message());
+    return tok;
+  }
+  HS_ASSIGN_OR_RETURN(*vocab_file, make_vocab_file(opt.vocab, model.config().n_vocab));
+  return make_tokenizer(**vocab_file);
+}
+
+Result<std::unique_ptr<RecurrentPool>> make_state_pool(HybridDecoder& model, KvCache& kv, int32_t n_slots,
+                                                       int32_t n_checkpoints) {
+  HS_RETURN_IF_ERROR(model.set_states(nullptr));
+  auto pool = std::make_unique<RecurrentPool>(kv, n_slots, n_checkpoints);
+  HS_RETURN_IF_ERROR(model.set_states(pool.get()));
+  spdlog::info("recurrent state: {} slots + {} prefix-cache checkpoints x {:.2f} MiB = {:.1f} MiB", n_slots,
+               n_checkpoints, model.state_bytes_per_slot() / 1048576.0,
+               static_cast<double>(model.state_bytes_per_slot()) * (n_slots + n_checkpoints) / 1048576.0);
+  return pool;
+}
+
+Status require_decoder(const LoadedModel& m, std::string_view command) {
+  if (m.decoder) return Status::ok();
+  return make_error(StatusCode::kUnsupported, "{}: not yet for hybrid ({}) models (docs/hybrid-models.md)", command,
+                    m.model().config().arch_name);
 }
 
 std::string model_display_name(const ModelOptions& opt) {
   if (opt.load_format == "dummy")
     return fmt::format("dummy-{}-{}", std::filesystem::path(opt.config).stem().string(), opt.dummy_dtype);
-  return std::filesystem::path(opt.model).stem().string();
+  std::string path = opt.model;
+  while (path.size() > 1 && path.back() == '/') path.pop_back();  // a checkpoint directory
+  return std::filesystem::path(path).stem().string();
 }
 
 Result<LoadedModel> load_model(const ModelOptions& opt) {
   LoadedModel m;
   HS_ASSIGN_OR_RETURN(Device device, parse_device(opt.device));
-  HS_ASSIGN_OR_RETURN(m.decoder, load_decoder(opt, device));
-  HS_ASSIGN_OR_RETURN(m.tokenizer, make_tokenizer(m.decoder->file()));
-  const ModelConfig& c = m.decoder->config();
+  HS_ASSIGN_OR_RETURN(ModelPair pair, load_models(opt, device));
+  m.decoder = std::move(pair.decoder);
+  m.hybrid = std::move(pair.hybrid);
+  HS_ASSIGN_OR_RETURN(m.tokenizer, make_model_tokenizer(opt, m.model(), &m.vocab));
+  const ModelConfig& c = m.model().config();
   if (m.tokenizer->n_vocab() < c.n_vocab)
     return make_error(StatusCode::kCorrupt, "tokenizer has {} tokens but the embedding has {} rows",
                       m.tokenizer->n_vocab(), c.n_vocab);
   HS_ASSIGN_OR_RETURN(KvDtype dtype, parse_kv_dtype(opt.kv_cache_dtype));
-  m.kv = make_kv_cache(opt, *m.decoder, dtype, (opt.ctx_size + 15) / 16);
+  m.kv = make_kv_cache(opt, m.model(), dtype, (opt.ctx_size + 15) / 16);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
+  if (m.hybrid) {
+    if (opt.sparse != "auto" && opt.sparse != "off")
+      return make_error(StatusCode::kUnsupported, "--sparse {}: sparse attention is not built for hybrid models yet",
+                        opt.sparse);
+    HS_ASSIGN_OR_RETURN(m.states, make_state_pool(*m.hybrid, *m.kv, kDefaultResidentSeqs, 0));
+    return m;
+  }
   HS_RETURN_IF_ERROR(attach_sparse(opt, m));
   if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config(), kDefaultResidentSeqs));
   return m;

@@ -260,11 +260,19 @@ class Backend {
   // ---- CPU-only extensions (the CUDA backend refuses them) ------------------------------
   virtual void set_matmul_precision(MatmulPrecision) {}
   virtual MatmulPrecision matmul_precision() const { return kDefaultMatmulPrecision; }
-  // Sparse attention and its device tier (sparse/); null: dense.
+  // Sparse attention and its device tier (sparse/); null: dense. CPU: every mode; CUDA: sketch
+  // selection with the max rule, chunk = page (docs/gpu-sparse.md).
   virtual Status set_sparse(SparseRuntime* rt, HotChunks* hot) {
     if (rt || hot)
       return make_error(StatusCode::kUnsupported,
                         "sparse attention is not implemented on the {} backend (it runs dense)", device_name(device()));
+    return Status::ok();
+  }
+  // The sparse metadata (sketches / Quest bounds) of keys [0, n_tokens) of `seq` recomputed
+  // from the KV pages this backend holds: a synthetic context (bench) or one restored without
+  // its metadata. No-op when no sparse runtime is attached. Outside a step.
+  virtual Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
+    (void)kv, (void)seq, (void)n_tokens;
     return Status::ok();
   }
 

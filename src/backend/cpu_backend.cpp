@@ -8,6 +8,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_exact.h"
 #include "backend/cpu/ops.h"
+#include "sparse/sparse_runtime.h"
 
 namespace hs {
 
@@ -77,6 +78,21 @@ Status CpuBackend::end_step() {
 
 Status CpuBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
   attention_.set_sparse(rt, hot);
+  return Status::ok();
+}
+
+Status CpuBackend::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
+  SparseRuntime* sp = attention_.sparse();
+  if (!sp) return Status::ok();
+  const KvGeometry& g = kv.geometry();
+  std::vector<float> k(g.head_dim), v(g.head_dim);  // [head_dim]
+  for (int l = 0; l < g.n_layer; ++l)
+    if (sp->layer_sparse(l))
+      for (int h = 0; h < g.n_kv_heads; ++h)
+        for (int32_t p = 0; p < n_tokens; ++p) {
+          kv.read(seq, l, h, p, k.data(), v.data());
+          sp->on_key(seq.blocks, l, h, p, k.data());
+        }
   return Status::ok();
 }
 

@@ -150,6 +150,15 @@ void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std
   }
 }
 
+void SparseRuntime::count_external(int64_t n_sel, int32_t n_keys, int64_t selected_keys, int64_t scored_tokens,
+                                   int64_t sketch_token_bytes) {
+  sparse_heads_ += n_sel;
+  keys_total_ += n_sel * n_keys;
+  keys_selected_ += n_sel * selected_keys;
+  score_bytes_ += n_sel * scored_tokens * sketch_token_bytes;
+  kv_bytes_ += n_sel * selected_keys * g_.kv_token_bytes;
+}
+
 void SparseRuntime::count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows) {
   const int C = cfg_.chunk_tokens;
   int64_t selected = 0;

@@ -72,6 +72,7 @@ class SparseRuntime {
   const SparseConfig& config() const { return cfg_; }
   const ChunkSelector& selector() const { return *selector_; }
   bool layer_sparse(int layer) const { return g_.full_layer[layer]; }
+  int page_tokens() const { return g_.page_tokens; }
   bool use_sparse(int32_t n_keys) const { return cfg_.use_sparse(n_keys); }
 
   // Record the metadata of key k [head_dim] (and, with the estimated tail, value v) of
@@ -90,6 +91,13 @@ class SparseRuntime {
   void select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                     BatchSelectScratch& scratch, ThreadPool* pool);
   void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
+  // A selection made by another backend's kernels (CUDA): n_sel selections over n_keys keys
+  // each reading selected_keys, the scoring having read scored_tokens tokens' sketches of
+  // sketch_token_bytes each (that backend's sketch format).
+  void count_external(int64_t n_sel, int32_t n_keys, int64_t selected_keys, int64_t scored_tokens,
+                      int64_t sketch_token_bytes);
+  // The sketch basis (kSketch; null otherwise).
+  const SketchBasis* basis() const { return basis_.get(); }
   // Estimated tail (SparseConfig::tail_estimate): after select_batch, the attention partial of
   // ins[item]'s unselected chunks (sparse/tail_estimate.h); `selected` is outs[item].
   bool tail_estimate() const { return means_ != nullptr; }

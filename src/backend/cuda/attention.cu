@@ -260,6 +260,11 @@ struct KernelArgs {
   int window;
   int n_splits, split_len;
   int page_shift;   // log2(page_tokens): pages are a power of two of tokens
+  // Sparse rows (AttnArgs::sp_*): row (i, kv head) with sp_len >= 0 attends keys [0, sp_len) of
+  // the page list sp_pages + row * sp_stride; null or -1: the token's own pages, dense.
+  const int32_t* sp_pages;
+  const int32_t* sp_len;
+  int sp_stride;
   float* part_max;  // [n][n_kv][n_splits][G], log2 units: max of scale * log2(e) * q.k (or -inf: empty)
   float* part_sum;  // [n][n_kv][n_splits][G]: sum of 2^(s - max)
   float* part_acc;  // [n][n_kv][n_splits][G][D]: sum of 2^(s - max) v
@@ -267,6 +272,22 @@ struct KernelArgs {
 
 __device__ __forceinline__ int32_t first_key(int32_t pos, int window) {
   return window > 0 ? max(0, pos - window + 1) : 0;
+}
+
+// The keys of (token i, kv head): [first, pos] through `pages` (dense: the sequence's pages and
+// the window; a sparse row: its selected pages, keys [0, sp_len)).
+struct RowKeys {
+  int32_t pos, first;
+  const int32_t* pages;
+};
+__device__ __forceinline__ RowKeys row_keys(const KernelArgs& a, int64_t i, int kvh) {
+  if (a.sp_len) {
+    const int64_t row = i * a.kv.n_kv_heads + kvh;
+    const int32_t len = a.sp_len[row];
+    if (len >= 0) return RowKeys{len - 1, 0, a.sp_pages + row * a.sp_stride};
+  }
+  const int32_t pos = a.t.positions[i];
+  return RowKeys{pos, first_key(pos, a.window), a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]]};
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -372,8 +393,9 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   const int kvh = blockIdx.y, split = blockIdx.z;
   const int G = a.group;
 
-  const int32_t pos = a.t.positions[i];
-  const int32_t first = first_key(pos, a.window);
+  const RowKeys rk = row_keys(a, i, kvh);
+  const int32_t pos = rk.pos;
+  const int32_t first = rk.first;
   const int32_t begin = first + split * a.split_len;
   const int32_t end = min(pos + 1, begin + a.split_len);  // may be <= begin: empty run
 
@@ -398,7 +420,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   // row0 + pg * page_bytes + tp * 2 * D * elem (V: + D * elem); fp8 scales (K, V) at
   // sc0 + pg * page_bytes + 4 * tp. Pages are < 4 GiB (32-bit page_bytes, 64-bit products).
   const char* kv = static_cast<const char*>(a.kv.base);
-  const int32_t* pages = a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]];
+  const int32_t* pages = rk.pages;
   const uint32_t page_bytes = static_cast<uint32_t>(a.kv.page_elems * C::kElemBytes);
   const int64_t head_off = kFp8 ? kvh * a.kv.head_stride : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
   const char* row0 = kv + head_off + li * RB;
@@ -685,8 +707,8 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(KernelArgs a, int D) {
   const int64_t i = blockIdx.x;
   const int G = a.group;
   const int kvh = blockIdx.y / G, g = blockIdx.y % G;
-  const int32_t pos = a.t.positions[i];
-  const int32_t range = pos + 1 - first_key(pos, a.window);
+  const RowKeys rk = row_keys(a, i, kvh);
+  const int32_t range = rk.pos + 1 - rk.first;
   const int n_runs = min(a.n_splits, (range + a.split_len - 1) / a.split_len);
   const int64_t p0 = (i * a.kv.n_kv_heads + kvh) * a.n_splits;
   float mx = -INFINITY;
@@ -853,6 +875,9 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   ka.page_shift = 0;
   while ((1 << ka.page_shift) < kv.page_tokens) ++ka.page_shift;
   ka.split_len = a.split.split_len;
+  ka.sp_pages = a.sp_pages;
+  ka.sp_len = a.sp_len;
+  ka.sp_stride = a.sp_stride;
   const size_t parts = static_cast<size_t>(q.rows) * a.n_head_kv * a.split.n_splits * group;
   ka.part_max = a.scratch;
   ka.part_sum = a.scratch ? a.scratch + parts : nullptr;

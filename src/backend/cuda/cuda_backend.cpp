@@ -119,8 +119,10 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
+  (void)cudaFree(sketch_base_);
+  (void)cudaFree(basis_dev_);
   if (cublas_) (void)cublasDestroy(cublas_);
   (void)cudaFree(cublas_workspace_);
   (void)cudaFreeHost(tables_host_);
@@ -509,6 +511,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
                         plan.logit_rows[j], n);
 
   if (plan.kv) HS_RETURN_IF_ERROR(bind_kv(*plan.kv));
+  if (plan.kv && sparse_) HS_RETURN_IF_ERROR(bind_sparse_pages());
   bool kv_ready = false;
   if (plan.kv && has_seqs) {
     // The kernels index pages through these tables without bounds checks: check them here.
@@ -541,7 +544,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   }
 
   // One int32 buffer at fixed offsets (capacities grow by doubling, so a graph's pointers
-  // stay valid from step to step): [tokens][positions][seq_index][logit rows] of cap_tokens_
+  // stay valid from step to step): [tokens][positions][seq_index][logit rows][sparse flags] of cap_tokens_
   // each, [page_indptr] of cap_indptr_, [page_indices] of cap_pages_ (last: only the used
   // prefix is copied).
   const size_t n_indptr = plan.page_indptr.size(), n_indices = plan.page_indices.size(),
@@ -554,8 +557,11 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   cap_tokens_ = std::max(cap_tokens_, pow2(std::max<size_t>(static_cast<size_t>(n), n_logits)));
   cap_indptr_ = std::max(cap_indptr_, pow2(n_indptr));
   cap_pages_ = std::max(cap_pages_, pow2(n_indices));
-  const size_t total_ints = 4 * cap_tokens_ + cap_indptr_ + cap_pages_;
-  const size_t bytes = (4 * cap_tokens_ + cap_indptr_ + n_indices) * sizeof(int32_t);  // what is copied
+  const size_t total_ints = 5 * cap_tokens_ + cap_indptr_ + cap_pages_;
+  const size_t bytes = (5 * cap_tokens_ + cap_indptr_ + n_indices) * sizeof(int32_t);  // what is copied
+  // Which tokens select this step (GPU sparse attention; all zero without it).
+  std::vector<int32_t>& sparse_flags = sparse_flags_;
+  plan_sparse_step(plan, sparse_flags);
   {
     HS_CUDA(cudaEventSynchronize(tables_copied_));  // the last copy out of the staging is done
     if (tables_host_bytes_ < total_ints * sizeof(int32_t)) {
@@ -584,8 +590,9 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
     else
       std::memset(h + 2 * cap_tokens_, 0, static_cast<size_t>(n) * sizeof(int32_t));
     put(3 * cap_tokens_, plan.logit_rows.data(), n_logits);
-    put(4 * cap_tokens_, plan.page_indptr.data(), n_indptr);
-    put(4 * cap_tokens_ + cap_indptr_, plan.page_indices.data(), n_indices);
+    put(4 * cap_tokens_, sparse_flags.data(), static_cast<size_t>(n));
+    put(5 * cap_tokens_, plan.page_indptr.data(), n_indptr);
+    put(5 * cap_tokens_ + cap_indptr_, plan.page_indices.data(), n_indices);
     HS_CUDA(cudaMemcpyAsync(tables_dev_.ptr, tables_host_, bytes, cudaMemcpyHostToDevice, stream_));
     HS_CUDA(cudaEventRecord(tables_copied_, stream_));
   }
@@ -594,7 +601,8 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   d_positions_ = d + cap_tokens_;
   d_seq_index_ = d + 2 * cap_tokens_;
   d_logit_rows_ = d + 3 * cap_tokens_;
-  d_page_indptr_ = d + 4 * cap_tokens_;
+  d_sparse_tok_ = d + 4 * cap_tokens_;
+  d_page_indptr_ = d + 5 * cap_tokens_;
   d_page_indices_ = d_page_indptr_ + cap_indptr_;
 
   // Loading is over once steps run: give back the upload staging and threads.
@@ -611,8 +619,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   plan_ = &plan;
   // The attention split is planned from this bucket, not the exact length, so a graph
   // captured at one length serves every length of its bucket (kernels read the positions).
-  max_pos1_ = max_pos1 <= 256 ? 256 : max_pos1 <= 8192 ? static_cast<int32_t>(pow2(max_pos1))
-                                                       : (max_pos1 + 8191) / 8192 * 8192;
+  max_pos1_ = range_bucket(max_pos1);
   kv_ready_ = kv_ready;
   // Attention ranges: each sequence's run of >= kFlashMinRun consecutive tokens (a prompt or
   // prompt chunk) is one flash-prefill launch, the tokens between such runs (decode tokens,
@@ -636,11 +643,21 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   return Status::ok();
 }
 
+int32_t CudaBackend::range_bucket(int32_t max_pos1) {
+  if (max_pos1 <= 256) return 256;
+  if (max_pos1 <= 8192) {
+    int32_t c = 64;
+    while (c < max_pos1) c *= 2;
+    return c;
+  }
+  return (max_pos1 + 8191) / 8192 * 8192;
+}
+
 Status CudaBackend::run_step(const std::function<Status()>& body) {
   HS_RETURN_IF_ERROR(need_step("run_step"));
   const int64_t n = plan_->n_tokens();
   if (!graphs_on_ || profile_.on() || (flash_on_ && has_flash_range_) || n == 0 || n > kMaxGraphTokens) return body();
-  const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_};
+  const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_, n_sparse_tokens_, dense_max_pos1_};
   Graph& g = graphs_[key];
   if (g.failed) return body();
   if (g.exec && g.generation == alloc_generation_) {

@@ -119,6 +119,18 @@ class CudaBackend final : public Backend {
   // Tests: the norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ) on or off.
   void set_early_quantized_inputs(bool on) { earlyq_ = on; }
 
+  // ---- sparse attention on the GPU (cuda_sparse.cpp, docs/gpu-sparse.md) ------------------
+  // Attaches a SparseRuntime in sketch mode (max rule, chunk = page, no rerank / tail / Quest):
+  // its basis is uploaded and device sketch pages beside the KV pages are kept from then on;
+  // decode tokens whose context reaches min_context select chunks and attend only to them on
+  // full-attention layers. The CPU's device tier (HotChunks) is refused: here all KV is on the
+  // device. null: dense, sketch pages freed.
+  Status set_sparse(SparseRuntime* rt, HotChunks* hot) override;
+  Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;
+  // Tests: the selections of `layer`'s last attention call (rows = token * n_kv_heads + head),
+  // each the ascending chunk ids; an empty vector for a dense row. Synchronises.
+  Result<std::vector<std::vector<int32_t>>> last_selections(int64_t n_rows);
+
  private:
   // A device allocation that grows (scratch); contents are not kept across growth.
   struct Scratch {
@@ -216,13 +228,17 @@ class CudaBackend final : public Backend {
   struct GraphKey {
     int64_t n_tokens = 0, n_logits = 0;
     int32_t range_bucket = 0;
+    int64_t n_sparse = 0;          // tokens that select (their attention reads the selection)
+    int32_t dense_bucket = 0;      // range bucket of the other tokens
     bool operator==(const GraphKey& o) const {
-      return n_tokens == o.n_tokens && n_logits == o.n_logits && range_bucket == o.range_bucket;
+      return n_tokens == o.n_tokens && n_logits == o.n_logits && range_bucket == o.range_bucket &&
+             n_sparse == o.n_sparse && dense_bucket == o.dense_bucket;
     }
   };
   struct GraphKeyHash {
     size_t operator()(const GraphKey& k) const {
-      return std::hash<int64_t>()(k.n_tokens * 1000003 + k.n_logits * 8191 + k.range_bucket);
+      return std::hash<int64_t>()(k.n_tokens * 1000003 + k.n_logits * 8191 + k.range_bucket + k.n_sparse * 131 +
+                                  k.dense_bucket * 7);
     }
   };
   struct Graph {
@@ -313,6 +329,36 @@ class CudaBackend final : public Backend {
     return qx_tag_.p == x.data && qx_tag_.rows == x.rows && qx_tag_.cols == x.cols && qx_tag_.stride == x.row_stride &&
            qx_tag_.type == w;
   }
+  // The attention split is planned from this bucket of the longest key range, not the exact
+  // length, so a graph captured at one length serves every length of its bucket.
+  static int32_t range_bucket(int32_t max_pos1);
+  // GPU sparse attention state (cuda_sparse.cpp).
+  Status bind_sparse_pages();  // sketch pages for the bound KV pool (begin_step)
+  // Sketches of this step's keys of `layer` (post-RoPE k) when the layer is sparse.
+  Status write_sketches(int layer, const Tensor& k);
+  // The launchers' view of layer `layer` of the device KV copy.
+  KvLayerView layer_kv_view(int layer) const;
+  // Sparse attention of this step's sparse rows of `layer` is possible (sketch basis, no window).
+  bool sparse_layer(int layer, const AttentionParams& p) const;
+  // Launches the selection for `layer`; fills the AttnArgs' sp_* fields.
+  Status select_sparse(int layer, const Tensor& q, const AttentionParams& p, AttnArgs& a);
+  void plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>& flags);  // begin_step
+  SparseRuntime* sparse_ = nullptr;
+  int sketch_rank_ = 0;
+  int32_t sketch_blocks_ = 0;          // pool size the sketch pages were made for
+  void* sketch_base_ = nullptr;        // [full layers][n_blocks][n_kv][P][rank] f16
+  int64_t sketch_layer_bytes_ = 0;
+  std::vector<int> sketch_slot_;       // [n_layer] index among the sparse layers, -1: none
+  void* basis_dev_ = nullptr;          // per sparse layer: B, A [n_kv][hd][rank], mu [n_kv][hd] f32
+  int64_t basis_layer_floats_ = 0;
+  int64_t n_sparse_tokens_ = 0;        // this step's tokens that select
+  std::vector<int32_t> sparse_flags_;  // [n] host copy of d_sparse_tok_'s step
+  int32_t dense_max_pos1_ = 0;         // bucketed max over the other tokens (0: none)
+  const int32_t* d_sparse_tok_ = nullptr;  // [n] step table: 1 = selects
+  Scratch sel_;     // [n * n_kv] x (chunks [cap] | pages [cap]) then lengths [n * n_kv], int32
+  Scratch scores_;  // [n * n_kv][score stride] f32
+  int64_t sel_rows_ = 0;  // rows of the last selection (last_selections)
+  int sel_cap_ = 0;
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 

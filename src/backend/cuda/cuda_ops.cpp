@@ -494,6 +494,10 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 }
 }  // namespace
 
+KvLayerView CudaBackend::layer_kv_view(int layer) const {
+  return kv_layer_view(kv_geom_, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
+}
+
 Result<KvLayerView> CudaBackend::kv_write_view(int layer, const Tensor& k, const Tensor& v, const char* op) const {
   HS_RETURN_IF_ERROR(need_step(op));
   if (!kv_ready_)
@@ -508,7 +512,8 @@ Result<KvLayerView> CudaBackend::kv_write_view(int layer, const Tensor& k, const
   if (k.cols != static_cast<int64_t>(g.n_kv_heads) * g.head_dim)
     return make_error(StatusCode::kInvalidArgument, "cuda {}: k has {} columns, the cache {} kv heads x {}", op, k.cols,
                       g.n_kv_heads, g.head_dim);
-  return kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
+  (void)g;
+  return layer_kv_view(layer);
 }
 
 Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
@@ -516,7 +521,8 @@ Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   clear_input_tag();
   HS_ASSIGN_OR_RETURN(const KvLayerView view, kv_write_view(layer, k, v, "kv_write"));
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  return launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write");
+  HS_RETURN_IF_ERROR(launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write"));
+  return write_sketches(layer, k);
 }
 
 Status CudaBackend::rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor& v, int head_dim, float theta,
@@ -530,7 +536,10 @@ Status CudaBackend::rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor
     const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
     const cudaError_t e =
         launch_rope_kv_write(rows_of(q), rows_of(k), crows_of(v), head_dim, theta, neox, view, t, stream_);
-    if (e != cudaErrorInvalidValue) return launched(e, "rope_qk_kv_write");
+    if (e != cudaErrorInvalidValue) {
+      HS_RETURN_IF_ERROR(launched(e, "rope_qk_kv_write"));
+      return write_sketches(layer, k);
+    }
   }
   HS_RETURN_IF_ERROR(rope_qk(q, k, head_dim, theta, neox));  // fp8 pages (or fused off): the two kernels
   return kv_write(layer, k, v);
@@ -565,7 +574,7 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
                       p.head_dim);
   if (n == 0) return Status::ok();
 
-  const KvLayerView view = kv_layer_view(g, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
+  const KvLayerView view = layer_kv_view(layer);
   AttnArgs a;
   a.n_head = p.n_head;
   a.n_head_kv = p.n_head_kv;
@@ -583,9 +592,23 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
     r.rows = e - b;
     return r;
   };
+  // Sparse rows (decode tokens past the sparse threshold on a full layer): select their chunks
+  // first; they attend at most max_selected_chunks pages, the other tokens their whole range.
+  const bool sparse = sparse_layer(layer, p);
+  int32_t sparse_range = 0;
+  if (sparse) {
+    HS_RETURN_IF_ERROR(select_sparse(layer, q, p, a));
+    sparse_range = std::min(max_pos1_, a.sp_stride * kv_geom_.page_tokens);
+  }
   auto exact = [&](int64_t b, int64_t e) -> Status {
-    const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window) : max_pos1_;
+    const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window)
+                              : sparse      ? std::max(dense_max_pos1_, sparse_range)
+                                            : max_pos1_;
     AttnArgs x = a;
+    if (x.sp_len) {  // rows of this launch start at token b
+      x.sp_len += b * p.n_head_kv;
+      x.sp_pages += b * p.n_head_kv * x.sp_stride;
+    }
     x.split = plan_attention_split(e - b, p.n_head_kv, max_range, n_sm_);
     const size_t floats = attention_scratch_floats(e - b, p.n_head_kv, group, p.head_dim, x.split);
     if (floats > 0) {

@@ -157,6 +157,12 @@ struct AttnArgs {
   int window = 0;        // > 0: key j visible to position p iff p - j < window
   AttnSplit split;
   float* scratch = nullptr;  // [attention_scratch_floats] when split.n_splits > 1
+  // Sparse rows (sparse_kernels.h): row (token i, kv head h) = i * n_head_kv + h with
+  // sp_len[row] >= 0 attends only keys [0, sp_len[row]) of the pages sp_pages[row * sp_stride ..]
+  // (its selected chunks, C = P, in ascending order: all full but the last); -1 or null: dense.
+  const int32_t* sp_pages = nullptr;
+  const int32_t* sp_len = nullptr;
+  int sp_stride = 0;
 };
 // q, out: [n][n_head * head_dim] f32 (n = q.rows).
 cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, const AttnArgs& a, cudaStream_t s);

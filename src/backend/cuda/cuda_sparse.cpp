@@ -1,0 +1,290 @@
+// backend/cuda/cuda_sparse.cpp — sparse attention on the CUDA backend (docs/gpu-sparse.md): the
+// attached SparseRuntime's basis on the device, device sketch pages beside the KV pages, which
+// tokens select per step, and the selection launched before each full layer's attention.
+//
+// What it owns: the sketch pages ([sparse layers][n_blocks][n_kv][P][rank] f16, allocated when a
+// runtime is attached to a bound KV pool, or at the next begin_step), the basis (B, A, mu per
+// sparse layer, f32) and the selection scratch (scores, selected chunks / pages / lengths; grown
+// with the step, never shrunk). The step's per-token "selects" flags travel in the step tables,
+// so a decode step with sparse rows is one graph replay like any other (the graph key carries
+// the count of sparse tokens and the range bucket of the dense ones).
+// Cost: sketches = full layers x n_blocks x P x n_kv x rank x 2 bytes (Llama-3.1-8B at 128K tokens,
+// rank 32: 2.1 GiB); per step and sparse row: the candidate tokens' sketches read once, a radix
+// select, then attention over <= max_selected_chunks pages.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sparse_kernels.h"
+#include "sparse/sparse_runtime.h"
+
+namespace hs::cuda {
+
+namespace {
+SelectRule select_rule(const SparseConfig& cfg) {
+  SelectRule r;
+  r.chunk_tokens = cfg.chunk_tokens;
+  r.sink_chunks = cfg.sink_chunks();
+  r.window_tokens = cfg.window_tokens;
+  r.budget_tokens = cfg.budget_tokens;
+  r.max_selected = cfg.max_selected_chunks();
+  return r;
+}
+}  // namespace
+
+Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
+  if (hot)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda: the CPU's device tier (--device-kv-budget) does not apply: the GPU keeps every KV page on "
+                      "the device and reads the selected ones directly (run with --device-kv-budget 0)");
+  HS_CUDA(cudaSetDevice(device_));
+  if (sparse_ == rt && (rt == nullptr || sketch_base_ != nullptr || kv_bound_ == nullptr)) return Status::ok();
+  HS_CUDA(cudaStreamSynchronize(stream_));
+  if (sketch_base_) ++alloc_generation_;
+  (void)cudaFree(sketch_base_);
+  sketch_base_ = nullptr;
+  sketch_blocks_ = 0;
+  if (basis_dev_) ++alloc_generation_;
+  (void)cudaFree(basis_dev_);
+  basis_dev_ = nullptr;
+  sparse_ = nullptr;
+  sketch_slot_.clear();
+  if (!rt) return Status::ok();
+
+  const SparseConfig& cfg = rt->config();
+  const SketchBasis* basis = rt->basis();
+  if (rt->mode() != SparseMode::kSketch || !basis)
+    return make_error(StatusCode::kUnsupported, "cuda sparse attention: --sparse {} is CPU-only (the GPU selects by sketch)",
+                      sparse_mode_name(rt->mode()));
+  if (cfg.rerank_factor > 0 || cfg.chunk_mass_scale > 0.0f || cfg.tail_estimate || cfg.residual_z > 0.0f)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda sparse attention: the exact rerank, group-mass chunk score, estimated tail and residual bound "
+                      "are CPU-only so far (--sparse-rerank 0 --sparse-chunk-score max)");
+  const int P = rt->page_tokens();
+  if (cfg.chunk_tokens != P || P > 32 || (P & (P - 1)) != 0)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda sparse attention: chunks must be whole KV pages of at most 32 tokens (chunk {}, page {})",
+                      cfg.chunk_tokens, P);
+  if (basis->rank % 8 != 0 || basis->rank > kMaxSketchRank || basis->head_dim > 256)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda sparse attention: sketch rank {} (a multiple of 8, at most {}) and head_dim {} (at most 256)",
+                      basis->rank, kMaxSketchRank, basis->head_dim);
+  // The basis of every sparse layer, f32 on the device: B | A | mu per layer.
+  sketch_slot_.assign(basis->n_layer, -1);
+  int n_sparse = 0;
+  for (int l = 0; l < basis->n_layer; ++l)
+    if (rt->layer_sparse(l) && basis->has_layer(l)) sketch_slot_[l] = n_sparse++;
+  const int64_t hr = static_cast<int64_t>(basis->n_kv_heads) * basis->head_dim;
+  basis_layer_floats_ = 2 * hr * basis->rank + hr;
+  std::vector<float> host(static_cast<size_t>(basis_layer_floats_ * std::max(1, n_sparse)));
+  for (int l = 0; l < basis->n_layer; ++l) {
+    if (sketch_slot_[l] < 0) continue;
+    float* dst = host.data() + sketch_slot_[l] * basis_layer_floats_;
+    const size_t bsz = static_cast<size_t>(hr * basis->rank);
+    std::memcpy(dst, basis->B(l, 0), bsz * sizeof(float));
+    std::memcpy(dst + bsz, basis->A(l, 0), bsz * sizeof(float));
+    std::memcpy(dst + 2 * bsz, basis->mu(l, 0), static_cast<size_t>(hr) * sizeof(float));
+  }
+  HS_RETURN_IF_ERROR(device_malloc(&basis_dev_, host.size() * sizeof(float), "the sketch basis"));
+  HS_CUDA(cudaMemcpy(basis_dev_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  sketch_rank_ = basis->rank;
+  sparse_ = rt;
+  spdlog::info("cuda sparse attention: sketch rank {} on {} layers, budget {} tokens, {}-token chunks, dense below {} "
+               "tokens",
+               basis->rank, n_sparse, cfg.budget_tokens, cfg.chunk_tokens, cfg.min_context);
+  if (kv_bound_) return bind_sparse_pages();
+  return Status::ok();
+}
+
+Status CudaBackend::bind_sparse_pages() {
+  if (!sparse_ || (sketch_base_ && sketch_blocks_ == kv_blocks_)) return Status::ok();
+  const KvGeometry& g = kv_geom_;
+  const SketchBasis& b = *sparse_->basis();
+  if (b.n_layer != g.n_layer || b.n_kv_heads != g.n_kv_heads || b.head_dim != g.head_dim)
+    return make_error(StatusCode::kInvalidArgument,
+                      "cuda sparse attention: the sketch basis is for {} layers x {} kv heads x {}, the KV cache has {} x "
+                      "{} x {}",
+                      b.n_layer, b.n_kv_heads, b.head_dim, g.n_layer, g.n_kv_heads, g.head_dim);
+  if (sparse_->page_tokens() != g.page_tokens)
+    return make_error(StatusCode::kInvalidArgument, "cuda sparse attention: runtime pages of {} tokens, the cache's {}",
+                      sparse_->page_tokens(), g.page_tokens);
+  const int n_sparse = static_cast<int>(std::count_if(sketch_slot_.begin(), sketch_slot_.end(), [](int s) { return s >= 0; }));
+  if (sketch_base_) {
+    HS_CUDA(cudaStreamSynchronize(stream_));
+    ++alloc_generation_;
+    (void)cudaFree(sketch_base_);
+    sketch_base_ = nullptr;
+  }
+  sketch_layer_bytes_ = static_cast<int64_t>(kv_blocks_) * g.n_kv_heads * g.page_tokens * sketch_rank_ * 2;
+  const size_t total = static_cast<size_t>(sketch_layer_bytes_) * std::max(1, n_sparse);
+  HS_RETURN_IF_ERROR(device_malloc(&sketch_base_, total,
+                                   fmt::format("the key sketches ({} layers x {} pages, rank {})", n_sparse, kv_blocks_,
+                                               sketch_rank_)));
+  HS_CUDA(cudaMemsetAsync(sketch_base_, 0, total, stream_));
+  sketch_blocks_ = kv_blocks_;
+  return Status::ok();
+}
+
+void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>& flags) {
+  const int64_t n = plan.n_tokens();
+  flags.assign(static_cast<size_t>(n), 0);
+  n_sparse_tokens_ = 0;
+  int32_t dense_max = 0;
+  const bool indexed = static_cast<int64_t>(plan.seq_index.size()) == n && !plan.seq_tokens.empty();
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t n_keys = plan.positions[i] + 1;
+    const bool decode = indexed && plan.seq_tokens[static_cast<size_t>(plan.seq_index[i])] == 1;
+    if (sparse_ && plan.kv && decode && sparse_->use_sparse(n_keys)) {
+      flags[static_cast<size_t>(i)] = 1;
+      ++n_sparse_tokens_;
+    } else {
+      dense_max = std::max(dense_max, n_keys);
+    }
+  }
+  dense_max_pos1_ = dense_max > 0 ? range_bucket(dense_max) : 0;
+  if (!sparse_) return;
+  // The counters (host side, so a graph replay counts too): per full layer and kv head, each
+  // sparse token's selection size by the rule the kernels apply.
+  const SparseConfig& cfg = sparse_->config();
+  const int n_layers = static_cast<int>(std::count_if(sketch_slot_.begin(), sketch_slot_.end(), [](int s) { return s >= 0; }));
+  const int64_t per_token = static_cast<int64_t>(n_layers) * kv_geom_.n_kv_heads;
+  const int64_t sketch_bytes = static_cast<int64_t>(sketch_rank_) * 2;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t n_keys = plan.positions[i] + 1;
+    if (!flags[static_cast<size_t>(i)]) {
+      sparse_->count_dense(per_token);
+      continue;
+    }
+    const int C = cfg.chunk_tokens;
+    const auto [first, last] = candidate_range(n_keys, cfg);
+    const bool all = candidates_fit(n_keys, cfg) || last - first <= cfg.budget_chunks();
+    const int64_t window_keys = n_keys - std::min<int64_t>(n_keys, static_cast<int64_t>(last) * C);
+    const int64_t selected =
+        all ? n_keys : std::min<int64_t>(n_keys, static_cast<int64_t>(first) * C) + int64_t{cfg.budget_chunks()} * C + window_keys;
+    const int64_t scored = all ? 0 : static_cast<int64_t>(last - first) * C;
+    sparse_->count_external(per_token, n_keys, selected, scored, sketch_bytes);
+  }
+}
+
+bool CudaBackend::sparse_layer(int layer, const AttentionParams& p) const {
+  return sparse_ && n_sparse_tokens_ > 0 && p.window <= 0 && layer >= 0 &&
+         layer < static_cast<int>(sketch_slot_.size()) && sketch_slot_[layer] >= 0 && sketch_base_;
+}
+
+namespace {
+SketchLayerView sketch_view(void* base, int64_t layer_bytes, int slot, const KvGeometry& g, int rank) {
+  return SketchLayerView{reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(base) + slot * layer_bytes), g.n_kv_heads,
+                         g.page_tokens, rank};
+}
+SketchBasisView basis_view(void* base, int64_t layer_floats, int slot, const KvGeometry& g, int rank) {
+  const float* b = static_cast<const float*>(base) + slot * layer_floats;
+  const int64_t bsz = static_cast<int64_t>(g.n_kv_heads) * g.head_dim * rank;
+  return SketchBasisView{b, b + bsz, b + 2 * bsz, g.head_dim, rank};
+}
+}  // namespace
+
+Status CudaBackend::write_sketches(int layer, const Tensor& k) {
+  if (!sparse_ || layer < 0 || layer >= static_cast<int>(sketch_slot_.size()) || sketch_slot_[layer] < 0 ||
+      !sketch_base_)
+    return Status::ok();
+  const int slot = sketch_slot_[layer];
+  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+  return launched(launch_sketch_encode(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
+                                       basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_), t,
+                                       crows_of(k), stream_),
+                  "sketch_encode");
+}
+
+Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionParams& p, AttnArgs& a) {
+  const int64_t n = plan_->n_tokens();
+  const int slot = sketch_slot_[layer];
+  const SelectRule rule = select_rule(sparse_->config());
+  const int64_t rows = n * p.n_head_kv;
+  const int cap = rule.max_selected;
+  // Candidates of any row: at most the chunks of the longest key range (bucketed: a graph serves its bucket).
+  const int32_t stride = (max_pos1_ + rule.chunk_tokens - 1) / rule.chunk_tokens;
+  HS_RETURN_IF_ERROR(grow(scores_, static_cast<size_t>(rows) * stride * sizeof(float), "sparse chunk scores"));
+  HS_RETURN_IF_ERROR(grow(sel_, static_cast<size_t>(rows) * (2 * cap + 1) * sizeof(int32_t), "sparse selections"));
+  int32_t* sel = static_cast<int32_t*>(sel_.ptr);
+  SelectArgs s;
+  s.rule = rule;
+  s.n_kv_heads = p.n_head_kv;
+  s.group = p.n_head / p.n_head_kv;
+  s.sparse_tok = d_sparse_tok_;
+  s.scores = static_cast<float*>(scores_.ptr);
+  s.score_stride = stride;
+  s.sel_chunks = sel;
+  s.sel_pages = sel + rows * cap;
+  s.sel_len = sel + 2 * rows * cap;
+  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+  HS_RETURN_IF_ERROR(launched(
+      launch_sparse_select(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
+                           basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_), t, crows_of(q), s,
+                           stride, stream_),
+      "sparse_select"));
+  a.sp_pages = s.sel_pages;
+  a.sp_len = s.sel_len;
+  a.sp_stride = cap;
+  sel_rows_ = rows;
+  sel_cap_ = cap;
+  return Status::ok();
+}
+
+Result<std::vector<std::vector<int32_t>>> CudaBackend::last_selections(int64_t n_rows) {
+  if (n_rows > sel_rows_ || !sel_.ptr)
+    return make_error(StatusCode::kInvalidArgument, "cuda last_selections: {} rows, the last selection had {}", n_rows,
+                      sel_rows_);
+  std::vector<int32_t> host(static_cast<size_t>(sel_rows_) * (2 * sel_cap_ + 1));
+  HS_CUDA(cudaStreamSynchronize(stream_));
+  HS_CUDA(cudaMemcpy(host.data(), sel_.ptr, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(n_rows));
+  const int32_t* len = host.data() + 2 * sel_rows_ * sel_cap_;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (len[r] < 0) continue;
+    const int32_t* c = host.data() + r * sel_cap_;
+    for (int j = 0; j < sel_cap_ && c[j] >= 0; ++j) out[static_cast<size_t>(r)].push_back(c[j]);
+  }
+  return out;
+}
+
+Status CudaBackend::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
+  if (!sparse_ || n_tokens <= 0) return Status::ok();
+  HS_CUDA(cudaSetDevice(device_));
+  HS_RETURN_IF_ERROR(bind_kv(kv));
+  HS_RETURN_IF_ERROR(bind_sparse_pages());
+  const int P = kv_geom_.page_tokens;
+  const size_t n_pages = static_cast<size_t>((n_tokens + P - 1) / P);
+  if (seq.blocks.size() < n_pages)
+    return make_error(StatusCode::kInvalidArgument, "cuda rebuild_sparse_metadata: {} tokens need {} pages, the sequence has {}",
+                      n_tokens, n_pages, seq.blocks.size());
+  for (size_t j = 0; j < n_pages; ++j)
+    if (seq.blocks[j] < 0 || seq.blocks[j] >= kv_blocks_)
+      return make_error(StatusCode::kInvalidArgument, "cuda rebuild_sparse_metadata: page {} is block {} of {}", j,
+                        seq.blocks[j], kv_blocks_);
+  void* d_pages = nullptr;
+  HS_RETURN_IF_ERROR(device_malloc(&d_pages, n_pages * sizeof(int32_t), "a page list"));
+  Status st = [&]() -> Status {
+    HS_CUDA(cudaMemcpy(d_pages, seq.blocks.data(), n_pages * sizeof(int32_t), cudaMemcpyHostToDevice));
+    for (int l = 0; l < kv_geom_.n_layer; ++l) {
+      if (sketch_slot_[l] < 0) continue;
+      const int slot = sketch_slot_[l];
+      HS_RETURN_IF_ERROR(launched(
+          launch_sketch_rebuild(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
+                                basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_),
+                                layer_kv_view(l), static_cast<const int32_t*>(d_pages), n_tokens, stream_),
+          "sketch_rebuild"));
+    }
+    HS_CUDA(cudaStreamSynchronize(stream_));
+    return Status::ok();
+  }();
+  (void)cudaFree(d_pages);
+  ++alloc_generation_;
+  return st;
+}
+
+}  // namespace hs::cuda

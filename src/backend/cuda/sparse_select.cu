@@ -1,0 +1,357 @@
+// backend/cuda/sparse_select.cu — the GPU sparse path's sketch and selection kernels (see
+// sparse_kernels.h for what they compute and docs/gpu-sparse.md for the design).
+//
+// sketch_encode / sketch_rebuild: one block of 64 threads per (key, kv head); the centred key
+// sits in shared memory and thread j accumulates s_j = Σ_d (k_d − μ_d) B[d][j] in d order (the
+// CPU SketchStore::write's order), rounded to f16 to nearest even.
+// sparse_select, pass 1 (score_kernel): grid (rows, candidate blocks of kChunksPerCta chunks);
+// each block projects its row's G queries (q̂ [G][rank], bias [G] in shared memory), then one
+// thread per token reads its rank-f16 sketch (16-byte loads) and takes max_g (b_g + q̂_g·s);
+// the P lanes of a chunk (one page, C = P) reduce the max with shuffles.
+// Pass 2 (topk_kernel): one block of 1024 per row finds the k-th best candidate key by a 4-pass
+// 8-bit radix select over order-preserving uint32 keys (NaN as −inf), takes every candidate
+// above it and the last `need` of the ties (ties prefer the later chunk, as the CPU), and
+// writes sinks + winners + window in ascending order with two block scans, with their pages
+// and the selected key count.
+// Cost: pass 1 reads each candidate token's sketch once (rank · 2 bytes) and recomputes the
+// projection per block (G · rank · head_dim FMAs); pass 2 reads the row's scores 5 times (L2).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cub/block/block_scan.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/sparse_kernels.h"
+
+namespace hs::cuda {
+namespace {
+
+constexpr int kEncodeThreads = 64;   // >= kMaxSketchRank
+constexpr int kMaxHeadDim = 256;
+constexpr int kScoreThreads = 256;
+constexpr int kChunksPerCta = 256;
+constexpr int kTopkThreads = 1024;
+constexpr int kMaxGroup = 8;
+
+__device__ __forceinline__ uint16_t f16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
+
+template <typename T>
+__device__ __forceinline__ float widen(T x);
+template <>
+__device__ __forceinline__ float widen<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ float widen<__half>(__half x) { return __half2float(x); }
+template <>
+__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+// x [head_dim] (centred key, shared) -> the sketch of (block, head, tp).
+__device__ __forceinline__ void encode_sketch(const float* x, const SketchLayerView& sk, const SketchBasisView& b,
+                                              int h, int32_t block, int tp) {
+  const int j = threadIdx.x, r = b.rank, D = b.head_dim;
+  if (j >= r) return;
+  const float* B = b.B + static_cast<int64_t>(h) * D * r + j;
+  float s = 0.0f;
+  for (int d = 0; d < D; ++d) s += x[d] * B[static_cast<int64_t>(d) * r];
+  sk.base[((static_cast<int64_t>(block) * sk.n_kv_heads + h) * sk.page_tokens + tp) * r + j] = f16_bits(s);
+}
+
+__global__ void __launch_bounds__(kEncodeThreads) sketch_encode_kernel(SketchLayerView sk, SketchBasisView b,
+                                                                       StepTables t, CRows k) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float x[kMaxHeadDim];
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, D = b.head_dim;
+  const float* kr = k.p + i * k.stride + static_cast<int64_t>(h) * D;
+  const float* mu = b.mu + static_cast<int64_t>(h) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = kr[d] - mu[d];
+  __syncthreads();
+  const int32_t pos = t.positions[i];
+  const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / sk.page_tokens];
+  encode_sketch(x, sk, b, h, block, pos % sk.page_tokens);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_kernel(SketchLayerView sk, SketchBasisView b,
+                                                                        KvLayerView kv, const int32_t* pages) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float x[kMaxHeadDim];
+  const int32_t pos = static_cast<int32_t>(blockIdx.x);
+  const int h = blockIdx.y, D = b.head_dim, P = kv.page_tokens;
+  const int32_t block = pages[pos / P];
+  const T* row = static_cast<const T*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
+                 (static_cast<int64_t>(h) * P + pos % P) * 2 * D;  // K half of the row
+  const float* mu = b.mu + static_cast<int64_t>(h) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = widen<T>(row[d]) - mu[d];
+  __syncthreads();
+  encode_sketch(x, sk, b, h, block, pos % P);
+}
+
+// The candidate chunks [first, last) and the budget rule of sparse/selector.cpp.
+struct RowRule {
+  int32_t n_tokens, n_chunks, first, last, k;
+  bool all;  // every candidate fits: all selected, nothing scored
+};
+__device__ __forceinline__ RowRule row_rule(const SelectRule& r, int32_t n_tokens) {
+  RowRule o;
+  const int C = r.chunk_tokens;
+  o.n_tokens = n_tokens;
+  o.n_chunks = (n_tokens + C - 1) / C;
+  o.first = min(o.n_chunks, r.sink_chunks);
+  const int32_t wb = r.window_tokens > 0 ? max(0, n_tokens - r.window_tokens) / C : o.n_chunks;
+  o.last = max(o.first, wb);
+  const int64_t cand_tokens = min(static_cast<int64_t>(o.last) * C, static_cast<int64_t>(n_tokens)) -
+                              static_cast<int64_t>(o.first) * C;
+  const int32_t n_cand = o.last - o.first;
+  const int32_t budget_chunks = r.budget_tokens / C;
+  o.all = cand_tokens <= r.budget_tokens || n_cand <= budget_chunks;
+  o.k = o.all ? n_cand : budget_chunks;
+  return o;
+}
+
+__global__ void __launch_bounds__(kScoreThreads) score_kernel(SketchLayerView sk, SketchBasisView b, StepTables t,
+                                                              CRows q, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float qh[kMaxGroup][kMaxSketchRank];
+  __shared__ float bias[kMaxGroup];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  const int h = static_cast<int>(row % a.n_kv_heads);
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  if (rr.all) return;
+  const int32_t c_begin = rr.first + static_cast<int32_t>(blockIdx.y) * kChunksPerCta;
+  if (c_begin >= rr.last) return;
+  const int32_t c_end = min(rr.last, c_begin + kChunksPerCta);
+  const int G = a.group, D = b.head_dim, r = b.rank, P = sk.page_tokens;
+  const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
+  const float* A = b.A + static_cast<int64_t>(h) * D * r;
+  const float* mu = b.mu + static_cast<int64_t>(h) * D;
+  for (int idx = threadIdx.x; idx < G * r + G; idx += blockDim.x) {
+    if (idx < G * r) {
+      const int g = idx / r, j = idx % r;
+      const float* qg = qrow + static_cast<int64_t>(g) * D;
+      float s = 0.0f;
+      for (int d = 0; d < D; ++d) s += qg[d] * A[static_cast<int64_t>(d) * r + j];
+      qh[g][j] = s;
+    } else {
+      const int g = idx - G * r;
+      const float* qg = qrow + static_cast<int64_t>(g) * D;
+      float s = 0.0f;
+      for (int d = 0; d < D; ++d) s += qg[d] * mu[d];
+      bias[g] = s;
+    }
+  }
+  __syncthreads();
+  const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
+  const int32_t n_tok = (c_end - c_begin) * P;
+  const int32_t n_iter = (n_tok + kScoreThreads - 1) / kScoreThreads * kScoreThreads;  // warp-uniform bound
+  float* out = a.scores + row * a.score_stride - rr.first;
+  for (int32_t tl = threadIdx.x; tl < n_iter; tl += kScoreThreads) {
+    float m = -INFINITY;
+    const int32_t c = c_begin + tl / P;
+    const int tp = tl % P;
+    if (tl < n_tok) {
+      const uint16_t* sp = sk.base + ((static_cast<int64_t>(pages[c]) * sk.n_kv_heads + h) * P + tp) * r;
+      float dot[kMaxGroup];
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+      for (int j0 = 0; j0 < r; j0 += 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(sp + j0);
+        const __half2* hv = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(hv[e]);
+#pragma unroll
+          for (int g = 0; g < kMaxGroup; ++g)
+            if (g < G) dot[g] += qh[g][j0 + 2 * e] * f.x + qh[g][j0 + 2 * e + 1] * f.y;
+        }
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < G) m = fmaxf(m, bias[g] + dot[g]);
+    }
+    for (int off = P / 2; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off, 32));
+    if (tl < n_tok && tp == 0) out[c] = m;
+  }
+}
+
+// Order-preserving key of a score: larger float, larger key; NaN ranks as -inf.
+__device__ __forceinline__ uint32_t order_key(float s) {
+  if (s != s) s = -INFINITY;
+  const uint32_t u = __float_as_uint(s);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  using Scan = cub::BlockScan<int, kTopkThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int hist[256];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need;
+  __shared__ int s_eq_total;
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  const int tid = threadIdx.x;
+  const int cap = a.rule.max_selected;
+  int32_t* chunks = a.sel_chunks + row * cap;
+  int32_t* pages_out = a.sel_pages + row * cap;
+  if (!a.sparse_tok[i]) {
+    if (tid == 0) a.sel_len[row] = -1;
+    return;
+  }
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
+  const int C = a.rule.chunk_tokens;
+  const int32_t n_cand = rr.last - rr.first;
+  const float* sc = a.scores + row * a.score_stride;
+  // Which candidates win: all (rr.all), else key > T, or key == T among the last `need` ties.
+  uint32_t T = 0xffffffffu;  // above every key (k == 0: no candidate wins)
+  int need = 0;
+  if (!rr.all && rr.k > 0) {
+    if (tid == 0) {
+      s_prefix = 0;
+      s_need = rr.k;
+    }
+    uint32_t mask = 0;
+    for (int shift = 24; shift >= 0; shift -= 8) {
+      for (int b = tid; b < 256; b += kTopkThreads) hist[b] = 0;
+      __syncthreads();
+      const uint32_t prefix = s_prefix;
+      for (int32_t c = tid; c < n_cand; c += kTopkThreads) {
+        const uint32_t key = order_key(sc[c]);
+        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+      }
+      __syncthreads();
+      if (tid == 0) {
+        int rem = s_need, cum = 0;
+        for (int b = 255; b >= 0; --b) {
+          if (cum + hist[b] >= rem) {
+            s_prefix = prefix | (static_cast<uint32_t>(b) << shift);
+            s_need = rem - cum;
+            break;
+          }
+          cum += hist[b];
+        }
+      }
+      mask |= 255u << shift;
+      __syncthreads();
+    }
+    T = s_prefix;
+    need = s_need;
+  }
+  // Per-thread contiguous segments of the candidates, scanned for the output positions.
+  const int32_t seg = (n_cand + kTopkThreads - 1) / kTopkThreads;
+  const int32_t s0 = min(n_cand, tid * seg), s1 = min(n_cand, s0 + seg);
+  int gt = 0, eq = 0;
+  if (!rr.all)
+    for (int32_t c = s0; c < s1; ++c) {
+      const uint32_t key = order_key(sc[c]);
+      gt += key > T;
+      eq += key == T;
+    }
+  int gt_before = 0, eq_before = 0;
+  Scan(scan_tmp).ExclusiveSum(gt, gt_before);
+  __syncthreads();
+  Scan(scan_tmp).ExclusiveSum(eq, eq_before);
+  if (tid == kTopkThreads - 1) s_eq_total = eq_before + eq;
+  __syncthreads();
+  const int eq_total = s_eq_total;
+  const int32_t n_win = rr.all ? n_cand : rr.k;
+  const int32_t n_sel = rr.first + n_win + (rr.n_chunks - rr.last);
+  auto put = [&](int32_t slot, int32_t c) {
+    if (slot < cap) {
+      chunks[slot] = c;
+      pages_out[slot] = pages[c];
+    }
+  };
+  // Sinks and window.
+  for (int32_t c = tid; c < rr.first; c += kTopkThreads) put(c, c);
+  for (int32_t c = rr.last + tid; c < rr.n_chunks; c += kTopkThreads) put(rr.first + n_win + (c - rr.last), c);
+  // Candidates, ascending.
+  if (rr.all) {
+    for (int32_t c = tid; c < n_cand; c += kTopkThreads) put(rr.first + c, rr.first + c);
+  } else {
+    int out = rr.first + gt_before + max(0, eq_before - (eq_total - need));
+    int e = eq_before;
+    for (int32_t c = s0; c < s1; ++c) {
+      const uint32_t key = order_key(sc[c]);
+      bool win = key > T;
+      if (key == T) win = e++ >= eq_total - need;
+      if (win) put(out++, rr.first + c);
+    }
+  }
+  for (int32_t slot = n_sel + tid; slot < cap; slot += kTopkThreads) {
+    chunks[slot] = -1;
+    pages_out[slot] = 0;
+  }
+  if (tid == 0) {
+    // Every chunk but the context's last is full; the last is always in (window) unless the
+    // window is off and it lost as a candidate.
+    const bool last_in = rr.last < rr.n_chunks || rr.all || (n_cand > 0 && [&] {
+                           const uint32_t key = order_key(sc[n_cand - 1]);
+                           return key > T || (key == T && need > 0);  // the last tie is the latest chunk
+                         }());
+    const int32_t tail = rr.n_chunks * C - rr.n_tokens;
+    a.sel_len[row] = min(n_sel, cap) * C - (last_in ? tail : 0);
+  }
+}
+
+bool rank_ok(int rank) { return rank > 0 && rank <= kMaxSketchRank && rank % 8 == 0; }
+
+}  // namespace
+
+cudaError_t launch_sketch_encode(SketchLayerView sk, SketchBasisView b, StepTables t, CRows k, cudaStream_t s) {
+  if (k.rows <= 0) return cudaSuccess;
+  if (!rank_ok(b.rank) || b.rank != sk.rank || b.head_dim > kMaxHeadDim || k.cols != int64_t{sk.n_kv_heads} * b.head_dim ||
+      k.rows > 0x7fffffff || sk.n_kv_heads > 65535)
+    return cudaErrorInvalidValue;
+  launch_chain(sketch_encode_kernel, dim3(static_cast<unsigned>(k.rows), static_cast<unsigned>(sk.n_kv_heads)),
+               kEncodeThreads, 0, s, sk, b, t, k);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayerView kv, const int32_t* pages,
+                                  int32_t n_tokens, cudaStream_t s) {
+  if (n_tokens <= 0) return cudaSuccess;
+  if (!rank_ok(b.rank) || b.rank != sk.rank || b.head_dim > kMaxHeadDim || kv.head_dim != b.head_dim ||
+      kv.n_kv_heads != sk.n_kv_heads || kv.page_tokens != sk.page_tokens || sk.n_kv_heads > 65535)
+    return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(n_tokens), static_cast<unsigned>(sk.n_kv_heads));
+  switch (kv.elem) {
+    case KvElem::kF32: launch_chain(sketch_rebuild_kernel<float>, grid, kEncodeThreads, 0, s, sk, b, kv, pages); break;
+    case KvElem::kF16: launch_chain(sketch_rebuild_kernel<__half>, grid, kEncodeThreads, 0, s, sk, b, kv, pages); break;
+    case KvElem::kBF16:
+      launch_chain(sketch_rebuild_kernel<__nv_bfloat16>, grid, kEncodeThreads, 0, s, sk, b, kv, pages);
+      break;
+    default: return cudaErrorInvalidValue;  // fp8: not yet
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
+                                 int32_t max_candidates, cudaStream_t s) {
+  if (q.rows <= 0) return cudaSuccess;
+  const int P = sk.page_tokens;
+  if (!rank_ok(b.rank) || b.rank != sk.rank || a.group < 1 || a.group > kMaxGroup || a.n_kv_heads != sk.n_kv_heads ||
+      a.rule.chunk_tokens != P || P < 1 || P > 32 || (P & (P - 1)) != 0 || a.rule.max_selected < 1 ||
+      q.cols != int64_t{a.n_kv_heads} * a.group * b.head_dim || max_candidates > a.score_stride)
+    return cudaErrorInvalidValue;
+  const int64_t rows = q.rows * a.n_kv_heads;
+  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const unsigned cand_blocks = static_cast<unsigned>(std::max(1, (max_candidates + kChunksPerCta - 1) / kChunksPerCta));
+  if (max_candidates > 0)
+    launch_chain(score_kernel, dim3(static_cast<unsigned>(rows), cand_blocks), kScoreThreads, 0, s, sk, b, t, q, a);
+  launch_chain(topk_kernel, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
+  return cudaGetLastError();
+}
+
+}  // namespace hs::cuda

@@ -1,0 +1,401 @@
+// tests/ops/test_sparse_attention_ops.cpp — the CUDA backend's sparse attention (sketch
+// selection + attention over the selected pages) against the CPU sparse path on the same
+// inputs (docs/gpu-sparse.md):
+//   - the selection: sinks and window exactly the CPU's; the winners a top-k of the CPU
+//     selector's own chunk scores up to the scores' rounding (the two backends sum the f16
+//     sketches' projections in different orders, so a near-tie at the k-th place may go
+//     either way: such swaps must lie within 1e-3 of max |score| of the boundary and are
+//     counted; almost always there are none);
+//   - the output: exact softmax over exactly the chunks the GPU selected, recomputed by the CPU
+//     (sparse_attention_chunks over the host pages, which hold the same f16 K/V), within 2e-3;
+//   - a budget covering the context gives dense attention (the GPU's own dense path);
+//   - sketches rebuilt from the pages (rebuild_sparse_metadata, the bench's synthetic context)
+//     select like the CPU's rebuilt ones.
+// Inputs are fresh each run (HS_TEST_SEED replays). Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "ops_test_util.h"
+#include "sparse/sparse_attention.h"
+#include "sparse/sparse_runtime.h"
+
+#if defined(HS_WITH_CUDA)
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace hs {
+namespace {
+
+using ops_test::normal;
+using ops_test::seed_note;
+using ops_test::test_seed;
+
+#define HS_ASSERT_OK(expr)                                                                    \
+  do {                                                                                        \
+    const ::hs::Status hs_st_ = (expr);                                                       \
+    ASSERT_TRUE(hs_st_.is_ok()) << #expr << ": " << hs_st_.to_string() << "; " << seed_note(); \
+  } while (0)
+
+#if defined(HS_WITH_CUDA)
+
+constexpr int kLayers = 2, kKvHeads = 2, kGroup = 4, kHd = 128, kP = 16, kRank = 32;
+constexpr int kHeads = kKvHeads * kGroup, kKvDim = kKvHeads * kHd, kQDim = kHeads * kHd;
+
+struct Dev {  // a device tensor
+  Buffer buf;
+  Tensor t;
+};
+
+class SparseAttentionOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto dev = cuda::CudaBackend::create(0);
+    if (!dev.is_ok()) GTEST_SKIP() << "no CUDA backend: " << dev.status().message();
+    dev_ = std::move(*dev);
+    auto cpu = make_backend(Device::kCpu);
+    ASSERT_TRUE(cpu.is_ok()) << cpu.status().to_string();
+    cpu_ = std::move(*cpu);
+    cpu_->set_matmul_precision(MatmulPrecision::kExact);
+    pool_ = std::make_unique<ThreadPool>(0);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    rng_.seed(test_seed() ^ std::hash<std::string>{}(info->name()));
+  }
+  void TearDown() override {
+    rt_cpu_.reset();
+    rt_dev_.reset();
+    cpu_.reset();
+    dev_.reset();
+  }
+
+  Dev make(Backend& b, int64_t rows, int64_t cols, const std::vector<float>* data = nullptr) {
+    Dev d;
+    auto r = b.alloc(static_cast<size_t>(std::max<int64_t>(1, rows * cols)) * 4, "test tensor");
+    EXPECT_TRUE(r.is_ok()) << r.status().to_string();
+    if (!r.is_ok()) return d;
+    d.buf = std::move(*r);
+    d.t = Tensor::matrix(d.buf.data(), DType::F32, rows, cols, b.device());
+    if (data) {
+      EXPECT_TRUE(b.from_host(data->data(), d.t).is_ok());
+    }
+    return d;
+  }
+
+  // A plan over `seqs` with the given (position, sequence) tokens.
+  void plan_of(const std::vector<std::pair<int32_t, int32_t>>& toks, ForwardPlan& plan, std::vector<int32_t>& tokens,
+               std::vector<int32_t>& positions, std::vector<int32_t>& seq_index) {
+    tokens.assign(toks.size(), 0);
+    positions.clear();
+    seq_index.clear();
+    for (auto [p, s] : toks) {
+      positions.push_back(p);
+      seq_index.push_back(s);
+    }
+    plan = ForwardPlan{};
+    plan.tokens = tokens;
+    plan.positions = positions;
+    plan.seq_index = seq_index;
+    plan.seqs = seq_ptrs_;
+    plan.kv = kv_.get();
+    plan.pool = pool_.get();
+    plan.seq_tokens.assign(seq_ptrs_.size(), 0);
+    for (int32_t s : seq_index) ++plan.seq_tokens[static_cast<size_t>(s)];
+    plan.page_indptr.assign(1, 0);
+    for (SeqKv* s : seq_ptrs_) {
+      plan.page_indices.insert(plan.page_indices.end(), s->blocks.begin(), s->blocks.end());
+      plan.page_indptr.push_back(static_cast<int32_t>(plan.page_indices.size()));
+    }
+    for (int32_t p : positions) plan.max_kv_len = std::max(plan.max_kv_len, p + 1);
+  }
+
+  std::unique_ptr<SparseRuntime> runtime(const SparseConfig& cfg, uint64_t basis_seed) {
+    SketchBasis b = random_sketch_basis(kLayers, kKvHeads, kHd, kRank, basis_seed);
+    std::mt19937_64 r(basis_seed);
+    for (auto& layer : b.mean)
+      for (float& m : layer) m = std::normal_distribution<float>(0.0f, 0.3f)(r);
+    SparseRuntime::Geometry g{kLayers, kKvHeads, kHd, kP, kv_->pool().n_blocks(), kv_token_bytes(KvDtype::kF16, kHd),
+                              std::vector<bool>(kLayers, true)};
+    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, g, std::make_unique<SketchBasis>(std::move(b)), kv_.get(),
+                                    scale_);
+    EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
+    return rt.is_ok() ? std::move(*rt) : nullptr;
+  }
+
+  // Sequences with `ctx` keys written, then one decode token each (position ctx).
+  void make_sequences(const std::vector<int32_t>& ctx) {
+    int32_t n_blocks = 4;
+    for (int32_t c : ctx) n_blocks += (c + 1 + kP - 1) / kP;
+    kv_ = std::make_unique<KvCache>(KvGeometry{kLayers, kKvHeads, kHd, kP, KvDtype::kF16}, n_blocks);
+    {  // scattered, unordered pages
+      SeqKv all;
+      ASSERT_TRUE(kv_->reserve(all, n_blocks * kP).is_ok());
+      std::shuffle(all.blocks.begin(), all.blocks.end(), rng_);
+      kv_->release(all);
+    }
+    seqs_.assign(ctx.size(), SeqKv{});
+    seq_ptrs_.clear();
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      HS_ASSERT_OK(kv_->reserve(seqs_[s], ctx[s] + 1));
+      seq_ptrs_.push_back(&seqs_[s]);
+    }
+    ctx_ = ctx;
+  }
+
+  // Writes every context key (both layers) on backend b.
+  void write_context(Backend& b, const std::vector<float>& kc, const std::vector<float>& vc) {
+    std::vector<std::pair<int32_t, int32_t>> toks;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int32_t p = 0; p < ctx_[s]; ++p) toks.push_back({p, static_cast<int32_t>(s)});
+    ForwardPlan plan;
+    std::vector<int32_t> t, pos, si;
+    plan_of(toks, plan, t, pos, si);
+    const int64_t n = static_cast<int64_t>(toks.size());
+    Dev k = make(b, n, kKvDim, &kc), v = make(b, n, kKvDim, &vc);
+    HS_ASSERT_OK(b.begin_step(plan));
+    for (int l = 0; l < kLayers; ++l) HS_ASSERT_OK(b.kv_write(l, k.t, v.t));
+    HS_ASSERT_OK(b.end_step());
+  }
+
+  // The decode step (one token per sequence): K/V written, attention of layer 1; returns out.
+  std::vector<float> decode(Backend& b, const std::vector<float>& k, const std::vector<float>& v,
+                            const std::vector<float>& q) {
+    std::vector<std::pair<int32_t, int32_t>> toks;
+    for (size_t s = 0; s < ctx_.size(); ++s) toks.push_back({ctx_[s], static_cast<int32_t>(s)});
+    ForwardPlan plan;
+    std::vector<int32_t> t, pos, si;
+    plan_of(toks, plan, t, pos, si);
+    const int64_t n = static_cast<int64_t>(toks.size());
+    Dev km = make(b, n, kKvDim, &k), vm = make(b, n, kKvDim, &v), qm = make(b, n, kQDim, &q), om = make(b, n, kQDim);
+    std::vector<float> out(static_cast<size_t>(n * kQDim), NAN);
+    EXPECT_TRUE(b.from_host(out.data(), om.t).is_ok());  // poisoned
+    const AttentionParams p{kHeads, kKvHeads, kHd, scale_, 0};
+    EXPECT_TRUE(b.begin_step(plan).is_ok());
+    for (int l = 0; l < kLayers; ++l) EXPECT_TRUE(b.kv_write(l, km.t, vm.t).is_ok());
+    EXPECT_TRUE(b.attention(1, qm.t, om.t, p).is_ok());
+    EXPECT_TRUE(b.end_step().is_ok());
+    EXPECT_TRUE(b.to_host(om.t, out.data()).is_ok());
+    return out;
+  }
+
+  // Checks the GPU's selections of layer 1 against the CPU selector on the same queries; returns
+  // the number of near-tie swaps.
+  int check_selections(const SparseRuntime& cpu_rt, const std::vector<float>& q,
+                       const std::vector<std::vector<int32_t>>& got) {
+    const SparseConfig& cfg = cpu_rt.config();
+    const ChunkSelector& sel = cpu_rt.selector();
+    int swaps = 0;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int h = 0; h < kKvHeads; ++h) {
+        const int32_t n_keys = ctx_[s] + 1;
+        SelectInput in;
+        in.layer = 1;
+        in.kv_head = h;
+        in.q = q.data() + s * kQDim + h * kGroup * kHd;
+        in.n_q = kGroup;
+        in.blocks = seqs_[s].blocks;
+        in.n_tokens = n_keys;
+        std::vector<int32_t> want;
+        sel.select(in, want);
+        const std::vector<int32_t>& g = got[s * kKvHeads + h];
+        const std::string where = "seq " + std::to_string(s) + " (" + std::to_string(n_keys) + " keys) head " +
+                                  std::to_string(h) + "; " + seed_note();
+        EXPECT_EQ(g.size(), want.size()) << where;
+        if (g == want) continue;
+        // Differences only among candidates, only near the k-th score.
+        const auto [first, last] = candidate_range(n_keys, cfg);
+        std::vector<float> prep(static_cast<size_t>(sel.prep_floats(kGroup)));
+        sel.prepare(in, prep.data());
+        std::vector<float> sc(static_cast<size_t>(last - first));
+        sel.chunk_scores(in, prep.data(), first, last, sc.data());
+        std::vector<float> sorted = sc;
+        std::sort(sorted.rbegin(), sorted.rend());
+        const float kth = sorted[static_cast<size_t>(cfg.budget_chunks() - 1)];
+        float mx = 0.0f;
+        for (float x : sc) mx = std::max(mx, std::abs(x));
+        const float tol = 1e-3f * mx + 1e-5f;
+        std::vector<int32_t> only_got, only_want;
+        std::set_difference(g.begin(), g.end(), want.begin(), want.end(), std::back_inserter(only_got));
+        std::set_difference(want.begin(), want.end(), g.begin(), g.end(), std::back_inserter(only_want));
+        for (int32_t c : only_got) {
+          EXPECT_TRUE(c >= first && c < last) << "chunk " << c << " outside the candidates: " << where;
+          if (c < first || c >= last) continue;
+          EXPECT_GE(sc[c - first], kth - tol) << "GPU chose chunk " << c << " well below the k-th score: " << where;
+        }
+        for (int32_t c : only_want) {
+          EXPECT_TRUE(c >= first && c < last) << "chunk " << c << " outside the candidates: " << where;
+          if (c < first || c >= last) continue;
+          EXPECT_LE(sc[c - first], kth + tol) << "GPU dropped chunk " << c << " well above the k-th score: " << where;
+        }
+        swaps += static_cast<int>(only_got.size());
+      }
+    return swaps;
+  }
+
+  std::unique_ptr<cuda::CudaBackend> dev_;
+  std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<KvCache> kv_;
+  std::vector<SeqKv> seqs_;
+  std::vector<SeqKv*> seq_ptrs_;
+  std::vector<int32_t> ctx_;
+  std::unique_ptr<SparseRuntime> rt_cpu_, rt_dev_;
+  float scale_ = 1.0f / std::sqrt(static_cast<float>(kHd));
+};
+
+SparseConfig small_config() {
+  SparseConfig cfg;
+  cfg.budget_tokens = 256;
+  cfg.chunk_tokens = kP;
+  cfg.sink_tokens = 16;
+  cfg.window_tokens = 64;
+  cfg.min_context = 0;  // every decode token selects (a context that fits selects all)
+  cfg.sketch_elem = cpu::SketchElem::kF16;
+  return cfg;
+}
+
+TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
+  // 3000 keys: 183 candidate chunks for 16 winners; 700: 38 candidates; 200 and 90: the
+  // candidates fit the budget (every chunk selected, a partial last one included).
+  make_sequences({3000, 700, 200, 90});
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  rt_cpu_ = runtime(cfg, 77);
+  rt_dev_ = runtime(cfg, 77);
+  ASSERT_TRUE(rt_cpu_ && rt_dev_);
+  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  int64_t n_ctx = 0;
+  for (int32_t c : ctx_) n_ctx += c;
+  const int64_t n = static_cast<int64_t>(ctx_.size());
+  // Keys with a per-chunk offset along a random direction, so chunk scores spread out.
+  auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  {
+    const auto dir = normal(rng_, kHd);
+    int64_t row = 0;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int32_t p = 0; p < ctx_[s]; ++p, ++row) {
+        const float a = static_cast<float>((p / kP * 7919) % 13) * 0.15f;
+        for (int h = 0; h < kKvHeads; ++h)
+          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(row * kKvDim + h * kHd + d)] += a * dir[d];
+      }
+  }
+  const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+  const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+  write_context(*cpu_, kc, vc);
+  write_context(*dev_, kc, vc);
+  const std::vector<float> out_cpu = decode(*cpu_, k, v, q);
+  const std::vector<float> out_dev = decode(*dev_, k, v, q);
+  auto sel = dev_->last_selections(n * kKvHeads);
+  ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+  const int swaps = check_selections(*rt_cpu_, q, *sel);
+  std::printf("sparse select: %d near-tie swaps over %lld rows; %s\n", swaps, static_cast<long long>(n * kKvHeads),
+              seed_note().c_str());
+  // The output: the exact attention over the GPU's own selection, on the host pages.
+  const KvGeometry& g = kv_->geometry();
+  double worst = 0.0, ref_max = 0.0;
+  std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
+  SparseAttnScratch scratch;
+  for (size_t s = 0; s < ctx_.size(); ++s)
+    for (int h = 0; h < kKvHeads; ++h) {
+      const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
+      const std::vector<int32_t>& chunks = (*sel)[s * kKvHeads + h];
+      ASSERT_FALSE(chunks.empty());
+      sparse_attention_chunks(q.data() + s * kQDim + h * kGroup * kHd, kGroup, view, h, chunks, kP, ctx_[s] + 1, 0,
+                              scale_, ref.data(), scratch);
+      for (int e = 0; e < kGroup * kHd; ++e) {
+        const float got = out_dev[s * kQDim + h * kGroup * kHd + e];
+        ASSERT_FALSE(std::isnan(got)) << "output not written: seq " << s << " head " << h;
+        worst = std::max(worst, static_cast<double>(std::abs(got - ref[e])));
+        ref_max = std::max(ref_max, static_cast<double>(std::abs(ref[e])));
+      }
+    }
+  EXPECT_LE(worst, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+  // Where the selections agree (all rows when there is no swap) the CPU backend's own sparse
+  // output is the same.
+  if (swaps == 0) {
+    double d = 0.0;
+    for (size_t i = 0; i < out_cpu.size(); ++i) d = std::max(d, static_cast<double>(std::abs(out_cpu[i] - out_dev[i])));
+    EXPECT_LE(d, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+  }
+  // The counters: every decode row of layer 1 ... counted at begin_step for both full layers.
+  const SparseStats st = rt_dev_->stats();
+  EXPECT_EQ(st.sparse_heads, n * kKvHeads * kLayers);
+  EXPECT_GT(st.keys_total, st.keys_selected);
+
+  // Sketches rebuilt from the pages (f16 keys) select like the CPU's rebuilt ones.
+  rt_cpu_ = runtime(cfg, 77);
+  rt_dev_ = runtime(cfg, 77);
+  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  for (size_t s = 0; s < ctx_.size(); ++s) {
+    HS_ASSERT_OK(cpu_->rebuild_sparse_metadata(*kv_, seqs_[s], ctx_[s]));
+    HS_ASSERT_OK(dev_->rebuild_sparse_metadata(*kv_, seqs_[s], ctx_[s]));
+  }
+  (void)decode(*dev_, k, v, q);
+  auto sel2 = dev_->last_selections(n * kKvHeads);
+  ASSERT_TRUE(sel2.is_ok()) << sel2.status().to_string();
+  const int swaps2 = check_selections(*rt_cpu_, q, *sel2);
+  std::printf("sparse select after rebuild: %d near-tie swaps; %s\n", swaps2, seed_note().c_str());
+}
+
+TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {
+  make_sequences({2500, 1200});
+  if (HasFatalFailure()) return;
+  SparseConfig cfg = small_config();
+  cfg.budget_tokens = 4096;
+  rt_dev_ = runtime(cfg, 5);
+  ASSERT_TRUE(rt_dev_);
+  int64_t n_ctx = 0;
+  for (int32_t c : ctx_) n_ctx += c;
+  const int64_t n = static_cast<int64_t>(ctx_.size());
+  const auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim)), vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+  const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+  write_context(*dev_, kc, vc);
+  const std::vector<float> dense = decode(*dev_, k, v, q);
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  for (size_t s = 0; s < ctx_.size(); ++s) HS_ASSERT_OK(dev_->rebuild_sparse_metadata(*kv_, seqs_[s], ctx_[s]));
+  const std::vector<float> sparse = decode(*dev_, k, v, q);
+  auto sel = dev_->last_selections(n * kKvHeads);
+  ASSERT_TRUE(sel.is_ok());
+  for (size_t s = 0; s < ctx_.size(); ++s)
+    for (int h = 0; h < kKvHeads; ++h) {
+      const auto& c = (*sel)[s * kKvHeads + h];
+      ASSERT_EQ(static_cast<int32_t>(c.size()), (ctx_[s] + 1 + kP - 1) / kP) << "every chunk selected";
+    }
+  double d = 0.0, mx = 0.0;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::abs(dense[i] - sparse[i])));
+    mx = std::max(mx, static_cast<double>(std::abs(dense[i])));
+  }
+  EXPECT_LE(d, 1e-5 * std::max(1.0, mx)) << seed_note();  // the same keys; only the split differs
+}
+
+TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
+  make_sequences({100});
+  if (HasFatalFailure()) return;
+  SparseConfig cfg = small_config();
+  cfg.chunk_tokens = 8;  // half a page
+  auto rt = runtime(cfg, 1);
+  ASSERT_TRUE(rt);
+  const Status st = dev_->set_sparse(rt.get(), nullptr);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("page"), std::string::npos) << st.message();
+  HS_ASSERT_OK(dev_->set_sparse(nullptr, nullptr));
+}
+
+#else
+TEST(SparseAttentionOps, NeedsCuda) { GTEST_SKIP() << "built without CUDA"; }
+#endif
+
+}  // namespace
+}  // namespace hs
