@@ -38,7 +38,7 @@ int run_chat(const ChatOptions& o) {
     fmt::print(stderr, "error: {}\n", m.status().message());
     return 1;
   }
-  auto tmpl = chat_template_for_model(m->decoder->file());
+  auto tmpl = chat_template_for_model(m->vocab_file());
   if (!tmpl.is_ok()) {
     fmt::print(stderr, "error: chat template: {}\n", tmpl.status().message());
     return 1;
@@ -47,7 +47,7 @@ int run_chat(const ChatOptions& o) {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   if (!o.system.empty()) messages.push_back({{"role", "system"}, {"content", o.system}});
   fmt::print(stderr, "hindsight chat — {} ({}); /reset clears, /exit quits\n", o.model.model,
-             describe(m->decoder->config()));
+             describe(m->model().config()));
   std::string line;
   while (true) {
     fmt::print("\n> ");
@@ -75,7 +75,7 @@ int run_chat(const ChatOptions& o) {
     req.prompt = tok.encode(*rendered, /*add_special=*/false, /*parse_special=*/true);
     req.max_tokens = o.max_tokens;
     req.sampling = *sampling;
-    auto res = generate(*m->decoder, tok, *m->kv, *m->pool, req, [](std::string_view t) {
+    auto res = generate(m->model(), tok, *m->kv, *m->pool, req, [](std::string_view t) {
       fmt::print("{}", t);
       std::fflush(stdout);
       return true;

@@ -356,6 +356,7 @@ int run_needle(EvalOptions& o) {
   o.model.sparse = "off";  // runtimes are built per configuration below
   auto m = load_model(o.model);
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
+  if (Status st = require_decoder(*m, "eval"); !st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
   auto tmpl = chat_template_for_model(m->decoder->file());
   if (!tmpl.is_ok()) { fmt::print(stderr, "error: {}\n", tmpl.status().message()); return 1; }
   // One device tier for every sparse configuration (they share the chunk size). Each

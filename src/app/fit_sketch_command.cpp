@@ -129,6 +129,7 @@ int run_fit(FitOptions& o) {
   o.model.ctx_size = std::max(o.model.ctx_size, o.window + 16);
   auto m = load_model(o.model);
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
+  if (Status st = require_decoder(*m, "fit-sketch"); !st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
   const ModelConfig& c = m->decoder->config();
   std::string text;
   for (const auto& f : o.corpus) {

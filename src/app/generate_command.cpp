@@ -39,7 +39,7 @@ int run_generate(GenerateOptions& o) {
   req.max_tokens = o.n_predict;
   req.sampling = *sampling;
   req.ignore_eos = o.ignore_eos;
-  auto res = generate(*m->decoder, *m->tokenizer, *m->kv, *m->pool, req, [](std::string_view t) {
+  auto res = generate(m->model(), *m->tokenizer, *m->kv, *m->pool, req, [](std::string_view t) {
     fmt::print("{}", t);
     std::fflush(stdout);
     return true;

@@ -7,7 +7,9 @@
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "kv/kv_cache.h"
+#include "kv/recurrent_pool.h"
 #include "model/decoder.h"
+#include "model/hybrid_decoder.h"
 #include "tokenizer/tokenizer.h"
 
 namespace CLI { class App; }
@@ -21,7 +23,9 @@ struct ModelOptions {
   std::string load_format = "gguf";  // gguf | dummy
   std::string config;                // config.json (dummy)
   std::string dummy_dtype = "bf16";  // f32 | f16 | bf16 | q8_0 | q4_0 | q4_k
-  std::string vocab;                 // dummy: tokenizer from this GGUF ("" = synthetic byte vocabulary)
+  // Tokenizer from this GGUF, or "synthetic" (the byte-level one of model/dummy_model.h): a dummy
+  // model ("" = synthetic), or a model file without a tokenizer (the tiny test checkpoints).
+  std::string vocab;
   uint64_t dummy_seed = 1;
   std::string device = "cpu";  // cpu | cuda (the backend that runs the forward pass)
   int ctx_size = 4096;  // KV capacity in tokens
@@ -52,7 +56,8 @@ struct ModelOptions {
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
 // The KV cache `opt` asks for over `dec`: host pages on the CPU backend; on CUDA the pages
 // live on the device and the host cache keeps only the block tables.
-std::unique_ptr<KvCache> make_kv_cache(const ModelOptions& opt, const Decoder& dec, KvDtype dtype, int32_t n_pages);
+std::unique_ptr<KvCache> make_kv_cache(const ModelOptions& opt, const LanguageModel& model, KvDtype dtype,
+                                       int32_t n_pages);
 
 // Sampling flags shared by `generate` and `chat` (llama.cpp's names and defaults).
 struct SamplingOptions {
@@ -63,10 +68,23 @@ struct SamplingOptions {
 };
 void add_sampling_options(CLI::App* cmd, SamplingOptions& opt);
 
+// The model a file holds: exactly one of the two is set.
+struct ModelPair {
+  std::unique_ptr<Decoder> decoder;       // llama, gemma3, qwen2
+  std::unique_ptr<HybridDecoder> hybrid;  // qwen35
+  LanguageModel& model() const { return decoder ? static_cast<LanguageModel&>(*decoder) : *hybrid; }
+};
+
 struct LoadedModel {
-  std::unique_ptr<Decoder> decoder;
+  std::unique_ptr<Decoder> decoder;       // null for a hybrid model (commands that need it say so)
+  std::unique_ptr<HybridDecoder> hybrid;  // null unless the model is hybrid
+  std::unique_ptr<gguf::File> vocab;      // --vocab's tokenizer file (null: the model's own)
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<KvCache> kv;
+  std::unique_ptr<RecurrentPool> states;  // hybrid: the state slots over kv (declared after kv: dies first)
+  LanguageModel& model() const { return decoder ? static_cast<LanguageModel&>(*decoder) : *hybrid; }
+  // The file whose tokenizer / chat template are used.
+  const gguf::File& vocab_file() const { return vocab ? *vocab : model().file(); }
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<SparseRuntime> sparse;  // null: dense attention everywhere
   std::unique_ptr<HotChunks> device_kv;   // null: no device tier (declared after kv: dies first)
@@ -94,8 +112,22 @@ Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseC
                           int32_t resident_seqs = kDefaultResidentSeqs);
 
 // The decoder opt names: the GGUF file, or (--load-format dummy) random weights of --config's
-// shape built on this machine.
+// shape built on this machine. A hybrid file is refused (load_models takes both kinds).
 Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device device);
+// The model opt names, of either kind: a GGUF file (hybrid by its architecture), a Hugging Face
+// checkpoint directory (config.json + model.safetensors: qwen35), or a dummy model.
+Result<ModelPair> load_models(const ModelOptions& opt, Device device);
+// The tokenizer: from --vocab (a GGUF, or "synthetic") when given, else from the model's file.
+// *vocab_file receives --vocab's file (keep it: the tokenizer's chat template lives there).
+Result<std::unique_ptr<Tokenizer>> make_model_tokenizer(const ModelOptions& opt, const LanguageModel& model,
+                                                        std::unique_ptr<gguf::File>* vocab_file);
+// A hybrid model's recurrent-state pool over `kv`: n_slots live slots (the sequences that may run
+// at once) and n_checkpoints prefix-cache checkpoints, attached to the model (state memory
+// (n_slots + n_checkpoints) x state_bytes_per_slot, allocated now).
+Result<std::unique_ptr<RecurrentPool>> make_state_pool(HybridDecoder& model, KvCache& kv, int32_t n_slots,
+                                                       int32_t n_checkpoints);
+// For the commands that need a Decoder's extras: an error naming the command for hybrid models.
+Status require_decoder(const LoadedModel& m, std::string_view command);
 // What to call the model in logs, JSON and /v1/models: the GGUF's stem, or "dummy-<config stem>-<dtype>".
 std::string model_display_name(const ModelOptions& opt);
 

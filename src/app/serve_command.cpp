@@ -42,6 +42,7 @@ struct ServeOptions {
   EngineConfig engine;
   bool no_prefix_caching = false;
   bool ctx_given = false;  // -c was on the command line
+  int state_checkpoints = -1;  // hybrid models: prefix-cache state checkpoints (-1: 2 x max_num_seqs)
   double shutdown_timeout_s = 30;  // draining after SIGTERM before what is left is cancelled
 };
 
@@ -114,13 +115,14 @@ int run_serve(ServeOptions& o) {
     spdlog::error("{}", device.status().message());
     return 1;
   }
-  auto decoder = load_decoder(o.model, *device);
-  if (!decoder.is_ok()) {
-    spdlog::error("{}", decoder.status().message());
+  auto models = load_models(o.model, *device);
+  if (!models.is_ok()) {
+    spdlog::error("{}", models.status().message());
     return 1;
   }
-  Decoder& model = **decoder;
-  auto tokenizer = make_tokenizer(model.file());
+  LanguageModel& model = models->model();
+  std::unique_ptr<gguf::File> vocab_file;  // --vocab's tokenizer (and chat template)
+  auto tokenizer = make_model_tokenizer(o.model, model, &vocab_file);
   if (!tokenizer.is_ok()) {
     spdlog::error("tokenizer: {}", tokenizer.status().message());
     return 1;
@@ -138,7 +140,7 @@ int run_serve(ServeOptions& o) {
   }
   const int wanted_len = o.engine.max_model_len > 0 ? o.engine.max_model_len : mc.n_ctx_train;
   const int ctx = o.ctx_given ? o.model.ctx_size : std::max(wanted_len * 2, 16384);
-  KvGeometry g{mc.n_layer, mc.n_head_kv, mc.head_dim, 16, *dtype};
+  const KvGeometry g = model.kv_geometry(16, *dtype);
   const int32_t n_pages = (ctx + g.page_tokens - 1) / g.page_tokens;
   std::unique_ptr<KvCache> kv_owner = make_kv_cache(o.model, model, *dtype, n_pages);
   KvCache& kv = *kv_owner;
@@ -146,24 +148,45 @@ int run_serve(ServeOptions& o) {
   // Sparse attention for long contexts (--sparse; auto: when the sketch file exists) and its
   // device tier, with resident sinks + window for every running sequence. Declared after kv:
   // the tier is kv's lease listener and dies first.
-  auto sparse = make_sparse_runtime(o.model, model, kv);
-  if (!sparse.is_ok()) {
-    spdlog::error("{}", sparse.status().message());
-    return 1;
-  }
+  // Hybrid models: a recurrent-state slot per running sequence and the prefix cache's state
+  // checkpoints (kv/prefix_cache.h), declared after kv (the pool is its lease listener).
+  std::unique_ptr<RecurrentPool> states;
+  Result<std::unique_ptr<SparseRuntime>> sparse = std::unique_ptr<SparseRuntime>();
   std::unique_ptr<HotChunks> device_tier;
-  if (*sparse) {
-    auto tier = make_device_tier(o.model, model, kv, (*sparse)->config(), o.engine.max_num_seqs);
-    if (!tier.is_ok()) {
-      spdlog::error("{}", tier.status().message());
+  if (models->hybrid) {
+    if (o.model.sparse != "auto" && o.model.sparse != "off") {
+      spdlog::error("--sparse {}: sparse attention is not built for hybrid models yet", o.model.sparse);
       return 1;
     }
-    device_tier = std::move(*tier);
-    model.set_sparse(sparse->get());
-    model.set_hot_chunks(device_tier.get());
+    const int32_t n_ckpt = o.no_prefix_caching ? 0
+                           : o.state_checkpoints >= 0 ? o.state_checkpoints
+                                                      : 2 * o.engine.max_num_seqs;
+    auto pool_or = make_state_pool(*models->hybrid, kv, o.engine.max_num_seqs, n_ckpt);
+    if (!pool_or.is_ok()) {
+      spdlog::error("{}", pool_or.status().message());
+      return 1;
+    }
+    states = std::move(*pool_or);
+  } else {
+    Decoder& dec = *models->decoder;
+    sparse = make_sparse_runtime(o.model, dec, kv);
+    if (!sparse.is_ok()) {
+      spdlog::error("{}", sparse.status().message());
+      return 1;
+    }
+    if (*sparse) {
+      auto tier = make_device_tier(o.model, dec, kv, (*sparse)->config(), o.engine.max_num_seqs);
+      if (!tier.is_ok()) {
+        spdlog::error("{}", tier.status().message());
+        return 1;
+      }
+      device_tier = std::move(*tier);
+      dec.set_sparse(sparse->get());
+      dec.set_hot_chunks(device_tier.get());
+    }
   }
   std::string template_origin;
-  auto tmpl = chat_template_for_model(model.file(), &template_origin);
+  auto tmpl = chat_template_for_model(vocab_file ? *vocab_file : model.file(), &template_origin);
   if (!tmpl.is_ok()) spdlog::warn("no chat template ({}); /v1/chat/completions will answer 400", tmpl.status().message());
 
   o.engine.max_model_len = wanted_len;
@@ -187,9 +210,10 @@ int run_serve(ServeOptions& o) {
   spdlog::info("model {} ({}); KV {} tokens in {} pages ({:.0f} MiB {}); max_model_len {}; max_num_seqs {}; "
                "max_num_batched_tokens {}; prefix caching {}; chat template: {}",
                model_display_name(o.model), describe(mc), static_cast<int64_t>(n_pages) * g.page_tokens, n_pages,
-               static_cast<double>(n_pages) * g.page_bytes() * mc.n_layer / (1 << 20), o.model.kv_cache_dtype,
+               static_cast<double>(n_pages) * g.page_bytes() * g.n_layer / (1 << 20), o.model.kv_cache_dtype,
                engine.max_model_len(), engine.config().max_num_seqs, engine.config().max_num_batched_tokens,
-               o.no_prefix_caching ? "off" : "on", tmpl.is_ok() ? template_origin : "none");
+               engine.config().enable_prefix_caching ? (states ? "on (recurrent-state checkpoints)" : "on") : "off",
+               tmpl.is_ok() ? template_origin : "none");
 
   http.set_ready(
       server::ServingModel{&engine, &tok, tmpl.is_ok() ? &*tmpl : nullptr, engine.max_model_len(), mc.n_vocab});
@@ -265,6 +289,10 @@ void register_serve(CLI::App& app, std::function<int()>& run) {
                   "Cap a step's cost at this multiple of a decode-only step while decodes run (0: off)")
       ->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   cmd->add_flag("--no-prefix-caching", o->no_prefix_caching, "Do not reuse cached prompt prefixes");
+  cmd->add_option("--state-checkpoints", o->state_checkpoints,
+                  "Hybrid models: recurrent-state checkpoint slots of the prefix cache, each state_bytes_per_slot of "
+                  "memory (-1: 2 x --max-num-seqs; 0: prefix caching off for the model)")
+      ->check(CLI::Range(-1, 1 << 16))->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout_s,
                   "Seconds after SIGTERM/SIGINT for requests in flight to finish before they are cancelled")
       ->check(CLI::Range(0.0, 86400.0))->capture_default_str();

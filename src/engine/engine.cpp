@@ -9,6 +9,8 @@
 #include "engine/logprobs.h"
 #include "engine/scheduler.h"
 #include "kv/prefix_cache.h"
+#include "kv/recurrent_pool.h"
+#include "sparse/hot_chunks.h"
 
 namespace hs {
 
@@ -30,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 struct Engine::Impl {
-  Decoder& model;
+  LanguageModel& model;
   const Tokenizer& tok;
   KvCache& kv;
   ThreadPool& pool;
@@ -64,9 +66,12 @@ struct Engine::Impl {
   EngineStats published;
   std::thread thread;
 
-  Impl(Decoder& m, const Tokenizer& t, KvCache& k, ThreadPool& p, const EngineConfig& c)
+  Impl(LanguageModel& m, const Tokenizer& t, KvCache& k, ThreadPool& p, const EngineConfig& c)
       : model(m), tok(t), kv(k), pool(p), cfg(c) {
-    if (cfg.enable_prefix_caching) prefix = std::make_unique<PrefixCache>(kv);
+    if (cfg.enable_prefix_caching) {
+      prefix = std::make_unique<PrefixCache>(kv);
+      prefix->set_states(model.states());
+    }
     SchedulerConfig sc{cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.prefill_cost_ratio};
     sched = std::make_unique<Scheduler>(
         kv, prefix.get(), sc,
@@ -98,6 +103,14 @@ struct Engine::Impl {
       s.device_slots_used = hot->slots_used();
     }
     s.kv_leases_live = kv.leases().n_live();
+    if (const RecurrentPool* st = model.states()) {
+      s.state_slots_total = st->n_slots();
+      s.state_slots_used = st->n_used();
+      s.state_checkpoints_total = st->n_checkpoints();
+      s.state_checkpoints_used = st->n_checkpoints_used();
+    }
+    s.state_checkpoint_saves = prefix ? prefix->state_saves() : 0;
+    s.state_checkpoint_restores = prefix ? prefix->state_restores() : 0;
     n_waiting.store(s.waiting);
     std::lock_guard lk(stats_mu);
     published = s;
@@ -275,12 +288,22 @@ struct Engine::Impl {
   }
 };
 
-Engine::Engine(Decoder& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool, EngineConfig cfg)
+Engine::Engine(LanguageModel& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool, EngineConfig cfg)
     : cfg_(cfg) {
   const int64_t capacity = static_cast<int64_t>(kv.pool().n_blocks()) * kv.geometry().page_tokens;
   if (cfg_.max_model_len <= 0) cfg_.max_model_len = model.config().n_ctx_train;
   cfg_.max_model_len = static_cast<int>(std::min<int64_t>(cfg_.max_model_len, capacity));
   cfg_.max_num_seqs = std::max(1, cfg_.max_num_seqs);
+  if (const RecurrentPool* st = model.states()) {  // every running sequence holds a state slot
+    if (cfg_.max_num_seqs > st->n_slots())
+      spdlog::info("engine: max_num_seqs {} -> {} (the recurrent-state slots)", cfg_.max_num_seqs, st->n_slots());
+    cfg_.max_num_seqs = std::max(1, std::min(cfg_.max_num_seqs, st->n_slots()));
+    if (cfg_.enable_prefix_caching && st->n_checkpoints() == 0) {
+      // A hybrid model's cached pages are useless without its recurrent state at their end.
+      spdlog::info("prefix caching: off (a hybrid model without recurrent-state checkpoint slots)");
+      cfg_.enable_prefix_caching = false;
+    }
+  }
   cfg_.max_num_batched_tokens = std::max(1, cfg_.max_num_batched_tokens);
   impl_ = std::make_unique<Impl>(model, tok, kv, pool, cfg_);
 }

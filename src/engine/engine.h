@@ -4,10 +4,13 @@
 // HTTP threads call submit() (validated RequestParams → a RequestChannel to read events
 // from) and cancel(); both only touch a mutex-protected inbox. The engine thread loops:
 // drain the inbox → Scheduler picks this step's tokens under the token budget (decodes
-// first, then prefill chunks) → one Decoder::forward over all of them → sample the
+// first, then prefill chunks) → one LanguageModel::forward over all of them → sample the
 // sequences whose prompt is complete → push one event per request. Requests join and
 // leave every step. Stats are a snapshot copied under a mutex once per step (cheap), so
 // /metrics never blocks the engine.
+// Any LanguageModel (model/language_model.h): a hybrid model's states() pool caps the running
+// sequences at its slots, and the prefix cache reuses its pages only up to a recurrent-state
+// checkpoint (kv/prefix_cache.h); without checkpoint slots prefix caching is off for it.
 #pragma once
 
 #include <atomic>
@@ -23,7 +26,7 @@
 #include "core/thread_pool.h"
 #include "engine/request.h"
 #include "kv/kv_cache.h"
-#include "model/decoder.h"
+#include "model/language_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hs {
@@ -69,6 +72,13 @@ struct EngineStats {
   int64_t device_slots_total = 0;      // hot slots over every full-attention (layer, kv head)
   int64_t device_slots_used = 0;       // of those, holding a chunk
   int64_t kv_leases_live = 0;          // sequences holding a lease on copies of their KV
+  // Recurrent state of hybrid models (kv/recurrent_pool.h; all 0 for other models).
+  int64_t state_slots_total = 0;
+  int64_t state_slots_used = 0;        // held by running sequences
+  int64_t state_checkpoints_total = 0;
+  int64_t state_checkpoints_used = 0;  // holding a prefix's state
+  int64_t state_checkpoint_saves = 0;     // cumulative
+  int64_t state_checkpoint_restores = 0;  // cumulative: follow-ups that resumed from one
 };
 
 struct SubmitError {
@@ -79,7 +89,7 @@ struct SubmitError {
 class Engine {
  public:
   // Takes the loaded model pieces; the KV cache decides the token capacity.
-  Engine(Decoder& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool, EngineConfig cfg);
+  Engine(LanguageModel& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool, EngineConfig cfg);
   ~Engine();  // stops the thread; every open request gets kCancelled
 
   void start();

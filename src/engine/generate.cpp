@@ -16,7 +16,7 @@ const char* finish_reason_name(FinishReason r) {
   return "?";
 }
 
-Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool,
+Result<GenerateResult> generate(LanguageModel& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool,
                                 const GenerateRequest& req, const TextCallback& on_text) {
   using Clock = std::chrono::steady_clock;
   const ModelConfig& c = model.config();
@@ -46,7 +46,7 @@ Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& k
     Batch b;
     const int end = std::min(n, start + req.prefill_chunk);
     for (int p = start; p < end; ++p) b.add(req.prompt[p], p, 0, p == n - 1);
-    HS_RETURN_IF_ERROR(model.forward(b, seqs, kv, pool, logits));
+    HS_RETURN_IF_ERROR(model.forward_copy(b, seqs, kv, pool, logits));
   }
   auto t1 = Clock::now();
   res.prefill_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -69,7 +69,7 @@ Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& k
     if (step + 1 == req.max_tokens) break;
     Batch b;
     b.add(next, seq.n_tokens, 0, true);
-    HS_RETURN_IF_ERROR(model.forward(b, seqs, kv, pool, logits));
+    HS_RETURN_IF_ERROR(model.forward_copy(b, seqs, kv, pool, logits));
   }
   if (const std::string rest = out.finish(); !rest.empty() && on_text) on_text(rest);
   res.text = std::string(out.released());

@@ -13,7 +13,7 @@
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "kv/kv_cache.h"
-#include "model/decoder.h"
+#include "model/language_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hs {
@@ -40,7 +40,7 @@ struct GenerateResult {
 // on_text receives each newly complete piece of output text; return false to stop early.
 using TextCallback = std::function<bool(std::string_view)>;
 
-Result<GenerateResult> generate(Decoder& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool,
+Result<GenerateResult> generate(LanguageModel& model, const Tokenizer& tok, KvCache& kv, ThreadPool& pool,
                                 const GenerateRequest& req, const TextCallback& on_text = {});
 
 }  // namespace hs

@@ -7,13 +7,15 @@
 namespace hs {
 
 Scheduler::Scheduler(KvCache& kv, PrefixCache* prefix, SchedulerConfig cfg, StepCostModel cost)
-    : kv_(kv), prefix_(prefix), cfg_(cfg), cost_(cost) {}
+    : kv_(kv), prefix_(prefix), cfg_(cfg), cost_(cost),
+      checkpoints_(prefix && prefix->states() && prefix->states()->n_checkpoints() > 0) {}
 
 void Scheduler::add(Sequence* s) { waiting_.push_back(s); }
 
 void Scheduler::release(Sequence* s) {
   kv_.release(s->kv);
   s->chain.page_hashes.clear();
+  s->chain.restore_pending = false;
   s->num_computed = 0;
 }
 
@@ -76,6 +78,12 @@ StepPlan Scheduler::schedule() {
       if (fit == 0 && !any_prefill) fit = std::min(n, 1);  // progress guarantee
       n = fit;
     }
+    // Hybrid models: a chunk that would run past the prompt checkpoint ends on it, so the
+    // recurrent state there can be saved (kv/prefix_cache.h; one more step of < P tokens).
+    if (checkpoints_) {
+      const int32_t b = prefix_->prompt_checkpoint(s->n_prompt);
+      if (s->num_computed < b && s->num_computed + n > b) n = b - s->num_computed;
+    }
     return n;
   };
 
@@ -110,7 +118,11 @@ StepPlan Scheduler::schedule() {
     if (n <= 0) { release(s); break; }
     waiting_.pop_front();
     running_.push_back(s);
-    if (!kv_.reserve(s->kv, s->num_computed + n).is_ok()) {  // cannot fail: checked above
+    // Hybrid: the recurrent state at the end of the reused pages into the sequence's slot (cannot
+    // fail either: max_num_seqs <= the pool's slots, and no checkpoint is written between match
+    // and here); on failure the match is dropped and the sequence retried next step.
+    if (!kv_.reserve(s->kv, s->num_computed + n).is_ok() ||
+        (checkpoints_ && !prefix_->restore_state(s->kv, s->chain).is_ok())) {
       running_.pop_back();
       release(s);
       waiting_.push_front(s);
@@ -133,7 +145,9 @@ void Scheduler::commit(const StepPlan& plan) {
   for (const auto& c : plan.chunks) {
     Sequence* s = c.seq;
     s->num_computed += c.n_tokens;
-    if (prefix_) prefix_->register_full_pages(s->tokens, s->num_computed, s->kv, s->chain);
+    if (!prefix_) continue;
+    prefix_->register_full_pages(s->tokens, s->num_computed, s->kv, s->chain);
+    if (checkpoints_) prefix_->save_state(s->num_computed, s->n_prompt, s->kv, s->chain);
   }
 }
 

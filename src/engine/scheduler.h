@@ -13,6 +13,10 @@
 //      (admission); the prefix cache is consulted first.
 // When a running sequence needs a page and none is free, the most recently admitted
 // sequence is preempted (its pages released, back to the front of the queue).
+// Hybrid models: every running sequence holds a recurrent-state slot (the engine caps
+// max_num_seqs at the pool's slots); releasing its KV (finish, cancel, preemption) frees the
+// slot through its lease. With state checkpoints in the prefix cache, a prefill chunk that would
+// cross the prompt checkpoint ends on it, and commit() saves the checkpoints of the policy.
 // Cost: O(running + admitted) per step. Engine thread only.
 #pragma once
 
@@ -75,6 +79,7 @@ class Scheduler {
   PrefixCache* prefix_;
   SchedulerConfig cfg_;
   StepCostModel cost_;
+  bool checkpoints_ = false;       // prefix cache with recurrent-state checkpoints
   std::deque<Sequence*> running_;  // admission order, oldest first
   std::deque<Sequence*> waiting_;
 };

@@ -17,7 +17,7 @@ StepCostModel StepCostModel::from_config(const ModelConfig& c, int64_t weight_by
   int n_local = 0;
   for (bool swa : c.layer_is_swa) n_local += swa;
   const double key_bytes = c.n_head_kv * kv_token_bytes;  // K and V of every kv head
-  m.per_key_full_s = key_bytes * (c.n_layer - n_local) / mem_bw;
+  m.per_key_full_s = key_bytes * (c.n_attn_layers() - n_local) / mem_bw;  // hybrid: KV layers only
   m.per_key_local_s = key_bytes * n_local / mem_bw;
   m.window = c.sliding_window;
   return m;

@@ -27,21 +27,65 @@ int32_t PrefixCache::match(std::span<const int32_t> tokens, int32_t max_tokens, 
                            PrefixChain& chain) {
   const int P = kv_.geometry().page_tokens;
   queries_ += static_cast<int64_t>(tokens.size());
+  // The run of cached pages; hybrid: cut back to its last checkpointed boundary.
+  std::vector<std::pair<uint64_t, int32_t>> run;  // (hash, page)
+  size_t usable = 0;
   uint64_t prev = 0;
   int32_t n = 0;
   while (n + P <= max_tokens && n + P <= static_cast<int32_t>(tokens.size())) {
     const uint64_t h = hash_page(tokens.subspan(n, P), prev);
     auto it = by_hash_.find(h);
     if (it == by_hash_.end()) break;
-    kv_.pool().retain(it->second);
-    seq.blocks.push_back(it->second);
-    chain.page_hashes.push_back(h);
+    run.emplace_back(h, it->second);
+    if (!states_ || states_->has(h)) usable = run.size();
     prev = h;
     n += P;
   }
+  if (states_ && usable > 0) {
+    chain.restore_pending = true;
+    chain.restore_key = run[usable - 1].first;
+  }
+  for (size_t i = 0; i < usable; ++i) {
+    kv_.pool().retain(run[i].second);
+    seq.blocks.push_back(run[i].second);
+    chain.page_hashes.push_back(run[i].first);
+  }
+  n = static_cast<int32_t>(usable) * P;
   seq.n_tokens = n;
   hits_ += n;
   return n;
+}
+
+Status PrefixCache::restore_state(SeqKv& seq, PrefixChain& chain) {
+  if (!chain.restore_pending) return Status::ok();
+  chain.restore_pending = false;
+  if (!states_) return make_error(StatusCode::kInvalidArgument, "prefix cache: a state restore without a state pool");
+  HS_RETURN_IF_ERROR(states_->restore(chain.restore_key, seq));
+  ++state_restores_;
+  return Status::ok();
+}
+
+int32_t PrefixCache::prompt_checkpoint(int32_t n_prompt) const {
+  const int P = kv_.geometry().page_tokens;
+  return n_prompt > 1 ? (n_prompt - 1) / P * P : 0;
+}
+
+void PrefixCache::save_state(int32_t n_computed, int32_t n_prompt, SeqKv& seq, PrefixChain& chain) {
+  if (!states_ || states_->n_checkpoints() == 0) return;
+  const int P = kv_.geometry().page_tokens;
+  if (n_computed <= 0 || n_computed % P != 0) return;
+  const int32_t b = prompt_checkpoint(n_prompt);
+  if (n_computed < b) return;  // before the prompt checkpoint: nothing (it comes at b)
+  const size_t page = static_cast<size_t>(n_computed / P);
+  if (chain.page_hashes.size() < page) return;  // not registered (cannot happen after register_full_pages)
+  const uint64_t h = chain.page_hashes[page - 1];
+  bool saved = false;
+  auto c = states_->save(seq, h, &saved);
+  if (!c.is_ok() || !saved) return;  // already checkpointed (by another sequence, or restored from)
+  ++state_saves_;
+  if (n_computed == b) return;  // the prompt checkpoint is kept
+  if (chain.rolling.valid()) states_->drop(chain.rolling);
+  chain.rolling = *c;
 }
 
 void PrefixCache::register_full_pages(std::span<const int32_t> tokens, int32_t n_computed,

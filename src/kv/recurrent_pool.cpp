@@ -1,16 +1,29 @@
 // kv/recurrent_pool.cpp — see recurrent_pool.h.
 #include "kv/recurrent_pool.h"
 
+#include <algorithm>
+
 namespace hs {
 
-RecurrentPool::RecurrentPool(KvCache& kv, int32_t n_slots)
+RecurrentPool::RecurrentPool(KvCache& kv, int32_t n_slots, int32_t n_checkpoints)
     : kv_(kv), next_(kv.lease_listener()), owner_(static_cast<size_t>(n_slots)),
-      slot_of_(static_cast<size_t>(kv.leases().capacity()), -1) {
+      slot_of_(static_cast<size_t>(kv.leases().capacity()), -1), ckpt_(static_cast<size_t>(std::max(0, n_checkpoints))) {
   kv_.set_lease_listener(this);
 }
 
 RecurrentPool::~RecurrentPool() {
   if (kv_.lease_listener() == this) kv_.set_lease_listener(next_);
+}
+
+int32_t RecurrentPool::take_live_slot(const SeqLease& lease) {
+  for (int32_t s = 0; s < n_slots(); ++s)
+    if (!owner_[s].valid()) {
+      owner_[s] = lease;
+      slot_of_[lease.id] = s;
+      ++n_used_;
+      return s;
+    }
+  return -1;
 }
 
 Result<int32_t> RecurrentPool::slot(SeqKv& seq, bool* fresh) {
@@ -19,15 +32,64 @@ Result<int32_t> RecurrentPool::slot(SeqKv& seq, bool* fresh) {
   const int32_t have = slot_of_[lease.id];
   if (have >= 0 && owner_[have] == lease) return have;
   if (fresh) *fresh = true;
-  for (int32_t s = 0; s < n_slots(); ++s)
-    if (!owner_[s].valid()) {
-      owner_[s] = lease;
-      slot_of_[lease.id] = s;
-      ++n_used_;
-      return s;
-    }
+  const int32_t s = take_live_slot(lease);
+  if (s >= 0) return s;
   return make_error(StatusCode::kUnsupported, "recurrent state: all {} slots are held by live sequences",
                     n_slots());
+}
+
+Result<RecurrentPool::Checkpoint> RecurrentPool::save(SeqKv& seq, uint64_t key, bool* saved) {
+  if (saved) *saved = false;
+  if (ckpt_.empty()) return make_error(StatusCode::kUnsupported, "recurrent state: no checkpoint slots");
+  if (!copy_) return make_error(StatusCode::kUnsupported, "recurrent state: no model attached to copy the state");
+  if (auto it = by_key_.find(key); it != by_key_.end()) {
+    Ckpt& c = ckpt_[it->second];
+    c.last_use = ++clock_;
+    return Checkpoint{n_slots() + it->second, c.generation};
+  }
+  const SeqLease lease = seq.lease;
+  const int32_t live = lease.valid() && lease.id < slot_of_.size() ? slot_of_[lease.id] : -1;
+  if (live < 0 || !(owner_[live] == lease))
+    return make_error(StatusCode::kInvalidArgument, "recurrent state: checkpoint of a sequence without a slot");
+  int32_t victim = -1;
+  for (int32_t i = 0; i < n_checkpoints(); ++i) {
+    if (!ckpt_[i].used) { victim = i; break; }
+    if (victim < 0 || ckpt_[i].last_use < ckpt_[victim].last_use) victim = i;
+  }
+  Ckpt& c = ckpt_[victim];
+  if (c.used) by_key_.erase(c.key);
+  c.used = false;
+  ++c.generation;
+  HS_RETURN_IF_ERROR(copy_(live, n_slots() + victim));
+  c.used = true;
+  c.key = key;
+  c.last_use = ++clock_;
+  by_key_[key] = victim;
+  if (saved) *saved = true;
+  return Checkpoint{n_slots() + victim, c.generation};
+}
+
+Status RecurrentPool::restore(uint64_t key, SeqKv& seq) {
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return make_error(StatusCode::kNotFound, "recurrent state: no checkpoint for this prefix");
+  if (!copy_) return make_error(StatusCode::kUnsupported, "recurrent state: no model attached to copy the state");
+  bool fresh = false;
+  HS_ASSIGN_OR_RETURN(int32_t live, slot(seq, &fresh));
+  if (!fresh)
+    return make_error(StatusCode::kInvalidArgument, "recurrent state: restore into a sequence that has state already");
+  Ckpt& c = ckpt_[it->second];
+  c.last_use = ++clock_;
+  return copy_(n_slots() + it->second, live);
+}
+
+void RecurrentPool::drop(const Checkpoint& h) {
+  const int32_t i = h.slot - n_slots();
+  if (i < 0 || i >= n_checkpoints()) return;
+  Ckpt& c = ckpt_[i];
+  if (!c.used || c.generation != h.generation) return;
+  by_key_.erase(c.key);
+  c.used = false;
+  ++c.generation;
 }
 
 void RecurrentPool::on_lease_end(const SeqLease& lease) {

@@ -33,8 +33,8 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
   HS_ASSIGN_OR_RETURN(d->config_, load_model_config(*d->file_));
   if (d->config_.is_hybrid())
     return make_error(StatusCode::kUnsupported,
-                      "{} is a hybrid (Gated-DeltaNet) model: model/hybrid_decoder.h runs it; the engine does not drive "
-                      "it yet", d->config_.arch_name);
+                      "{} is a hybrid (Gated-DeltaNet) model: load it with HybridDecoder (app/loaded_model.h picks "
+                      "the right one)", d->config_.arch_name);
   HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
   HS_ASSIGN_OR_RETURN(d->backend_, make_backend(device));
   HS_RETURN_IF_ERROR(d->prepare_weights());

@@ -25,6 +25,7 @@
 #include "formats/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
+#include "model/language_model.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -33,7 +34,7 @@
 
 namespace hs {
 
-class Decoder {
+class Decoder final : public LanguageModel {
  public:
   // Opens and maps the GGUF file, reads config and weights (checked) and hands the weights
   // to a backend for `device` (cuda: uploaded as f16 or bf16; a clear error when no GPU or too little
@@ -42,12 +43,15 @@ class Decoder {
   // The same over a parsed file the decoder takes over (an in-memory model: model/dummy_model.h).
   static Result<std::unique_ptr<Decoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
 
-  const ModelConfig& config() const { return config_; }
-  const gguf::File& file() const { return *file_; }
-  Backend& backend() const { return *backend_; }
-  Device device() const { return backend_->device(); }
+  const ModelConfig& config() const override { return config_; }
+  const gguf::File& file() const override { return *file_; }
+  Backend& backend() const override { return *backend_; }
   // Bytes of every tensor in the file: what one decode step streams from memory for weights.
-  int64_t weight_bytes() const;
+  int64_t weight_bytes() const override;
+  // One KV layer per model layer.
+  KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const override {
+    return KvGeometry{config_.n_layer, config_.n_head_kv, config_.head_dim, page_tokens, dtype};
+  }
   void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
   MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
 
@@ -59,7 +63,7 @@ class Decoder {
   // owned. Used for the full-attention layers it has slots for, when its chunk size is the
   // sparse runtime's (docs/sparse-attention.md). CPU only, as set_sparse.
   void set_hot_chunks(HotChunks* h);
-  HotChunks* hot_chunks() const { return hot_; }
+  HotChunks* hot_chunks() const override { return hot_; }
   // Called once per layer per forward with the step's keys before and after RoPE and its
   // queries after RoPE (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim], q_post [n][q_dim].
   // CPU only (the pointers are host memory).
@@ -70,14 +74,14 @@ class Decoder {
 
   // Size the workspace for steps of up to max_tokens tokens (forward grows it when a step is
   // larger; call this at start with the scheduler's token budget to keep growth off the path).
-  Status reserve(int64_t max_tokens);
+  Status reserve(int64_t max_tokens) override;
 
   // Appends K/V of every batch token to its sequence (reserving pages) and returns the
   // logits rows of the tokens with want_logits, [n_logit_rows][n_vocab] in host memory this
   // decoder owns (the caller may change them in place: sampling does), valid until the next forward: on the CPU the workspace itself, on a device a
   // page-locked copy (Backend::alloc_host: a pageable destination halves the copy rate or worse).
   Result<std::span<float>> forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
-                                         ThreadPool& pool);
+                                   ThreadPool& pool) override;
   // The same, copied into `logits` (callers that keep the rows past the next step).
   Status forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, ThreadPool& pool,
                  std::vector<float>& logits);

@@ -360,4 +360,22 @@ Result<std::unique_ptr<gguf::File>> make_dummy_model(const DummyModelSpec& spec,
                                  fmt::format("dummy {} from {}", dtype_name(spec.weight_type), spec.config_path));
 }
 
+Result<std::unique_ptr<gguf::File>> make_vocab_file(const std::string& vocab_path, int64_t n_vocab) {
+  gguf::GgufBuilder b(3, gguf::kDefaultAlignment);
+  b.kv_str("general.name", "vocabulary " + vocab_path);
+  if (vocab_path == "synthetic") {
+    if (n_vocab < 259)
+      return make_error(StatusCode::kInvalidArgument, "synthetic vocabulary: {} tokens < 259 (256 bytes + 3 specials)",
+                        n_vocab);
+    write_synthetic_vocab(b, n_vocab);
+  } else {
+    HS_RETURN_IF_ERROR(copy_vocab(b, vocab_path, n_vocab));
+  }
+  std::vector<uint8_t>& header = b.bytes();
+  const uint64_t total = (header.size() + gguf::kDefaultAlignment - 1) / gguf::kDefaultAlignment * gguf::kDefaultAlignment;
+  std::unique_ptr<uint8_t[]> buf(new uint8_t[total]());
+  std::memcpy(buf.get(), header.data(), header.size());
+  return gguf::File::from_buffer(std::move(buf), total, "vocabulary " + vocab_path);
+}
+
 }  // namespace hs

@@ -39,4 +39,9 @@ Result<DType> parse_dummy_dtype(const std::string& name);
 
 Result<std::unique_ptr<gguf::File>> make_dummy_model(const DummyModelSpec& spec, ThreadPool& pool);
 
+// A GGUF holding only a tokenizer of n_vocab tokens (for models whose file has none, e.g. the
+// tiny test checkpoints): vocab_path "synthetic" = the synthetic byte-level vocabulary above
+// (with its ChatML template), else the tokenizer.* keys of that GGUF (its size must be n_vocab).
+Result<std::unique_ptr<gguf::File>> make_vocab_file(const std::string& vocab_path, int64_t n_vocab);
+
 }  // namespace hs

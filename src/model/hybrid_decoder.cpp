@@ -53,6 +53,40 @@ KvGeometry HybridDecoder::kv_geometry(int page_tokens, KvDtype dtype) const {
   return KvGeometry{config_.n_attn_layers(), config_.n_head_kv, config_.head_dim, page_tokens, dtype};
 }
 
+int64_t HybridDecoder::weight_bytes() const {
+  int64_t n = 0;
+  for (const auto& t : file_->tensors()) n += static_cast<int64_t>(t.n_bytes);
+  return n;
+}
+
+Status HybridDecoder::set_states(RecurrentPool* states) {
+  if (states_ && states_ != states) states_->set_copier({});
+  states_ = states;
+  if (!states) return Status::ok();
+  HS_RETURN_IF_ERROR(reserve_states(states->n_total()));
+  states->set_copier([this](int32_t src, int32_t dst) { return copy_state(src, dst); });
+  return Status::ok();
+}
+
+Status HybridDecoder::copy_state(int32_t src, int32_t dst) {
+  if (src < 0 || dst < 0 || src >= state_slots_ || dst >= state_slots_)
+    return make_error(StatusCode::kInvalidArgument, "recurrent state copy {} -> {} outside the {} slots", src, dst,
+                      state_slots_);
+  if (src == dst) return Status::ok();
+  for (size_t i = 0; i < conv_state_.size(); ++i) {
+    HS_RETURN_IF_ERROR(backend_->copy(conv_state_[i].slice_rows(src, src + 1), conv_state_[i].slice_rows(dst, dst + 1)));
+    HS_RETURN_IF_ERROR(backend_->copy(delta_state_[i].slice_rows(src, src + 1), delta_state_[i].slice_rows(dst, dst + 1)));
+  }
+  return Status::ok();
+}
+
+Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
+                                                ThreadPool& pool) {
+  if (!states_)
+    return make_error(StatusCode::kInvalidArgument, "hybrid forward: no recurrent-state pool attached (set_states)");
+  return forward(batch, seqs, kv, *states_, pool);
+}
+
 int64_t HybridDecoder::state_bytes_per_slot() const {
   const ModelConfig& c = config_;
   const int64_t per_layer = int64_t{c.ssm_conv_kernel - 1} * c.ssm_conv_dim() +
@@ -153,12 +187,12 @@ Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<Se
   if (kv.geometry().n_layer != config_.n_attn_layers())
     return make_error(StatusCode::kInvalidArgument, "hybrid forward: the KV cache has {} layers, the model {} attention layers",
                       kv.geometry().n_layer, config_.n_attn_layers());
-  if (state_slots_ < states.n_slots()) {
+  if (state_slots_ < states.n_total()) {
     if (state_slots_ > 0 && states.n_used() > 0)
       return make_error(StatusCode::kInvalidArgument,
                         "hybrid forward: a pool of {} slots for state memory of {} (call reserve_states first)",
-                        states.n_slots(), state_slots_);
-    HS_RETURN_IF_ERROR(reserve_states(states.n_slots()));
+                        states.n_total(), state_slots_);
+    HS_RETURN_IF_ERROR(reserve_states(states.n_total()));
   }
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
   plan_.state_slots.resize(seqs.size());
@@ -167,8 +201,8 @@ Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<Se
     HS_ASSIGN_OR_RETURN(plan_.state_slots[s], states.slot(*seqs[s], &fresh));
     if (fresh && seqs[s]->n_tokens > 0)
       return make_error(StatusCode::kUnsupported,
-                        "hybrid forward: sequence {} resumes at position {} without its recurrent state (state "
-                        "checkpoints for cached prefixes are not implemented yet)",
+                        "hybrid forward: sequence {} resumes at position {} without its recurrent state (no "
+                        "checkpoint of it was restored)",
                         s, seqs[s]->n_tokens);
   }
   HS_RETURN_IF_ERROR(reserve(n));

@@ -16,8 +16,11 @@
 // layer a conv tensor [n_slots][(kernel - 1) · conv_dim] and a delta tensor
 // [n_slots][n_v · k_dim · v_dim] f32 in its backend (allocated for the first pool it sees, or by
 // reserve_states). A sequence's state cannot be rebuilt from KV: a sequence resumed at a position
-// > 0 without its slot (the prefix cache without state checkpoints) is refused.
-// Not yet: the engine and server (they drive model/decoder.h), sparse attention, CUDA ops, MTP.
+// > 0 without its slot (unless the prefix cache restored a checkpoint into it) is refused.
+// The engine drives it through LanguageModel (model/language_model.h) once set_states() has
+// attached the pool of its KvCache: the pool's n_total() slots (live + checkpoints) are the
+// state memory, and the pool's checkpoint copies are this decoder's copy_state().
+// Not yet: sparse attention, CUDA ops, MTP.
 // Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the
 // full layers, 4 · n_v · k_dim · v_dim flops per linear layer for the delta rule; state memory
 // n_linear · ((kernel - 1) · conv_dim + n_v · k_dim · v_dim) · 4 bytes per slot.
@@ -34,13 +37,14 @@
 #include "kv/kv_cache.h"
 #include "kv/recurrent_pool.h"
 #include "model/batch.h"
+#include "model/language_model.h"
 #include "model/model_config.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
 namespace hs {
 
-class HybridDecoder {
+class HybridDecoder final : public LanguageModel {
  public:
   // A GGUF file with llama.cpp's qwen35 names.
   static Result<std::unique_ptr<HybridDecoder>> load(const std::string& path, Device device = Device::kCpu);
@@ -48,18 +52,31 @@ class HybridDecoder {
   static Result<std::unique_ptr<HybridDecoder>> load_hf(const std::string& dir, Device device = Device::kCpu);
   static Result<std::unique_ptr<HybridDecoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
 
-  const ModelConfig& config() const { return config_; }
-  Backend& backend() const { return *backend_; }
+  const ModelConfig& config() const override { return config_; }
+  const gguf::File& file() const override { return *file_; }
+  Backend& backend() const override { return *backend_; }
+  int64_t weight_bytes() const override;
   void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
   MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
   // The KvCache geometry this model needs: one layer per full-attention layer.
-  KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const;
+  KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const override;
   // Bytes of recurrent state per sequence slot.
   int64_t state_bytes_per_slot() const;
 
-  Status reserve(int64_t max_tokens);
+  Status reserve(int64_t max_tokens) override;
   // State memory for n_slots sequences (drops what was there: call before sequences run).
   Status reserve_states(int32_t n_slots);
+  // The pool the engine's forward() uses (made over the engine's KvCache; must outlive its use;
+  // null detaches): state memory for its n_total() slots (dropping what was there), and its
+  // checkpoint copier.
+  Status set_states(RecurrentPool* states);
+  RecurrentPool* states() const override { return states_; }
+  // Copies the state of slot src to slot dst (every linear layer's conv and delta state).
+  Status copy_state(int32_t src, int32_t dst);
+
+  // LanguageModel::forward over the attached pool (an error when none is attached).
+  Result<std::span<float>> forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
+                                   ThreadPool& pool) override;
 
   // As Decoder::forward; `states` must be made over `kv`.
   Result<std::span<float>> forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv, RecurrentPool& states,
@@ -104,6 +121,7 @@ class HybridDecoder {
   Tensor token_embd_, output_, output_norm_;
   std::vector<LayerTensors> layers_;
   Workspace ws_;
+  RecurrentPool* states_ = nullptr;
   Buffer state_mem_;
   int32_t state_slots_ = 0;
   std::vector<Tensor> conv_state_, delta_state_;  // [n_linear] of [n_slots][...] (see the header)

@@ -9,6 +9,7 @@
 
 #include "engine/engine.h"
 #include "engine/generate.h"
+#include "model/decoder.h"
 
 namespace hs {
 namespace {
