@@ -238,9 +238,10 @@ MaybeError prepare_chat_job(ServerState& st, ChatRequest cr, const ToolsRequest&
         if (cr.gen.ignore_eos) return invalid_request("'ignore_eos' cannot be combined with a forced tool call", "ignore_eos");
         if (auto e = compile_forced_tool_call(st.grammar(), *forced, job.grammar)) return e;
         job.forced_prefix = std::move(forced->prefix);
-      } else {
-        job.forced_prefix = tool_call_prefix(job.tool_format, tools.choice == ToolChoice::kNamed ? tools.named : "");
       }
+    } else if (!cr.gen.ignore_eos) {  // auto: a call, once opened, follows its schema (ignore_eos: unconstrained)
+      if (auto calls = auto_tool_calls(job.tool_format, tools))
+        if (auto e = compile_auto_tool_calls(st.grammar(), *calls, job.grammar)) return e;
     }
   }
   std::string text;

@@ -57,8 +57,20 @@ MaybeError compile_response_format(grammar::GrammarCompiler& gc, const ResponseF
 MaybeError compile_forced_tool_call(grammar::GrammarCompiler& gc, const ForcedToolCall& call,
                                     std::shared_ptr<const TokenGrammar>& out) {
   std::vector<grammar::ToolCallAlternative> alts;
-  for (const auto& [lead, schema] : call.alternatives) alts.push_back({lead, schema});
+  const auto style = call.xml ? grammar::ArgumentsStyle::kQwenXml : grammar::ArgumentsStyle::kJson;
+  for (const auto& [lead, schema] : call.alternatives) alts.push_back({lead, schema, style});
   auto g = gc.tool_calls(alts, call.end, call.more, call.max_calls);
+  if (!g.is_ok()) return invalid_request("tools: " + g.status().message(), "tools");
+  out = std::move(*g);
+  return std::nullopt;
+}
+
+MaybeError compile_auto_tool_calls(grammar::GrammarCompiler& gc, const AutoToolCalls& calls,
+                                   std::shared_ptr<const TokenGrammar>& out) {
+  std::vector<grammar::TriggeredToolCall> tags;
+  const auto style = calls.xml ? grammar::ArgumentsStyle::kQwenXml : grammar::ArgumentsStyle::kJson;
+  for (const auto& c : calls.calls) tags.push_back({c.begin, c.schema, c.end, style});
+  auto g = gc.triggered_tool_calls(tags, calls.trigger, calls.at_most_one);
   if (!g.is_ok()) return invalid_request("tools: " + g.status().message(), "tools");
   out = std::move(*g);
   return std::nullopt;

@@ -34,5 +34,7 @@ MaybeError compile_response_format(grammar::GrammarCompiler& gc, const ResponseF
                                    std::shared_ptr<const TokenGrammar>& out);
 MaybeError compile_forced_tool_call(grammar::GrammarCompiler& gc, const ForcedToolCall& call,
                                     std::shared_ptr<const TokenGrammar>& out);
+MaybeError compile_auto_tool_calls(grammar::GrammarCompiler& gc, const AutoToolCalls& calls,
+                                   std::shared_ptr<const TokenGrammar>& out);
 
 }  // namespace hs::server

@@ -373,29 +373,64 @@ std::string tool_call_prefix(ToolCallFormat format, const std::string& name) {
   return "";
 }
 
+namespace {
+// A tool's arguments schema: its parameters, {"type": "object"} when it gives none, and an
+// object in any case.
+nlohmann::ordered_json arguments_schema(const Json& fn) {
+  const auto params = fn.find("parameters");
+  nlohmann::ordered_json schema = params == fn.end() || params->is_null() ? nlohmann::ordered_json{{"type", "object"}}
+                                                                           : *params;
+  if (schema.is_object() && !schema.contains("type")) schema["type"] = "object";
+  return schema;
+}
+}  // namespace
+
 std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const ToolsRequest& tools) {
-  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kJson) return std::nullopt;
-  const bool hermes = format == ToolCallFormat::kHermes;
-  const std::string open = hermes ? "<tool_call>\n{\"name\": \"" : "{\"name\": \"";
-  const std::string args_key = hermes ? "\", \"arguments\": " : "\", \"parameters\": ";
+  if (format == ToolCallFormat::kNone) return std::nullopt;
+  const bool named = tools.choice == ToolChoice::kNamed;
+  std::string open, lead_end;
   ForcedToolCall fc;
-  fc.end = hermes ? "}\n</tool_call>" : "}";
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      open = "<tool_call>\n{\"name\": \"", lead_end = "\", \"arguments\": ", fc.end = "}\n</tool_call>";
+      break;
+    case ToolCallFormat::kJson:
+      open = "{\"name\": \"", lead_end = "\", \"parameters\": ", fc.end = "}";
+      break;
+    case ToolCallFormat::kXmlFunction:
+      open = "<tool_call>\n<function=", lead_end = ">\n", fc.end = "</function>\n</tool_call>", fc.xml = true;
+      break;
+    case ToolCallFormat::kNone: break;
+  }
   for (const auto& t : tools.tools) {
     const auto& fn = t.at("function");
     const std::string name = fn.at("name").get<std::string>();
-    if (tools.choice == ToolChoice::kNamed && name != tools.named) continue;
-    const auto params = fn.find("parameters");
-    nlohmann::ordered_json schema = params == fn.end() || params->is_null() ? nlohmann::ordered_json{{"type", "object"}}
-                                                                             : *params;
-    if (schema.is_object() && !schema.contains("type")) schema["type"] = "object";  // arguments are an object
-    fc.alternatives.emplace_back(tools.choice == ToolChoice::kNamed ? "" : name + args_key, std::move(schema));
+    if (named && name != tools.named) continue;
+    fc.alternatives.emplace_back(named ? "" : name + lead_end, arguments_schema(fn));
   }
-  fc.prefix = tools.choice == ToolChoice::kNamed ? open + tools.named + args_key : open;
+  fc.prefix = named ? open + tools.named + lead_end : open;
   if (tools.choice == ToolChoice::kRequired && tools.parallel) {
     fc.more = "\n" + open;
     fc.max_calls = kMaxForcedCalls;
   }
   return fc;
+}
+
+std::optional<AutoToolCalls> auto_tool_calls(ToolCallFormat format, const ToolsRequest& tools) {
+  if (format != ToolCallFormat::kHermes && format != ToolCallFormat::kXmlFunction) return std::nullopt;
+  AutoToolCalls a;
+  a.trigger = std::string(kHermesOpen);
+  a.xml = format == ToolCallFormat::kXmlFunction;
+  a.at_most_one = !tools.parallel;
+  for (const auto& t : tools.tools) {
+    const auto& fn = t.at("function");
+    const std::string name = fn.at("name").get<std::string>();
+    if (a.xml)
+      a.calls.push_back({"<tool_call>\n<function=" + name + ">\n", arguments_schema(fn), "</function>\n</tool_call>"});
+    else
+      a.calls.push_back({"<tool_call>\n{\"name\": \"" + name + "\", \"arguments\": ", arguments_schema(fn), "}\n</tool_call>"});
+  }
+  return a;
 }
 
 }  // namespace hs::server

@@ -5,9 +5,10 @@
 // "description"?, "parameters"? (a JSON-Schema object), "strict"?}}; names are 1..64 of
 // [A-Za-z0-9_-] and unique. `tool_choice` is "auto" (default with tools), "none" (default
 // without), "required", or {"type": "function", "function": {"name": ...}} naming a declared
-// tool (the last two start the answer with a call's opening, and in the JSON formats a grammar
-// holds the rest of the call to the tool's schema: forced_tool_call). Errors are 400s naming the field (server/api_error.h).
-// Output side, per template family (ToolCallFormat; three so far, below): Hermes-style blocks
+// tool (the last two start the answer with a call's opening, and a grammar holds the rest of
+// the call to the tool's schema: forced_tool_call; under "auto" a grammar holds each call the
+// model opens: auto_tool_calls). Errors are 400s naming the field (server/api_error.h).
+// Output side, per template family (ToolCallFormat; three so far, below), e.g. Hermes-style blocks
 // `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>` (Qwen2.5 / Qwen3 templates,
 // detected by "<tool_call>" in the template source). Every block whose body parses as a JSON
 // object with a string "name" (an object or a JSON-string "arguments") becomes a call with a
@@ -81,23 +82,21 @@ bool may_be_bare_call(std::string_view text_so_far);
 // The opening of a call in `format` up to where the model's choice starts: with `name`, the
 // call of that function into its arguments object (Hermes `<tool_call>\n{"name": "NAME", "arguments": {`,
 // XML `<tool_call>\n<function=NAME>\n`, JSON `{"name": "NAME", "parameters": {`); without, up to
-// the name (`<tool_call>\n{"name": "`, `<tool_call>\n<function=`, `{"name": "`). tool_choice
-// "required" / named in the XML format (the JSON formats take forced_tool_call below): the
-// prompt ends with it, so the answer is a call, but its arguments are the model's own (a call
-// that does not parse stays content).
+// the name (`<tool_call>\n{"name": "`, `<tool_call>\n<function=`, `{"name": "`).
 std::string tool_call_prefix(ToolCallFormat format, const std::string& name);
 
 // tool_choice "required" / named under a grammar (structured_output.h): the prompt ends with
 // `prefix`, then the grammar allows one of `alternatives` — its lead text (the rest of the
-// function's name and the key of the arguments), then a JSON value of its parameters' schema
+// function's name and the key of the arguments), then arguments of its parameters' schema
 // ({"type": "object"} where a tool gives none) — then `end` (the call's closing), and then only
-// the end of generation: one call, whose arguments always parse and validate. Hermes:
+// the end of generation: calls whose arguments always parse and validate. Hermes:
 // prefix `<tool_call>\n{"name": "` (named: through `"arguments": `), end `}\n</tool_call>`;
-// JSON (Llama 3.1): `{"name": "` ... `"parameters": `, end `}`. nullopt for the XML format,
-// whose arguments are not one JSON value: it keeps tool_call_prefix alone.
+// JSON (Llama 3.1): `{"name": "` ... `"parameters": `, end `}`; XML (Qwen3-Coder / Qwen3.5,
+// `xml`: the arguments are `<parameter=KEY>` items, not one JSON value): `<tool_call>\n<function=`
+// (named: through `NAME>\n`), lead `NAME>\n`, end `</function>\n</tool_call>`. nullopt for kNone.
 // tool_choice "required" with parallel_tool_calls (the default) allows up to kMaxForcedCalls
-// calls, each after the first opened by `more` (Hermes `\n<tool_call>\n{"name": "`, JSON
-// `\n{"name": "`); a named function or parallel_tool_calls false: exactly one.
+// calls, each after the first opened by `more` (the format's opening again, after a newline);
+// a named function or parallel_tool_calls false: exactly one.
 constexpr int kMaxForcedCalls = 4;
 struct ForcedToolCall {
   std::string prefix;
@@ -105,8 +104,31 @@ struct ForcedToolCall {
   std::string end;
   std::string more;   // the opening of each further call (empty: one call only)
   int max_calls = 1;
+  bool xml = false;   // arguments as XML parameters (else one JSON object)
 };
 std::optional<ForcedToolCall> forced_tool_call(ToolCallFormat format, const ToolsRequest& tools);
+
+// tool_choice "auto" under a grammar: the text is free until the format's opening tag
+// (`trigger`, "<tool_call>"); from there the grammar holds the call to one of `calls` — its
+// whole opening through the function's name (`begin`), arguments of its schema, `end` — and
+// then the text is free again (parallel_tool_calls false: only the end of generation follows
+// the first call). Hermes: begin `<tool_call>\n{"name": "NAME", "arguments": `, end
+// `}\n</tool_call>`; XML: `<tool_call>\n<function=NAME>\n`, end `</function>\n</tool_call>`.
+// nullopt for the JSON format (Llama 3.1): its calls open with no tag, so there is nothing to
+// trigger on and its auto answers stay unconstrained. A call written without its opening tag
+// (bare JSON, which small models write) is free text too, parsed as before but not held.
+struct AutoToolCalls {
+  std::string trigger;
+  struct Call {
+    std::string begin;
+    nlohmann::ordered_json schema;
+    std::string end;
+  };
+  std::vector<Call> calls;
+  bool at_most_one = false;
+  bool xml = false;
+};
+std::optional<AutoToolCalls> auto_tool_calls(ToolCallFormat format, const ToolsRequest& tools);
 
 // The length of the longest suffix of `text` that is a proper prefix of the format's opening
 // tag ("<tool_call>"): what a stream must hold back before it knows whether a call starts.

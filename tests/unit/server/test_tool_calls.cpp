@@ -280,6 +280,64 @@ TEST(ToolCallPrefix, ForcedOpeningPlusContinuationParses) {
   EXPECT_EQ(tool_call_prefix(ToolCallFormat::kNone, "x"), "");
 }
 
+// The grammar's pieces (forced: prefix, lead, arguments, end; auto: begin, arguments, end) put
+// together with arguments in the format's own form parse as the call, in every format.
+TEST(ToolCallGrammarPieces, ForcedAndAutoPiecesAroundArgumentsParse) {
+  ToolsRequest tr;
+  Json body{{"tools", weather_tools()}, {"tool_choice", "required"}};
+  ASSERT_FALSE(parse_tools_request(body, tr));
+  const std::vector<std::string> declared = {"get_weather", "get_time"};
+  const std::pair<ToolCallFormat, std::string> formats[] = {
+      {ToolCallFormat::kHermes, "{\"city\": \"Oslo\"}"},
+      {ToolCallFormat::kJson, "{\"city\": \"Oslo\"}"},
+      {ToolCallFormat::kXmlFunction, "<parameter=city>\nOslo\n</parameter>\n"}};
+  for (const auto& [f, args] : formats) {
+    SCOPED_TRACE(static_cast<int>(f));
+    for (const char* choice : {"required", "named"}) {
+      if (std::string(choice) == "named") {
+        body["tool_choice"] = Json::parse(R"({"type": "function", "function": {"name": "get_weather"}})");
+      } else {
+        body["tool_choice"] = "required";
+      }
+      ASSERT_FALSE(parse_tools_request(body, tr));
+      const auto fc = forced_tool_call(f, tr);
+      ASSERT_TRUE(fc.has_value());
+      EXPECT_EQ(fc->xml, f == ToolCallFormat::kXmlFunction);
+      ASSERT_EQ(fc->alternatives.size(), std::string(choice) == "named" ? 1u : 2u);
+      EXPECT_EQ(fc->alternatives[0].second["required"], Json::array({"city"}));
+      if (fc->alternatives.size() == 2) {
+        EXPECT_EQ(fc->alternatives.back().second, Json::parse(R"({"type": "object"})")) << "a tool without parameters";
+      }
+      EXPECT_EQ(fc->max_calls, std::string(choice) == "named" ? 1 : kMaxForcedCalls);
+      uint64_t id = 1;
+      const std::string text = fc->prefix + fc->alternatives[0].first + args + fc->end;
+      const auto p = parse_tool_calls(text, f, id, declared, &tr.tools);
+      ASSERT_EQ(p.calls.size(), 1u) << text;
+      EXPECT_EQ(p.calls[0].name, "get_weather");
+      EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"city": "Oslo"})"));
+    }
+    body["tool_choice"] = "auto";
+    body["parallel_tool_calls"] = false;
+    ASSERT_FALSE(parse_tools_request(body, tr));
+    const auto a = auto_tool_calls(f, tr);
+    if (f == ToolCallFormat::kJson) {
+      EXPECT_FALSE(a.has_value()) << "no opening tag to trigger on";
+    } else {
+      ASSERT_TRUE(a.has_value());
+      EXPECT_TRUE(a->at_most_one);
+      ASSERT_EQ(a->calls.size(), 2u);
+      for (const auto& c : a->calls) EXPECT_TRUE(c.begin.starts_with(a->trigger)) << c.begin;
+      uint64_t id = 1;
+      const std::string text = "Let me check.\n" + a->calls[0].begin + args + a->calls[0].end;
+      const auto p = parse_tool_calls(text, f, id, declared, &tr.tools);
+      ASSERT_EQ(p.calls.size(), 1u) << text;
+      EXPECT_EQ(p.content, "Let me check.");
+      EXPECT_EQ(Json::parse(p.calls[0].arguments), Json::parse(R"({"city": "Oslo"})"));
+    }
+    body.erase("parallel_tool_calls");
+  }
+}
+
 TEST(ToolCallParser, StreamHoldBack) {
   EXPECT_EQ(tool_call_open_prefix("Hello <tool", ToolCallFormat::kHermes), 5u);
   EXPECT_EQ(tool_call_open_prefix("Hello <", ToolCallFormat::kHermes), 1u);
