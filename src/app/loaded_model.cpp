@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "model/dummy_model.h"
+#include "model/hf_model.h"
 #include "sparse/exact_rerank.h"
 
 namespace hs::app {
@@ -281,9 +282,18 @@ Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device de
 
 Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
   ModelPair p;
+  // The hybrid ops exist on the CPU backend only (the base Backend refuses them at the first step).
+  auto cpu_only = [&](const ModelConfig& c) -> Status {
+    if (device == Device::kCpu) return Status::ok();
+    return make_error(StatusCode::kUnsupported, "{} (hybrid Gated-DeltaNet) runs on --device cpu only so far",
+                      c.arch_name);
+  };
   if (opt.load_format == "gguf" && !opt.model.empty() && std::filesystem::is_directory(opt.model)) {
     if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
-    HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::load_hf(opt.model, device));
+    HS_ASSIGN_OR_RETURN(auto file, load_hf_model(opt.model));
+    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
+    HS_RETURN_IF_ERROR(cpu_only(c));
+    HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
     return p;
   }
   if (opt.load_format == "gguf" && !opt.model.empty()) {
@@ -291,6 +301,7 @@ Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
     HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(opt.model));
     HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
     if (c.is_hybrid()) {
+      HS_RETURN_IF_ERROR(cpu_only(c));
       HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
     } else {
       HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device));

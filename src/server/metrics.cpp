@@ -150,6 +150,16 @@ std::string ServerMetrics::render(const EngineStats* engine) const {
   sample("kv_fetch_evictions_total", "", s.kv_fetch_evictions);
   head("kv_leases_live", "gauge", "Sequences holding a lease on copies of their KV (device tier).");
   sample("kv_leases_live", "", s.kv_leases_live);
+  head("state_slots_used", "gauge", "Recurrent-state slots held by running sequences (hybrid models; 0 otherwise).");
+  sample("state_slots_used", "", s.state_slots_used);
+  head("state_slots_total", "gauge", "Recurrent-state slots (hybrid models: the sequences that may run at once).");
+  sample("state_slots_total", "", s.state_slots_total);
+  head("state_checkpoints_used", "gauge", "Prefix-cache checkpoints of recurrent state holding a prefix's state.");
+  sample("state_checkpoints_used", "", s.state_checkpoints_used);
+  head("state_checkpoint_saves_total", "counter", "Recurrent-state checkpoints written by the prefix cache.");
+  sample("state_checkpoint_saves_total", "", s.state_checkpoint_saves);
+  head("state_checkpoint_restores_total", "counter", "Admitted requests that resumed from a recurrent-state checkpoint.");
+  sample("state_checkpoint_restores_total", "", s.state_checkpoint_restores);
   head("engine_steps_total", "counter", "Engine steps run.");
   sample("engine_steps_total", "", s.steps_total);
   return out;

@@ -2,7 +2,8 @@
 (tests/fixtures/hybrid/qwen35-tiny, loaded from its Hugging Face directory, with the synthetic
 byte-level tokenizer). Concurrent greedy completions equal the same requests sent one at a time,
 a follow-up whose prefix is cached reports cached_tokens (restored from a recurrent-state
-checkpoint) with the output of a full recompute, and the pools are back at baseline afterwards."""
+checkpoint) with the output of a full recompute, and the pools (KV pages, requests, recurrent-state
+slots, read from /metrics) are back at baseline afterwards."""
 from __future__ import annotations
 
 import time
@@ -28,7 +29,8 @@ def complete(srv, prompt: str, max_tokens: int = 16) -> dict:
 def at_baseline(srv) -> bool:
     m = srv.metrics()
     return all(metric_value(m, g) == 0 for g in
-               ("hindsight:kv_pages_used", "hindsight:num_requests_running", "hindsight:num_requests_waiting"))
+               ("hindsight:kv_pages_used", "hindsight:num_requests_running", "hindsight:num_requests_waiting",
+                "hindsight:state_slots_used"))
 
 
 def wait_baseline(srv, timeout: float = 10.0) -> bool:
@@ -70,3 +72,8 @@ def test_follow_up_reuses_the_cached_prefix(start_server):
     assert full["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     assert b["choices"][0]["text"] == full["choices"][0]["text"]
     assert wait_baseline(srv) and wait_baseline(ref)
+    m = srv.metrics()
+    assert metric_value(m, "hindsight:state_slots_total") == 4
+    assert metric_value(m, "hindsight:state_checkpoint_restores_total") >= 1
+    assert metric_value(m, "hindsight:state_checkpoints_used") >= 1
+    assert metric_value(ref.metrics(), "hindsight:state_checkpoint_restores_total") == 0

@@ -678,6 +678,11 @@ TEST(Metrics, ServerMetricsText) {
   s.device_slots_total = 800;
   s.device_slots_used = 200;
   s.kv_leases_live = 2;
+  s.state_slots_total = 16;
+  s.state_slots_used = 3;
+  s.state_checkpoints_used = 5;
+  s.state_checkpoint_saves = 11;
+  s.state_checkpoint_restores = 4;
   const std::string t = m.render(&s);
   EXPECT_DOUBLE_EQ(samples(t, "hindsight:kv_cache_usage_perc")[label + ",tier=\"device\""], 0.25);
   EXPECT_EQ(samples(t, "hindsight:kv_fetch_hits_total")[label], 900);
@@ -685,6 +690,11 @@ TEST(Metrics, ServerMetricsText) {
   EXPECT_EQ(samples(t, "hindsight:kv_fetch_bytes_total")[label], 409600);
   EXPECT_EQ(samples(t, "hindsight:kv_fetch_evictions_total")[label], 40);
   EXPECT_EQ(samples(t, "hindsight:kv_leases_live")[label], 2);
+  EXPECT_EQ(samples(t, "hindsight:state_slots_total")[label], 16);
+  EXPECT_EQ(samples(t, "hindsight:state_slots_used")[label], 3);
+  EXPECT_EQ(samples(t, "hindsight:state_checkpoints_used")[label], 5);
+  EXPECT_EQ(samples(t, "hindsight:state_checkpoint_saves_total")[label], 11);
+  EXPECT_EQ(samples(t, "hindsight:state_checkpoint_restores_total")[label], 4);
   EXPECT_NE(t.find("# TYPE hindsight:kv_fetch_bytes_total counter"), std::string::npos);
   EXPECT_EQ(samples(t, "hindsight:num_requests_running")[label], 2);
   EXPECT_EQ(samples(t, "hindsight:num_requests_waiting")[label], 3);
