@@ -1,7 +1,7 @@
 #!/bin/bash
-# Session 13, call 1: unpack the bundle (HS_BUNDLE, default .gpu/b7), stage SmolLM2 part 0, and
+# Session 13, call 1: unpack the bundle (HS_BUNDLE, default .gpu/b7), and
 # run the CUDA op tests including the new GPU sparse attention ones (SparseAttentionOps).
-mkdir -p /root/stage/m && tar xzf ${HS_BUNDLE:-.gpu/b7}/bins.tgz -C /root/stage && cp .gpu/p00/* /root/stage/m/
+mkdir -p /root/stage/m && tar xzf ${HS_BUNDLE:-.gpu/b7}/bins.tgz -C /root/stage
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
 H=/root/stage/hs
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader

@@ -2,7 +2,7 @@
 # Session 13, call 2 (a new lease): the faster selection kernels (projection once per row,
 # 32-chunk score blocks, warp-parallel radix bin search, sketch encode over 8 warps): sparse op
 # tests, then dense vs sparse on the 8B shape at 32K / 128K / 256K, then a per-op profile at 32K.
-mkdir -p /root/stage && tar xzf ${HS_BUNDLE:-.gpu/b8}/bins.tgz -C /root/stage
+mkdir -p /root/stage && tar xzf ${HS_BUNDLE:-.gpu/b9}/bins.tgz -C /root/stage
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
 H=/root/stage/hs
 timeout 200 $H/hs_unit_tests --gtest_filter='SparseAttentionOps.*:AttentionOps.*' > $OUT/sparse_ops.txt 2>&1; echo "ops rc $?"

@@ -201,6 +201,8 @@ Status CudaBackend::write_sketches(int layer, const Tensor& k) {
 }
 
 Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionParams& p, AttnArgs& a) {
+  // Profiled apart (inside the attention op's own time, which includes it).
+  OpProfile::Scope prof(&profile_, "attention: sparse select", stream_);
   const int64_t n = plan_->n_tokens();
   const int slot = sketch_slot_[layer];
   const SelectRule rule = select_rule(sparse_->config());
@@ -208,7 +210,9 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   const int cap = rule.max_selected;
   // Candidates of any row: at most the chunks of the longest key range (bucketed: a graph serves its bucket).
   const int32_t stride = (max_pos1_ + rule.chunk_tokens - 1) / rule.chunk_tokens;
-  HS_RETURN_IF_ERROR(grow(scores_, static_cast<size_t>(rows) * stride * sizeof(float), "sparse chunk scores"));
+  HS_RETURN_IF_ERROR(grow(scores_,
+                          sparse_select_scratch_floats(rows, stride, p.n_head / p.n_head_kv, sketch_rank_) * sizeof(float),
+                          "sparse chunk scores"));
   HS_RETURN_IF_ERROR(grow(sel_, static_cast<size_t>(rows) * (2 * cap + 1) * sizeof(int32_t), "sparse selections"));
   int32_t* sel = static_cast<int32_t*>(sel_.ptr);
   SelectArgs s;

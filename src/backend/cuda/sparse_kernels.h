@@ -61,12 +61,15 @@ struct SelectArgs {
   SelectRule rule;
   int n_kv_heads = 0, group = 0;
   const int32_t* sparse_tok = nullptr;  // [n] 1: the token selects this step
-  float* scores = nullptr;              // [n * n_kv][score_stride] candidate scores (scratch)
+  float* scores = nullptr;              // [sparse_select_scratch_floats]: scores [n * n_kv][score_stride], then projections
   int32_t score_stride = 0;             // >= the most candidate chunks of any row
   int32_t* sel_chunks = nullptr;        // [n * n_kv][max_selected] ascending chunk ids, -1 padded
   int32_t* sel_pages = nullptr;         // [n * n_kv][max_selected] their block ids
   int32_t* sel_len = nullptr;           // [n * n_kv] selected keys, -1: a dense row
 };
+
+// Floats of SelectArgs::scores for `rows` rows.
+size_t sparse_select_scratch_floats(int64_t rows, int32_t score_stride, int group, int rank);
 
 // Sketches of the step's keys k [n][n_kv * head_dim] (post-RoPE f32) at their positions.
 cudaError_t launch_sketch_encode(SketchLayerView sk, SketchBasisView b, StepTables t, CRows k, cudaStream_t s);

@@ -30,10 +30,11 @@
 namespace hs::cuda {
 namespace {
 
-constexpr int kEncodeThreads = 64;   // >= kMaxSketchRank
+constexpr int kEncodeThreads = 256;  // 8 warps, each a slice of head_dim
 constexpr int kMaxHeadDim = 256;
 constexpr int kScoreThreads = 256;
-constexpr int kChunksPerCta = 256;
+constexpr int kChunksPerCta = 32;   // 512 tokens of 16: two per thread
+constexpr int kProjThreads = 128;
 constexpr int kTopkThreads = 1024;
 constexpr int kMaxGroup = 8;
 
@@ -48,15 +49,29 @@ __device__ __forceinline__ float widen<__half>(__half x) { return __half2float(x
 template <>
 __device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
-// x [head_dim] (centred key, shared) -> the sketch of (block, head, tp).
+// x [head_dim] (centred key, shared) -> the sketch of (block, head, tp). kEncodeThreads / 32 warps
+// each sum a slice of head_dim for every column (lane j, j + 32), then the slices are added in
+// warp order through shared memory: every B load is coalesced and few are outstanding per lane.
 __device__ __forceinline__ void encode_sketch(const float* x, const SketchLayerView& sk, const SketchBasisView& b,
                                               int h, int32_t block, int tp) {
-  const int j = threadIdx.x, r = b.rank, D = b.head_dim;
-  if (j >= r) return;
-  const float* B = b.B + static_cast<int64_t>(h) * D * r + j;
-  float s = 0.0f;
-  for (int d = 0; d < D; ++d) s += x[d] * B[static_cast<int64_t>(d) * r];
-  sk.base[((static_cast<int64_t>(block) * sk.n_kv_heads + h) * sk.page_tokens + tp) * r + j] = f16_bits(s);
+  constexpr int kWarpsE = kEncodeThreads / 32;
+  __shared__ float part[kWarpsE][kMaxSketchRank];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r = b.rank, D = b.head_dim;
+  const float* B = b.B + static_cast<int64_t>(h) * D * r;
+  const int d0 = warp * D / kWarpsE, d1 = (warp + 1) * D / kWarpsE;
+  for (int j = lane; j < r; j += 32) {
+    float s = 0.0f;
+#pragma unroll 8
+    for (int d = d0; d < d1; ++d) s += x[d] * B[static_cast<int64_t>(d) * r + j];
+    part[warp][j] = s;
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < r; j += blockDim.x) {
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarpsE; ++w) s += part[w][j];
+    sk.base[((static_cast<int64_t>(block) * sk.n_kv_heads + h) * sk.page_tokens + tp) * r + j] = f16_bits(s);
+  }
 }
 
 __global__ void __launch_bounds__(kEncodeThreads) sketch_encode_kernel(SketchLayerView sk, SketchBasisView b,
@@ -114,8 +129,39 @@ __device__ __forceinline__ RowRule row_rule(const SelectRule& r, int32_t n_token
   return o;
 }
 
-__global__ void __launch_bounds__(kScoreThreads) score_kernel(SketchLayerView sk, SketchBasisView b, StepTables t,
-                                                              CRows q, SelectArgs a) {
+// q̂ [G][rank] and bias [G] of every sparse row, to a.scores' projection area: row r's
+// (G * rank + G) floats at proj + r * proj_stride.
+__global__ void __launch_bounds__(kProjThreads) project_kernel(SketchBasisView b, CRows q, SelectArgs a, float* proj,
+                                                               int proj_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  const int h = static_cast<int>(row % a.n_kv_heads);
+  if (!a.sparse_tok[i]) return;
+  const int G = a.group, D = b.head_dim, r = b.rank;
+  const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
+  const float* A = b.A + static_cast<int64_t>(h) * D * r;
+  const float* mu = b.mu + static_cast<int64_t>(h) * D;
+  float* out = proj + row * proj_stride;
+  for (int idx = threadIdx.x; idx < G * r + G; idx += blockDim.x) {
+    const bool is_bias = idx >= G * r;
+    const int g = is_bias ? idx - G * r : idx / r, j = idx % r;
+    const float* qg = qrow + static_cast<int64_t>(g) * D;
+    float s = 0.0f;
+    if (is_bias) {
+#pragma unroll 8
+      for (int d = 0; d < D; ++d) s += qg[d] * mu[d];
+    } else {
+#pragma unroll 8
+      for (int d = 0; d < D; ++d) s += qg[d] * A[static_cast<int64_t>(d) * r + j];
+    }
+    out[idx] = s;
+  }
+}
+
+__global__ void __launch_bounds__(kScoreThreads) score_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
+                                                              const float* proj, int proj_stride) {
   pdl_launch_dependents();
   pdl_wait();
   __shared__ float qh[kMaxGroup][kMaxSketchRank];
@@ -129,56 +175,56 @@ __global__ void __launch_bounds__(kScoreThreads) score_kernel(SketchLayerView sk
   const int32_t c_begin = rr.first + static_cast<int32_t>(blockIdx.y) * kChunksPerCta;
   if (c_begin >= rr.last) return;
   const int32_t c_end = min(rr.last, c_begin + kChunksPerCta);
-  const int G = a.group, D = b.head_dim, r = b.rank, P = sk.page_tokens;
-  const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
-  const float* A = b.A + static_cast<int64_t>(h) * D * r;
-  const float* mu = b.mu + static_cast<int64_t>(h) * D;
-  for (int idx = threadIdx.x; idx < G * r + G; idx += blockDim.x) {
-    if (idx < G * r) {
-      const int g = idx / r, j = idx % r;
-      const float* qg = qrow + static_cast<int64_t>(g) * D;
-      float s = 0.0f;
-      for (int d = 0; d < D; ++d) s += qg[d] * A[static_cast<int64_t>(d) * r + j];
-      qh[g][j] = s;
-    } else {
-      const int g = idx - G * r;
-      const float* qg = qrow + static_cast<int64_t>(g) * D;
-      float s = 0.0f;
-      for (int d = 0; d < D; ++d) s += qg[d] * mu[d];
-      bias[g] = s;
-    }
-  }
+  const int G = a.group, r = sk.rank, P = sk.page_tokens;
+  const float* pr = proj + row * proj_stride;
+  for (int idx = threadIdx.x; idx < G * r; idx += blockDim.x) qh[idx / r][idx % r] = pr[idx];
+  for (int g = threadIdx.x; g < G; g += blockDim.x) bias[g] = pr[G * r + g];
   __syncthreads();
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
   const int32_t n_tok = (c_end - c_begin) * P;
-  const int32_t n_iter = (n_tok + kScoreThreads - 1) / kScoreThreads * kScoreThreads;  // warp-uniform bound
   float* out = a.scores + row * a.score_stride - rr.first;
-  for (int32_t tl = threadIdx.x; tl < n_iter; tl += kScoreThreads) {
-    float m = -INFINITY;
-    const int32_t c = c_begin + tl / P;
-    const int tp = tl % P;
-    if (tl < n_tok) {
-      const uint16_t* sp = sk.base + ((static_cast<int64_t>(pages[c]) * sk.n_kv_heads + h) * P + tp) * r;
-      float dot[kMaxGroup];
+  constexpr int kPer = 2;  // tokens per thread and pass, loaded before either is scored
+  for (int32_t base = 0; base < n_tok; base += kPer * kScoreThreads) {  // one pass at P = 16, two at 32
+    uint4 raw[kPer][kMaxSketchRank / 8];
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
-      for (int j0 = 0; j0 < r; j0 += 8) {
-        const uint4 raw = *reinterpret_cast<const uint4*>(sp + j0);
-        const __half2* hv = reinterpret_cast<const __half2*>(&raw);
+    for (int u = 0; u < kPer; ++u) {
+      const int32_t tl = base + u * kScoreThreads + threadIdx.x;
+      if (tl < n_tok) {
+        const int32_t c = c_begin + tl / P;
+        const uint4* sp = reinterpret_cast<const uint4*>(
+            sk.base + ((static_cast<int64_t>(pages[c]) * sk.n_kv_heads + h) * P + tl % P) * r);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 f = __half22float2(hv[e]);
-#pragma unroll
-          for (int g = 0; g < kMaxGroup; ++g)
-            if (g < G) dot[g] += qh[g][j0 + 2 * e] * f.x + qh[g][j0 + 2 * e + 1] * f.y;
-        }
+        for (int j8 = 0; j8 < kMaxSketchRank / 8; ++j8)
+          if (j8 * 8 < r) raw[u][j8] = sp[j8];
       }
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < G) m = fmaxf(m, bias[g] + dot[g]);
     }
-    for (int off = P / 2; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off, 32));
-    if (tl < n_tok && tp == 0) out[c] = m;
+#pragma unroll
+    for (int u = 0; u < kPer; ++u) {
+      const int32_t tl = base + u * kScoreThreads + threadIdx.x;  // warp-uniform validity per P lanes
+      float m = -INFINITY;
+      if (tl < n_tok) {
+        float dot[kMaxGroup];
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+#pragma unroll
+        for (int j8 = 0; j8 < kMaxSketchRank / 8; ++j8) {
+          if (j8 * 8 >= r) break;
+          const __half2* hv = reinterpret_cast<const __half2*>(&raw[u][j8]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __half22float2(hv[e]);
+#pragma unroll
+            for (int g = 0; g < kMaxGroup; ++g)
+              if (g < G) dot[g] += qh[g][j8 * 8 + 2 * e] * f.x + qh[g][j8 * 8 + 2 * e + 1] * f.y;
+          }
+        }
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < G) m = fmaxf(m, bias[g] + dot[g]);
+      }
+      for (int off = P / 2; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off, 32));
+      if (tl < n_tok && tl % P == 0) out[c_begin + tl / P] = m;
+    }
   }
 }
 
@@ -226,20 +272,46 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
       for (int b = tid; b < 256; b += kTopkThreads) hist[b] = 0;
       __syncthreads();
       const uint32_t prefix = s_prefix;
-      for (int32_t c = tid; c < n_cand; c += kTopkThreads) {
-        const uint32_t key = order_key(sc[c]);
-        if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+      // Lanes of a warp with the same bin add once (ties, even all-equal scores, cost one
+      // shared atomic per warp and iteration, not 32).
+      const int32_t n_iter = (n_cand + kTopkThreads - 1) / kTopkThreads * kTopkThreads;
+      for (int32_t c = tid; c < n_iter; c += kTopkThreads) {
+        uint32_t bin = 256;  // none
+        if (c < n_cand) {
+          const uint32_t key = order_key(sc[c]);
+          if ((key & mask) == prefix) bin = (key >> shift) & 255u;
+        }
+        const unsigned peers = __match_any_sync(0xffffffffu, bin);
+        if (bin < 256 && (tid & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
       }
       __syncthreads();
-      if (tid == 0) {
-        int rem = s_need, cum = 0;
-        for (int b = 255; b >= 0; --b) {
-          if (cum + hist[b] >= rem) {
-            s_prefix = prefix | (static_cast<uint32_t>(b) << shift);
-            s_need = rem - cum;
-            break;
+      if (tid < 32) {  // warp 0: lane l holds bins 255 - 8l .. 248 - 8l (descending)
+        const int rem = s_need;
+        int v[8], sum = 0;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          v[e] = hist[255 - 8 * tid - e];
+          sum += v[e];
+        }
+        int incl = sum;  // inclusive prefix over lanes (higher bins first)
+#pragma unroll
+        for (int off = 1; off < 32; off *= 2) {
+          const int o = __shfl_up_sync(0xffffffffu, incl, off);
+          if (tid >= off) incl += o;
+        }
+        const int excl = incl - sum;
+        const unsigned hit = __ballot_sync(0xffffffffu, excl < rem && incl >= rem);
+        if (tid == __ffs(hit) - 1) {
+          int cum = excl;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) {
+            if (cum + v[e] >= rem) {
+              s_prefix = prefix | (static_cast<uint32_t>(255 - 8 * tid - e) << shift);
+              s_need = rem - cum;
+              break;
+            }
+            cum += v[e];
           }
-          cum += hist[b];
         }
       }
       mask |= 255u << shift;
@@ -309,6 +381,10 @@ bool rank_ok(int rank) { return rank > 0 && rank <= kMaxSketchRank && rank % 8 =
 
 }  // namespace
 
+size_t sparse_select_scratch_floats(int64_t rows, int32_t score_stride, int group, int rank) {
+  return static_cast<size_t>(rows) * (static_cast<size_t>(score_stride) + static_cast<size_t>(group) * rank + group);
+}
+
 cudaError_t launch_sketch_encode(SketchLayerView sk, SketchBasisView b, StepTables t, CRows k, cudaStream_t s) {
   if (k.rows <= 0) return cudaSuccess;
   if (!rank_ok(b.rank) || b.rank != sk.rank || b.head_dim > kMaxHeadDim || k.cols != int64_t{sk.n_kv_heads} * b.head_dim ||
@@ -348,8 +424,14 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   const int64_t rows = q.rows * a.n_kv_heads;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;
   const unsigned cand_blocks = static_cast<unsigned>(std::max(1, (max_candidates + kChunksPerCta - 1) / kChunksPerCta));
-  if (max_candidates > 0)
-    launch_chain(score_kernel, dim3(static_cast<unsigned>(rows), cand_blocks), kScoreThreads, 0, s, sk, b, t, q, a);
+  if (max_candidates > 0) {
+    // The projections sit past the rows' scores (sparse_select_scratch_floats).
+    const int proj_stride = a.group * b.rank + a.group;
+    float* proj = a.scores + rows * a.score_stride;
+    launch_chain(project_kernel, dim3(static_cast<unsigned>(rows)), kProjThreads, 0, s, b, q, a, proj, proj_stride);
+    launch_chain(score_kernel, dim3(static_cast<unsigned>(rows), cand_blocks), kScoreThreads, 0, s, sk, t, a,
+                 static_cast<const float*>(proj), proj_stride);
+  }
   launch_chain(topk_kernel, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
   return cudaGetLastError();
 }
