@@ -16,6 +16,7 @@ void Scheduler::release(Sequence* s) {
   kv_.release(s->kv);
   s->chain.page_hashes.clear();
   s->chain.restore_pending = false;
+  s->chain.split_at = 0;
   s->num_computed = 0;
 }
 
@@ -78,11 +79,11 @@ StepPlan Scheduler::schedule() {
       if (fit == 0 && !any_prefill) fit = std::min(n, 1);  // progress guarantee
       n = fit;
     }
-    // Hybrid models: a chunk that would run past the prompt checkpoint ends on it, so the
-    // recurrent state there can be saved (kv/prefix_cache.h; one more step of < P tokens).
+    // Hybrid models: a chunk that would run past the divergence or the prompt checkpoint ends on
+    // it, so the recurrent state there can be saved (kv/prefix_cache.h; one more step each).
     if (checkpoints_) {
-      const int32_t b = prefix_->prompt_checkpoint(s->n_prompt);
-      if (s->num_computed < b && s->num_computed + n > b) n = b - s->num_computed;
+      const int32_t c = prefix_->next_checkpoint(s->num_computed, s->n_prompt, s->chain);
+      if (c > 0 && s->num_computed + n > c) n = c - s->num_computed;
     }
     return n;
   };

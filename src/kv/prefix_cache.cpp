@@ -45,6 +45,7 @@ int32_t PrefixCache::match(std::span<const int32_t> tokens, int32_t max_tokens, 
     chain.restore_pending = true;
     chain.restore_key = run[usable - 1].first;
   }
+  chain.split_at = states_ && run.size() > usable ? static_cast<int32_t>(run.size()) * P : 0;
   for (size_t i = 0; i < usable; ++i) {
     kv_.pool().retain(run[i].second);
     seq.blocks.push_back(run[i].second);
@@ -70,12 +71,21 @@ int32_t PrefixCache::prompt_checkpoint(int32_t n_prompt) const {
   return n_prompt > 1 ? (n_prompt - 1) / P * P : 0;
 }
 
+int32_t PrefixCache::next_checkpoint(int32_t from, int32_t n_prompt, const PrefixChain& chain) const {
+  const int32_t b = prompt_checkpoint(n_prompt);
+  int32_t next = 0;
+  for (int32_t c : {chain.split_at, b})
+    if (c > from && (next == 0 || c < next)) next = c;
+  return next;
+}
+
 void PrefixCache::save_state(int32_t n_computed, int32_t n_prompt, SeqKv& seq, PrefixChain& chain) {
   if (!states_ || states_->n_checkpoints() == 0) return;
   const int P = kv_.geometry().page_tokens;
   if (n_computed <= 0 || n_computed % P != 0) return;
   const int32_t b = prompt_checkpoint(n_prompt);
-  if (n_computed < b) return;  // before the prompt checkpoint: nothing (it comes at b)
+  const bool kept = n_computed == b || n_computed == chain.split_at;  // prompt or divergence checkpoint
+  if (n_computed < b && !kept) return;  // inside the prompt: only the divergence checkpoint
   const size_t page = static_cast<size_t>(n_computed / P);
   if (chain.page_hashes.size() < page) return;  // not registered (cannot happen after register_full_pages)
   const uint64_t h = chain.page_hashes[page - 1];
@@ -83,7 +93,7 @@ void PrefixCache::save_state(int32_t n_computed, int32_t n_prompt, SeqKv& seq, P
   auto c = states_->save(seq, h, &saved);
   if (!c.is_ok() || !saved) return;  // already checkpointed (by another sequence, or restored from)
   ++state_saves_;
-  if (n_computed == b) return;  // the prompt checkpoint is kept
+  if (kept) return;
   if (chain.rolling.valid()) states_->drop(chain.rolling);
   chain.rolling = *c;
 }

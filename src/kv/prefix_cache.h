@@ -17,8 +17,13 @@
 //   - the rolling checkpoint: at every later page boundary a step of the sequence ends on
 //     (each decode step; prefill chunks when they end on one), replacing that sequence's previous
 //     rolling one, so a follow-up that extends prompt + completion restores at most P - 1 + the
-//     re-tokenized tail short of where the sequence stopped.
-// So a live sequence holds at most two checkpoints; finished sequences' stay until the pool's
+//     re-tokenized tail short of where the sequence stopped;
+//   - the divergence checkpoint: when match() finds cached KV pages beyond the last checkpoint
+//     (another conversation shares this prefix: a system prompt, tool definitions), at the end of
+//     that run, split_at; the scheduler ends a prefill chunk there and it is kept, so every later
+//     conversation sharing the prefix restores it. One per distinct shared prefix, made only once
+//     a second conversation shows the prefix is shared.
+// So a live sequence holds at most three checkpoints; finished sequences' stay until the pool's
 // LRU overwrites them. match() stops at the last page with a checkpoint and restores it into the
 // sequence's fresh slot. Memory: n_checkpoints × state_bytes_per_slot, fixed at start.
 // Cost: one hash per full page (P tokens) and one hash-map lookup per page matched; hybrid: one
@@ -41,6 +46,7 @@ struct PrefixChain {
   RecurrentPool::Checkpoint rolling;  // hybrid: the rolling checkpoint this sequence saved last
   bool restore_pending = false;       // hybrid: match() reused pages up to checkpoint restore_key
   uint64_t restore_key = 0;
+  int32_t split_at = 0;               // hybrid: the divergence checkpoint's position (0: none)
 };
 
 class PrefixCache {
@@ -55,6 +61,9 @@ class PrefixCache {
   RecurrentPool* states() const { return states_; }
   // The page boundary of a prompt of n_prompt tokens where the prompt checkpoint is taken (0: none).
   int32_t prompt_checkpoint(int32_t n_prompt) const;
+  // The first boundary of the policy after `from` where a prefill chunk must end (the divergence
+  // or the prompt checkpoint; 0: none).
+  int32_t next_checkpoint(int32_t from, int32_t n_prompt, const PrefixChain& chain) const;
   // After a step left `seq` with n_computed tokens computed (its state in its live slot is at
   // n_computed): saves a checkpoint when n_computed is a boundary of the policy above. Call after
   // register_full_pages. No-op without states.

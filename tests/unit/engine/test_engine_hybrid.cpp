@@ -202,6 +202,60 @@ TEST(EngineModelHybrid, FollowUpResumesFromACheckpointWithTheLogitsOfAFullRecomp
               full.logprobs.size(), max_diff);
 }
 
+// Agents sharing a system prompt: the second conversation leaves a divergence checkpoint at the
+// end of the shared pages, the third resumes from it with the logits of a full recompute.
+TEST(EngineModelHybrid, ConversationsSharingASystemPromptResumeFromTheDivergenceCheckpoint) {
+  Tiny& m = tiny();
+  std::mt19937 rng(11);
+  const std::vector<int32_t> sys = random_prompt(rng, 90);  // 5 full pages + 10 tokens
+  auto conv = [&] {
+    std::vector<int32_t> p = sys;
+    auto own = random_prompt(rng, 25);
+    p.insert(p.end(), own.begin(), own.end());
+    return p;
+  };
+  const std::vector<int32_t> a = conv(), b = conv(), c = conv();
+  const int k = 10;
+  Collected got_b, got_c, full_c;
+  EngineStats st;
+  {
+    Caches cc(128, 4, 8);
+    Engine e(*m.dec, *m.tok, *cc.kv, *m.pool, EngineConfig{.max_model_len = 1024, .max_num_seqs = 4});
+    e.start();
+    drain(*submit_ok(e, greedy(a, 4)).channel);
+    got_b = drain(*submit_ok(e, greedy(b, 4)).channel);
+    got_c = drain(*submit_ok(e, greedy(c, 6, k)).channel);
+    st = e.stats();
+    expect_baseline(e);
+  }
+  {
+    Caches cc(128, 4, 0);
+    Engine e(*m.dec, *m.tok, *cc.kv, *m.pool,
+             EngineConfig{.max_model_len = 1024, .max_num_seqs = 4, .enable_prefix_caching = false});
+    e.start();
+    full_c = drain(*submit_ok(e, greedy(c, 6, k)).channel);
+    expect_baseline(e);
+  }
+  EXPECT_EQ(got_b.last.usage.cached_tokens, 0);   // a's checkpoint (its prompt's, 112) lies past the shared 80
+  EXPECT_EQ(got_c.last.usage.cached_tokens, 80);  // b's divergence checkpoint
+  EXPECT_EQ(st.state_checkpoint_restores, 1);
+  ASSERT_EQ(got_c.logprobs.size(), full_c.logprobs.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < full_c.logprobs.size(); ++i) {
+    const TokenLogprob& r = full_c.logprobs[i];
+    const TokenLogprob& g = got_c.logprobs[i];
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(g.top[j].first, r.top[j].first) << "step " << i << " rank " << j;
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g.top[j].second - r.top[j].second)));
+    }
+    if (r.top[0].second - r.top[1].second < 0.01f) break;
+    EXPECT_EQ(got_c.tokens[i], full_c.tokens[i]) << "step " << i;
+  }
+  EXPECT_LT(max_diff, 1e-3);
+  std::printf("shared system prompt, third conversation from the divergence checkpoint: max |logprob diff| %.3g\n",
+              max_diff);
+}
+
 // Random submits (from shared prefixes), cancels and lengths through the engine with a KV cache
 // small enough to preempt and few checkpoint slots: nothing fails, everything comes back, and
 // every request that ran to its length produced what it produces alone (preempted ones resumed

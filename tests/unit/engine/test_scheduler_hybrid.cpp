@@ -3,7 +3,8 @@
 // (a fold of the tokens it has consumed, and their count), so any step that ran from a wrong or
 // missing state is caught. The checkpoint policy (prompt checkpoint kept, one rolling checkpoint
 // per sequence), restores of cached prefixes, and a storm of starts / cancels / finishes /
-// preemptions that leaves pages, leases, slots and the state consistent.
+// preemptions that leaves pages, leases, slots and the state consistent; the divergence
+// checkpoint that serves conversations sharing only a system prompt.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -169,6 +170,43 @@ TEST(SchedulerHybrid, RollingCheckpointFollowsTheDecodeAndServesAFollowUp) {
   h.step();
   EXPECT_EQ(c->cached_tokens, 16);
   h.sched.remove(c);
+  EXPECT_EQ(h.bad_steps, 0);
+}
+
+// Conversations sharing a system prompt S (50 tokens) but nothing after it: the first one's
+// checkpoints lie past S; the second finds 3 cached pages inside S without a checkpoint, recomputes
+// them with its chunk ended at 48 and keeps the divergence checkpoint there; the third restores it.
+TEST(SchedulerHybrid, DivergenceCheckpointServesConversationsSharingAPrefix) {
+  HybridHarness h(64, 4, 8, {.max_num_seqs = 4, .max_num_batched_tokens = 512, .prefill_cost_ratio = 0});
+  const std::vector<int32_t> sys = iota_tokens(50, 1);
+  auto conv = [&](int32_t first) {
+    std::vector<int32_t> p = sys;
+    for (int i = 0; i < 30; ++i) p.push_back(first + i);
+    return p;
+  };
+  Sequence* a = h.add(conv(1000));
+  h.step();
+  h.step();
+  EXPECT_EQ(a->num_computed, 80);
+  h.sched.remove(a);
+  EXPECT_EQ(h.prefix.state_saves(), 2);  // its prompt checkpoint (64) and the rolling one (80), past S
+
+  Sequence* b = h.add(conv(2000));
+  StepPlan p1 = h.step();
+  EXPECT_EQ(b->cached_tokens, 0);  // KV for 48 tokens is cached, but no state inside S
+  ASSERT_EQ(p1.chunks.size(), 1u);
+  EXPECT_EQ(p1.chunks[0].n_tokens, 48);  // ends at the divergence checkpoint
+  EXPECT_EQ(h.prefix.state_saves(), 3);
+  while (b->num_computed < 80) h.step();
+  h.sched.remove(b);
+
+  Sequence* c = h.add(conv(3000));
+  h.step();
+  EXPECT_EQ(c->cached_tokens, 48);
+  EXPECT_EQ(h.prefix.state_restores(), 1);
+  while (c->num_computed < 80) h.step();
+  h.sched.remove(c);
+  EXPECT_EQ(h.states.n_used(), 0);
   EXPECT_EQ(h.bad_steps, 0);
 }
 
