@@ -77,3 +77,35 @@ def test_follow_up_reuses_the_cached_prefix(start_server):
     assert metric_value(m, "hindsight:state_checkpoint_restores_total") >= 1
     assert metric_value(m, "hindsight:state_checkpoints_used") >= 1
     assert metric_value(ref.metrics(), "hindsight:state_checkpoint_restores_total") == 0
+
+
+def _stream_and_drop(srv, body: dict, after_chunks: int) -> int:
+    import httpx
+    got = 0
+    with httpx.Client(base_url=srv.base_url, headers=srv.auth, timeout=60) as c:
+        with c.stream("POST", "/v1/completions", json=body) as r:
+            assert r.status_code == 200, r.read()[:300]
+            for line in r.iter_lines():
+                if line.startswith("data: "):
+                    got += 1
+                    if got >= after_chunks:
+                        break
+    return got
+
+
+def test_disconnects_and_finishes_free_every_state_slot(start_server):
+    """Streams dropped by their clients mid-way (cancel), streams that finish, and more requests than
+    state slots (queued): afterwards no recurrent-state slot, KV page or request is left."""
+    srv = start_server(["--vocab", "synthetic", "-c", "32768", "--max-model-len", "8192", "--max-num-seqs", "4"],
+                       model=TINY, served_model_name="tiny")
+    long = {"prompt": "agent step ", "max_tokens": 8000, "ignore_eos": True, "stream": True, "temperature": 0}
+    short = {"prompt": "agent step ", "max_tokens": 20, "ignore_eos": True, "stream": True, "temperature": 0}
+    jobs = [(long, 3)] * 4 + [(short, 10 ** 6)] * 4  # 8 streams for 4 slots
+    with ThreadPoolExecutor(len(jobs)) as ex:
+        got = list(ex.map(lambda j: _stream_and_drop(srv, *j), jobs))
+    assert got[:4] == [3] * 4
+    assert all(g >= 20 for g in got[4:]), got  # 20 tokens (+ the final event)
+    assert wait_baseline(srv), srv.metrics()
+    m = srv.metrics()
+    assert metric_value(m, "hindsight:request_success_total", finished_reason="abort") == 4
+    assert metric_value(m, "hindsight:request_success_total", finished_reason="length") == 4
