@@ -616,6 +616,8 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
       x.scratch = static_cast<float*>(attn_.ptr);
     }
     const StepTables t{d_positions_ + b, d_seq_index_ + b, d_page_indptr_, d_page_indices_};
+    OpProfile::Scope prof(&profile_, !profile_.on() ? std::string() : x.sp_len ? "attention: kernel (sparse rows)" : "attention: kernel",
+                          stream_);
     return launched(launch_attention(view, t, sub(qa, b, e), sub(oa, b, e), x, stream_), "attention");
   };
   if (!flash) return exact(0, n);

@@ -70,10 +70,12 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: chunks must be whole KV pages of at most 32 tokens (chunk {}, page {})",
                       cfg.chunk_tokens, P);
-  if (basis->rank % 8 != 0 || basis->rank > kMaxSketchRank || basis->head_dim > 256)
+  if ((basis->rank != 16 && basis->rank != 32 && basis->rank != 64) || P % (256 / basis->rank) != 0 ||
+      basis->head_dim > 256)
     return make_error(StatusCode::kUnsupported,
-                      "cuda sparse attention: sketch rank {} (a multiple of 8, at most {}) and head_dim {} (at most 256)",
-                      basis->rank, kMaxSketchRank, basis->head_dim);
+                      "cuda sparse attention: sketch rank {} (16, 32 or 64, with pages of a multiple of 256 / rank "
+                      "tokens) and head_dim {} (at most 256)",
+                      basis->rank, basis->head_dim);
   // The basis of every sparse layer, f32 on the device: B | A | mu per layer.
   sketch_slot_.assign(basis->n_layer, -1);
   int n_sparse = 0;
@@ -201,8 +203,6 @@ Status CudaBackend::write_sketches(int layer, const Tensor& k) {
 }
 
 Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionParams& p, AttnArgs& a) {
-  // Profiled apart (inside the attention op's own time, which includes it).
-  OpProfile::Scope prof(&profile_, "attention: sparse select", stream_);
   const int64_t n = plan_->n_tokens();
   const int slot = sketch_slot_[layer];
   const SelectRule rule = select_rule(sparse_->config());
@@ -226,11 +226,20 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   s.sel_pages = sel + rows * cap;
   s.sel_len = sel + 2 * rows * cap;
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  HS_RETURN_IF_ERROR(launched(
-      launch_sparse_select(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
-                           basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_), t, crows_of(q), s,
-                           stride, stream_),
-      "sparse_select"));
+  const SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+  const SketchBasisView bv = basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_);
+  if (!profile_.on()) {
+    HS_RETURN_IF_ERROR(launched(launch_sparse_select(sk, bv, t, crows_of(q), s, stride, stream_), "sparse_select"));
+  } else {  // each kernel its own line in the profile (inside the attention op's time)
+    const std::pair<int, const char*> stages[] = {{kSelectProject, "attention: sparse project"},
+                                                  {kSelectScore, "attention: sparse score"},
+                                                  {kSelectTopk, "attention: sparse top-k"}};
+    for (const auto& [stage, name] : stages) {
+      OpProfile::Scope prof(&profile_, name, stream_);
+      HS_RETURN_IF_ERROR(
+          launched(launch_sparse_select(sk, bv, t, crows_of(q), s, stride, stream_, stage), "sparse_select"));
+    }
+  }
   a.sp_pages = s.sel_pages;
   a.sp_len = s.sel_len;
   a.sp_stride = cap;

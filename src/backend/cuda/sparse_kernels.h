@@ -34,7 +34,7 @@ struct SketchLayerView {
   uint16_t* base = nullptr;
   int n_kv_heads = 0;
   int page_tokens = 16;
-  int rank = 0;  // <= kMaxSketchRank, a multiple of 8
+  int rank = 0;  // 16, 32 or 64 (the pages of P tokens: P a multiple of 256 / rank)
 };
 constexpr int kMaxSketchRank = 64;
 
@@ -79,7 +79,9 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
                                   int32_t n_tokens, cudaStream_t s);
 // Selections of every (token, kv head) row of the step (q [n][n_head * head_dim] f32);
 // max_candidates: an upper bound on any row's candidate chunks (the grid's extent).
+// stages: which of the three kernels to launch (all by default; the profiler times them apart).
+enum SelectStage : int { kSelectProject = 1, kSelectScore = 2, kSelectTopk = 4, kSelectAll = 7 };
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
-                                 int32_t max_candidates, cudaStream_t s);
+                                 int32_t max_candidates, cudaStream_t s, int stages = kSelectAll);
 
 }  // namespace hs::cuda

@@ -33,9 +33,11 @@ namespace {
 constexpr int kEncodeThreads = 256;  // 8 warps, each a slice of head_dim
 constexpr int kMaxHeadDim = 256;
 constexpr int kScoreThreads = 256;
-constexpr int kChunksPerCta = 32;   // 512 tokens of 16: two per thread
-constexpr int kProjThreads = 128;
+constexpr int kChunksPerWarp = 16;  // candidate chunks a score warp takes (<= 32)
+constexpr int kChunksPerCta = kChunksPerWarp * (256 / 32);
+constexpr int kProjThreads = 256;
 constexpr int kTopkThreads = 1024;
+constexpr size_t kTopkSmemBytes = 160 * 1024;
 constexpr int kMaxGroup = 8;
 
 __device__ __forceinline__ uint16_t f16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
@@ -130,101 +132,137 @@ __device__ __forceinline__ RowRule row_rule(const SelectRule& r, int32_t n_token
 }
 
 // q̂ [G][rank] and bias [G] of every sparse row, to a.scores' projection area: row r's
-// (G * rank + G) floats at proj + r * proj_stride.
+// (G * rank + G) floats at proj + r * proj_stride. 8 warps each take a slice of head_dim; lane
+// j sums column j of A (and column rank = mu, the bias) over its slice for all G heads, every
+// load coalesced and all of a slice's loads independent; the slices add through shared memory.
 __global__ void __launch_bounds__(kProjThreads) project_kernel(SketchBasisView b, CRows q, SelectArgs a, float* proj,
                                                                int proj_stride) {
   pdl_launch_dependents();
   pdl_wait();
+  constexpr int kW = kProjThreads / 32;
+  __shared__ float part[kW][kMaxGroup][kMaxSketchRank + 1];
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
   const int h = static_cast<int>(row % a.n_kv_heads);
   if (!a.sparse_tok[i]) return;
   const int G = a.group, D = b.head_dim, r = b.rank;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
   const float* A = b.A + static_cast<int64_t>(h) * D * r;
   const float* mu = b.mu + static_cast<int64_t>(h) * D;
-  float* out = proj + row * proj_stride;
-  for (int idx = threadIdx.x; idx < G * r + G; idx += blockDim.x) {
-    const bool is_bias = idx >= G * r;
-    const int g = is_bias ? idx - G * r : idx / r, j = idx % r;
-    const float* qg = qrow + static_cast<int64_t>(g) * D;
-    float s = 0.0f;
-    if (is_bias) {
+  const int d0 = warp * D / kW, d1 = (warp + 1) * D / kW;
+  for (int col = lane; col <= r; col += 32) {
+    float acc[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
 #pragma unroll 8
-      for (int d = 0; d < D; ++d) s += qg[d] * mu[d];
-    } else {
-#pragma unroll 8
-      for (int d = 0; d < D; ++d) s += qg[d] * A[static_cast<int64_t>(d) * r + j];
+    for (int d = d0; d < d1; ++d) {
+      const float av = col < r ? A[static_cast<int64_t>(d) * r + col] : mu[d];
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < G) acc[g] += qrow[static_cast<int64_t>(g) * D + d] * av;
     }
-    out[idx] = s;
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g)
+      if (g < G) part[warp][g][col] = acc[g];
+  }
+  __syncthreads();
+  float* out = proj + row * proj_stride;
+  for (int idx = threadIdx.x; idx < G * (r + 1); idx += blockDim.x) {
+    const int g = idx / (r + 1), col = idx % (r + 1);
+    float v = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kW; ++w) v += part[w][g][col];
+    out[col < r ? g * r + col : G * r + g] = v;
   }
 }
 
-__global__ void __launch_bounds__(kScoreThreads) score_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
-                                                              const float* proj, int proj_stride) {
+// Chunk scores: each warp scores kChunksPerWarp consecutive candidate chunks. A token's rank-R
+// f16 sketch is split over LPT = R / 8 lanes (one 16-byte load each, q̂'s matching 8 columns of
+// every head in registers), so a warp pass reads TPW = 32 / LPT whole tokens, 512 contiguous
+// bytes; the partial dots reduce over the LPT lanes, the chunk max over its P / TPW passes and
+// TPW tokens. kUnroll passes' loads are issued before any is scored; the warp's pages are read
+// once (lane k: chunk k) and broadcast by shuffles.
+template <int R, int G>
+__global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
+                                                                 const float* proj, int proj_stride) {
   pdl_launch_dependents();
   pdl_wait();
-  __shared__ float qh[kMaxGroup][kMaxSketchRank];
-  __shared__ float bias[kMaxGroup];
+  constexpr int LPT = R / 8, TPW = 32 / LPT, kUnroll = 4;
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
   const int h = static_cast<int>(row % a.n_kv_heads);
   if (!a.sparse_tok[i]) return;
   const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   if (rr.all) return;
-  const int32_t c_begin = rr.first + static_cast<int32_t>(blockIdx.y) * kChunksPerCta;
-  if (c_begin >= rr.last) return;
-  const int32_t c_end = min(rr.last, c_begin + kChunksPerCta);
-  const int G = a.group, r = sk.rank, P = sk.page_tokens;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t c0 = rr.first + (static_cast<int32_t>(blockIdx.y) * (kScoreThreads / 32) + warp) * kChunksPerWarp;
+  if (c0 >= rr.last) return;
+  const int32_t nc = min(rr.last - c0, kChunksPerWarp);
+  const int P = sk.page_tokens;
+  const int sub = lane % LPT, tok = lane / LPT;
   const float* pr = proj + row * proj_stride;
-  for (int idx = threadIdx.x; idx < G * r; idx += blockDim.x) qh[idx / r][idx % r] = pr[idx];
-  for (int g = threadIdx.x; g < G; g += blockDim.x) bias[g] = pr[G * r + g];
-  __syncthreads();
+  float qv[G][8], bias[G];  // q̂'s 8 columns of this lane for each head; G, R compile-time: few registers
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    bias[g] = pr[G * R + g];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) qv[g][e] = pr[g * R + sub * 8 + e];
+  }
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
-  const int32_t n_tok = (c_end - c_begin) * P;
+  const int32_t my_page = lane < nc ? pages[c0 + lane] : 0;
+  const int ppc = P / TPW;  // passes per chunk
+  const int n_pass = nc * ppc;
+  const uint16_t* head_base = sk.base + static_cast<int64_t>(h) * P * R + sub * 8;
+  const int64_t page_stride = static_cast<int64_t>(sk.n_kv_heads) * P * R;
   float* out = a.scores + row * a.score_stride - rr.first;
-  constexpr int kPer = 2;  // tokens per thread and pass, loaded before either is scored
-  for (int32_t base = 0; base < n_tok; base += kPer * kScoreThreads) {  // one pass at P = 16, two at 32
-    uint4 raw[kPer][kMaxSketchRank / 8];
+  float run = -INFINITY;
+  // Software pipeline: the next kUnroll passes' loads are in flight while these are scored.
+  auto load = [&](uint4 (&raw)[kUnroll], int p0) {
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int32_t tl = base + u * kScoreThreads + threadIdx.x;
-      if (tl < n_tok) {
-        const int32_t c = c_begin + tl / P;
-        const uint4* sp = reinterpret_cast<const uint4*>(
-            sk.base + ((static_cast<int64_t>(pages[c]) * sk.n_kv_heads + h) * P + tl % P) * r);
-#pragma unroll
-        for (int j8 = 0; j8 < kMaxSketchRank / 8; ++j8)
-          if (j8 * 8 < r) raw[u][j8] = sp[j8];
-      }
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u;
+      const int page = __shfl_sync(0xffffffffu, my_page, min(p, n_pass - 1) / ppc);
+      const int tp = (p % ppc) * TPW + tok;
+      if (p < n_pass) raw[u] = *reinterpret_cast<const uint4*>(head_base + page * page_stride + tp * R);
     }
+  };
+  uint4 cur[kUnroll], nxt[kUnroll];
+  load(cur, 0);
+  for (int p0 = 0; p0 < n_pass; p0 += kUnroll) {
+    if (p0 + kUnroll < n_pass) load(nxt, p0 + kUnroll);  // warp-uniform
 #pragma unroll
-    for (int u = 0; u < kPer; ++u) {
-      const int32_t tl = base + u * kScoreThreads + threadIdx.x;  // warp-uniform validity per P lanes
+    for (int u = 0; u < kUnroll; ++u) {
+      const int p = p0 + u;
+      if (p >= n_pass) break;  // warp-uniform
+      const __half2* hv = reinterpret_cast<const __half2*>(&cur[u]);
+      float x[8];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 f = __half22float2(hv[e]);
+        x[2 * e] = f.x;
+        x[2 * e + 1] = f.y;
+      }
       float m = -INFINITY;
-      if (tl < n_tok) {
-        float dot[kMaxGroup];
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+      for (int g = 0; g < G; ++g) {
+        float d = 0.0f;
 #pragma unroll
-        for (int j8 = 0; j8 < kMaxSketchRank / 8; ++j8) {
-          if (j8 * 8 >= r) break;
-          const __half2* hv = reinterpret_cast<const __half2*>(&raw[u][j8]);
+        for (int e = 0; e < 8; ++e) d += qv[g][e] * x[e];
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __half22float2(hv[e]);
-#pragma unroll
-            for (int g = 0; g < kMaxGroup; ++g)
-              if (g < G) dot[g] += qh[g][j8 * 8 + 2 * e] * f.x + qh[g][j8 * 8 + 2 * e + 1] * f.y;
-          }
-        }
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-          if (g < G) m = fmaxf(m, bias[g] + dot[g]);
+        for (int off = LPT / 2; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
+        m = fmaxf(m, bias[g] + d);
       }
-      for (int off = P / 2; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off, 32));
-      if (tl < n_tok && tl % P == 0) out[c_begin + tl / P] = m;
+      run = fmaxf(run, m);
+      if (p % ppc == ppc - 1) {  // the chunk's last pass: max over its tokens
+#pragma unroll
+        for (int off = LPT; off < 32; off *= 2) run = fmaxf(run, __shfl_xor_sync(0xffffffffu, run, off));
+        if (lane == 0) out[c0 + p / ppc] = run;
+        run = -INFINITY;
+      }
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) cur[u] = nxt[u];
   }
 }
 
@@ -235,9 +273,13 @@ __device__ __forceinline__ uint32_t order_key(float s) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// kShared: the row's keys are first copied into dynamic shared memory (score_stride of them), so
+// the four radix passes and the two output passes read shared memory, not L2.
+template <bool kShared>
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
   pdl_wait();
+  extern __shared__ uint32_t skeys[];
   using Scan = cub::BlockScan<int, kTopkThreads>;
   __shared__ typename Scan::TempStorage scan_tmp;
   __shared__ int hist[256];
@@ -259,6 +301,11 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   const int C = a.rule.chunk_tokens;
   const int32_t n_cand = rr.last - rr.first;
   const float* sc = a.scores + row * a.score_stride;
+  if (kShared && !rr.all) {
+    for (int32_t c = tid; c < n_cand; c += kTopkThreads) skeys[c] = order_key(sc[c]);
+    __syncthreads();
+  }
+  auto key_at = [&](int32_t c) { return kShared ? skeys[c] : order_key(sc[c]); };
   // Which candidates win: all (rr.all), else key > T, or key == T among the last `need` ties.
   uint32_t T = 0xffffffffu;  // above every key (k == 0: no candidate wins)
   int need = 0;
@@ -278,7 +325,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
       for (int32_t c = tid; c < n_iter; c += kTopkThreads) {
         uint32_t bin = 256;  // none
         if (c < n_cand) {
-          const uint32_t key = order_key(sc[c]);
+          const uint32_t key = key_at(c);
           if ((key & mask) == prefix) bin = (key >> shift) & 255u;
         }
         const unsigned peers = __match_any_sync(0xffffffffu, bin);
@@ -326,7 +373,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   int gt = 0, eq = 0;
   if (!rr.all)
     for (int32_t c = s0; c < s1; ++c) {
-      const uint32_t key = order_key(sc[c]);
+      const uint32_t key = key_at(c);
       gt += key > T;
       eq += key == T;
     }
@@ -355,7 +402,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     int out = rr.first + gt_before + max(0, eq_before - (eq_total - need));
     int e = eq_before;
     for (int32_t c = s0; c < s1; ++c) {
-      const uint32_t key = order_key(sc[c]);
+      const uint32_t key = key_at(c);
       bool win = key > T;
       if (key == T) win = e++ >= eq_total - need;
       if (win) put(out++, rr.first + c);
@@ -369,7 +416,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     // Every chunk but the context's last is full; the last is always in (window) unless the
     // window is off and it lost as a candidate.
     const bool last_in = rr.last < rr.n_chunks || rr.all || (n_cand > 0 && [&] {
-                           const uint32_t key = order_key(sc[n_cand - 1]);
+                           const uint32_t key = key_at(n_cand - 1);
                            return key > T || (key == T && need > 0);  // the last tie is the latest chunk
                          }());
     const int32_t tail = rr.n_chunks * C - rr.n_tokens;
@@ -377,7 +424,27 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   }
 }
 
-bool rank_ok(int rank) { return rank > 0 && rank <= kMaxSketchRank && rank % 8 == 0; }
+template <int R>
+void launch_score_g(int group, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
+                    const SelectArgs& a, const float* proj, int proj_stride) {
+  switch (group) {  // the exact group: the projection rows are laid out by it
+#define HS_SCORE_G(g) \
+  case g: launch_chain(score_kernel<R, g>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    HS_SCORE_G(1) HS_SCORE_G(2) HS_SCORE_G(3) HS_SCORE_G(4) HS_SCORE_G(5) HS_SCORE_G(6) HS_SCORE_G(7)
+    default: launch_chain(score_kernel<R, 8>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+#undef HS_SCORE_G
+  }
+}
+void launch_score(int rank, int group, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
+                  const SelectArgs& a, const float* proj, int proj_stride) {
+  switch (rank) {
+    case 16: launch_score_g<16>(group, grid, s, sk, t, a, proj, proj_stride); break;
+    case 32: launch_score_g<32>(group, grid, s, sk, t, a, proj, proj_stride); break;
+    default: launch_score_g<64>(group, grid, s, sk, t, a, proj, proj_stride); break;
+  }
+}
+
+bool rank_ok(int rank) { return rank == 16 || rank == 32 || rank == 64; }
 
 }  // namespace
 
@@ -414,25 +481,37 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
 }
 
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
-                                 int32_t max_candidates, cudaStream_t s) {
+                                 int32_t max_candidates, cudaStream_t s, int stages) {
   if (q.rows <= 0) return cudaSuccess;
   const int P = sk.page_tokens;
   if (!rank_ok(b.rank) || b.rank != sk.rank || a.group < 1 || a.group > kMaxGroup || a.n_kv_heads != sk.n_kv_heads ||
-      a.rule.chunk_tokens != P || P < 1 || P > 32 || (P & (P - 1)) != 0 || a.rule.max_selected < 1 ||
+      a.rule.chunk_tokens != P || P < 1 || P > 32 || (P & (P - 1)) != 0 || P % (256 / b.rank) != 0 ||
+      a.rule.max_selected < 1 ||
       q.cols != int64_t{a.n_kv_heads} * a.group * b.head_dim || max_candidates > a.score_stride)
     return cudaErrorInvalidValue;
   const int64_t rows = q.rows * a.n_kv_heads;
   if (rows > 0x7fffffff) return cudaErrorInvalidValue;
   const unsigned cand_blocks = static_cast<unsigned>(std::max(1, (max_candidates + kChunksPerCta - 1) / kChunksPerCta));
-  if (max_candidates > 0) {
-    // The projections sit past the rows' scores (sparse_select_scratch_floats).
-    const int proj_stride = a.group * b.rank + a.group;
-    float* proj = a.scores + rows * a.score_stride;
+  // The projections sit past the rows' scores (sparse_select_scratch_floats).
+  const int proj_stride = a.group * b.rank + a.group;
+  float* proj = a.scores + rows * a.score_stride;
+  if ((stages & kSelectProject) && max_candidates > 0)
     launch_chain(project_kernel, dim3(static_cast<unsigned>(rows)), kProjThreads, 0, s, b, q, a, proj, proj_stride);
-    launch_chain(score_kernel, dim3(static_cast<unsigned>(rows), cand_blocks), kScoreThreads, 0, s, sk, t, a,
-                 static_cast<const float*>(proj), proj_stride);
+  if ((stages & kSelectScore) && max_candidates > 0) {
+    const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
+    const float* cp = proj;
+    launch_score(b.rank, a.group, grid, s, sk, t, a, cp, proj_stride);
   }
-  launch_chain(topk_kernel, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
+  if (stages & kSelectTopk) {
+    // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
+    const size_t smem = static_cast<size_t>(std::max(0, max_candidates)) * sizeof(uint32_t);
+    static const bool smem_ok = cudaFuncSetAttribute(topk_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     kTopkSmemBytes) == cudaSuccess;
+    if (smem_ok && smem <= kTopkSmemBytes)
+      launch_chain(topk_kernel<true>, dim3(static_cast<unsigned>(rows)), kTopkThreads, smem, s, t, a);
+    else
+      launch_chain(topk_kernel<false>, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
+  }
   return cudaGetLastError();
 }
 
