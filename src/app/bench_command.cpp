@@ -138,6 +138,7 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
 struct BatchedTiming {
   double prefill_tps = 0;  // 0: synthetic context
   double decode_tps = 0;   // aggregate
+  SparseStats sparse;      // the decode steps' sparse counters (a sparse runtime attached)
 };
 
 // NPL sequences of NPP tokens each, then `gen` steps of one token per sequence (--batched).
@@ -153,11 +154,15 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
   BatchedTiming out;
   Status st;
+  SparseRuntime* sp = m.decoder->sparse();
   if (synthetic) {
     for (auto& s : seq) {
       st = m.kv->reserve(s, npp + gen);
       if (!st.is_ok()) break;
       s.n_tokens = npp;
+      // The sketches of the synthetic keys, as the depth tests make them.
+      if (sp) st = m.decoder->backend().rebuild_sparse_metadata(*m.kv, s, npp);
+      if (!st.is_ok()) break;
     }
   } else {  // prompts back to back, in steps of up to ubatch tokens
     const auto t0 = Clock::now();
@@ -180,6 +185,7 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   // host, without sampling (as llama-batched-bench).
   std::vector<int32_t> tok(static_cast<size_t>(npl) * gen);
   for (auto& t : tok) t = d(rng);
+  if (sp) sp->reset_stats();  // the decode steps' counters only
   const auto t0 = Clock::now();
   for (int step = 0; step < gen && st.is_ok(); ++step) {
     Batch b;
@@ -187,6 +193,7 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
     st = m.decoder->forward(b, ptrs, *m.kv, *m.pool).status();
   }
   out.decode_tps = static_cast<double>(npl) * gen / std::chrono::duration<double>(Clock::now() - t0).count();
+  if (sp) out.sparse = sp->stats();
   release();
   HS_RETURN_IF_ERROR(st);
   return out;
@@ -330,23 +337,43 @@ int run_bench(BenchOptions& o) {
     }
 
   for (const auto [npl, npp] : batched) {
-    const bool synthetic = npp > o.batched_synthetic_above;
-    Measurement r{fmt::format("batched {}x({}+{})", npl, npp, o.batched_gen), o.batched_gen, npp, "dense"};
-    r.n_seqs = npl;
-    double prefill = 0;
-    for (int i = 0; i < o.repetitions; ++i) {
-      auto v = time_batched(*m, npl, npp, o.batched_gen, synthetic, o.ubatch, rng);
-      if (!v.is_ok()) { fmt::print(stderr, "error: {}: {}\n", r.test, v.status().message()); return 1; }
-      r.tps.push_back(v->decode_tps);
-      prefill += v->prefill_tps / o.repetitions;
+    std::vector<SparseRuntime*> runs{sparse};
+    if (sparse && o.sparse_compare) runs = {nullptr, sparse};
+    for (SparseRuntime* rt : runs) {
+      m->decoder->set_sparse(rt);
+      const bool synthetic = npp > o.batched_synthetic_above;
+      Measurement r{fmt::format("batched {}x({}+{})", npl, npp, o.batched_gen), o.batched_gen, npp,
+                    rt ? sparse_mode_name(rt->mode()) : "dense"};
+      r.n_seqs = npl;
+      double prefill = 0;
+      SparseStats sum;
+      for (int i = 0; i < o.repetitions; ++i) {
+        auto v = time_batched(*m, npl, npp, o.batched_gen, synthetic, o.ubatch, rng);
+        if (!v.is_ok()) { fmt::print(stderr, "error: {}: {}\n", r.test, v.status().message()); return 1; }
+        r.tps.push_back(v->decode_tps);
+        prefill += v->prefill_tps / o.repetitions;
+        sum.keys_total += v->sparse.keys_total;
+        sum.keys_selected += v->sparse.keys_selected;
+        sum.score_bytes += v->sparse.score_bytes;
+        sum.kv_bytes += v->sparse.kv_bytes;
+      }
+      r.prefill_tps = prefill;
+      r.weight_bytes = static_cast<double>(weight_bytes);
+      // Bytes per step, all sequences: the dense layers' (or every layer's) KV plus what the
+      // sparse attentions read (selected KV, sketches).
+      double kv = 0;
+      for (int i = 0; i < o.batched_gen; ++i) {
+        const int32_t n_keys = npp + i + 1;
+        kv += dense_kv_bytes(c, m->kv->geometry(), n_keys,
+                             [&](int l) { return rt && rt->layer_sparse(l) && rt->use_sparse(n_keys); });
+      }
+      const double steps = static_cast<double>(o.batched_gen) * o.repetitions;
+      r.kv_bytes = kv / o.batched_gen * npl + sum.kv_bytes / steps;
+      r.score_bytes = sum.score_bytes / steps;
+      if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
+      results.push_back(r);
     }
-    r.prefill_tps = prefill;
-    r.weight_bytes = static_cast<double>(weight_bytes);
-    double kv = 0;  // mean over the decode steps, all sequences
-    for (int i = 0; i < o.batched_gen; ++i)
-      kv += dense_kv_bytes(c, m->kv->geometry(), npp + i + 1, [](int) { return false; });
-    r.kv_bytes = kv / o.batched_gen * npl;
-    results.push_back(r);
+    m->decoder->set_sparse(sparse);
   }
 
   // Roofline from the peaks measured now, on this device.
