@@ -390,6 +390,13 @@ TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
   const Status st = dev_->set_sparse(rt.get(), nullptr);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("page"), std::string::npos) << st.message();
+  cfg = small_config();
+  cfg.window_tokens = 0;  // the partial last chunk would be a scored candidate
+  auto rt0 = runtime(cfg, 1);
+  ASSERT_TRUE(rt0);
+  const Status st0 = dev_->set_sparse(rt0.get(), nullptr);
+  EXPECT_FALSE(st0.is_ok());
+  EXPECT_NE(st0.message().find("window"), std::string::npos) << st0.message();
   HS_ASSERT_OK(dev_->set_sparse(nullptr, nullptr));
 }
 

@@ -657,7 +657,10 @@ Status CudaBackend::run_step(const std::function<Status()>& body) {
   HS_RETURN_IF_ERROR(need_step("run_step"));
   const int64_t n = plan_->n_tokens();
   if (!graphs_on_ || profile_.on() || (flash_on_ && has_flash_range_) || n == 0 || n > kMaxGraphTokens) return body();
-  const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_, n_sparse_tokens_, dense_max_pos1_};
+  // Which tokens select is read from the step tables on the device: the launches depend only on
+  // whether any does (and then on the other tokens' range bucket).
+  const GraphKey key{n, static_cast<int64_t>(plan_->logit_rows.size()), max_pos1_, n_sparse_tokens_ > 0 ? 1 : 0,
+                     n_sparse_tokens_ > 0 ? dense_max_pos1_ : 0};
   Graph& g = graphs_[key];
   if (g.failed) return body();
   if (g.exec && g.generation == alloc_generation_) {

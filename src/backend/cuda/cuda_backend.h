@@ -228,7 +228,7 @@ class CudaBackend final : public Backend {
   struct GraphKey {
     int64_t n_tokens = 0, n_logits = 0;
     int32_t range_bucket = 0;
-    int64_t n_sparse = 0;          // tokens that select (their attention reads the selection)
+    int64_t n_sparse = 0;          // 1: some tokens select (which ones: the device tables)
     int32_t dense_bucket = 0;      // range bucket of the other tokens
     bool operator==(const GraphKey& o) const {
       return n_tokens == o.n_tokens && n_logits == o.n_logits && range_bucket == o.range_bucket &&

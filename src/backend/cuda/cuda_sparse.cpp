@@ -65,6 +65,10 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: the exact rerank, group-mass chunk score, estimated tail and residual bound "
                       "are CPU-only so far (--sparse-rerank 0 --sparse-chunk-score max)");
+  if (cfg.window_tokens <= 0)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda sparse attention: a window of at least one token is needed (--sparse-window > 0): the "
+                      "context's partial last chunk is then always in the window, never scored");
   const int P = rt->page_tokens();
   if (cfg.chunk_tokens != P || P > 32 || (P & (P - 1)) != 0)
     return make_error(StatusCode::kUnsupported,

@@ -269,6 +269,7 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
 // Order-preserving key of a score: larger float, larger key; NaN ranks as -inf.
 __device__ __forceinline__ uint32_t order_key(float s) {
   if (s != s) s = -INFINITY;
+  if (s == 0.0f) s = 0.0f;  // -0 ties with +0, as on the CPU
   const uint32_t u = __float_as_uint(s);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
