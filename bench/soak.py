@@ -10,8 +10,9 @@ long prompts (~--long-tokens words). A valid request counts as failed when it do
 200 and a complete answer; an invalid one when it is not a 4xx with a JSON error body.
 
 Samples (one JSON object per line in --out): time, RSS (kB), open fds and threads of --pid (from
-/proc), and from /metrics: requests running / waiting, KV pages used / cached, active HTTP
-requests, leases. At the end a summary line: requests by kind and outcome, failed valid requests.
+/proc), the machine's 1-minute load average (other work on the machine shows), and from /metrics:
+requests running / waiting, KV pages used / cached, active HTTP requests, leases. At the end a
+summary line: requests by kind and outcome, failed valid requests.
 bench/soak_plot.py draws the samples (PNG). Needs only httpx (in .venv).
 
 Usage: soak.py --url http://127.0.0.1:8080 --pid PID [--duration 3600] [--sample 60] [--clients 16] --out FILE
@@ -42,6 +43,8 @@ def proc_sample(pid: int) -> dict:
             elif line.startswith("Threads:"):
                 out["threads"] = int(line.split()[1])
     out["fds"] = len(os.listdir(f"/proc/{pid}/fd"))
+    with open("/proc/loadavg") as f:
+        out["load1"] = float(f.read().split()[0])  # the machine's, so other work during the soak shows
     return out
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Draws bench/soak.py's samples: RSS, open fds, threads and the pools over time, one panel
-each, with the summary (requests by kind, failed valid requests) as the title.
+"""Draws bench/soak.py's samples: RSS, open fds, threads, the pools and the machine's load
+average over time, one panel each, with the summary (requests by kind, failed valid requests) as the title.
 Usage: soak_plot.py samples.jsonl out.png"""
 import json
 import sys
@@ -21,6 +21,8 @@ t = [r["t"] / 60 for r in rows]
 panels = [("rss_kb", "RSS (MB)", 1 / 1024), ("fds", "open fds", 1), ("threads", "threads", 1),
           ("num_requests_running", "running / waiting", 1), ("kv_pages_used", "KV pages used / cached", 1),
           ("http_requests_active", "HTTP requests active", 1)]
+if any("load1" in r for r in rows):
+    panels.append(("load1", "machine load (1 min)", 1))  # other work on the machine shows here
 fig, axes = plt.subplots(len(panels), 1, figsize=(9, 2.0 * len(panels)), sharex=True)
 for ax, (key, label, scale) in zip(axes, panels):
     ax.plot(t, [r.get(key, float("nan")) * scale for r in rows], marker=".")
