@@ -7,6 +7,8 @@
 // checkpoint that serves conversations sharing only a system prompt.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <random>
 
@@ -225,17 +227,26 @@ TEST(SchedulerHybrid, WithoutCheckpointSlotsNothingIsReused) {
 
 // Random arrivals from a few shared prefixes, random cancels and lengths, few pages (so
 // preemption happens) and few checkpoint slots (so they are overwritten): every step runs from
-// the right state, and at the end pages, leases and slots are all back.
+// the right state, and at the end pages, leases and slots are all back. The storm opens with
+// four whole-base prompts that run to 40 tokens uncancelled: 4 × 120 tokens need 32 pages of
+// the 24, so preemption happens whatever the seed (HS_TEST_SEED=... replays one).
 TEST(SchedulerHybrid, StormKeepsStatesRightAndReturnsEverything) {
-  std::random_device rd;
-  const unsigned seed = rd();
+  const char* env = std::getenv("HS_TEST_SEED");
+  const unsigned seed = env ? static_cast<unsigned>(std::strtoul(env, nullptr, 10)) : std::random_device{}();
   SCOPED_TRACE(seed);
   std::mt19937 rng(seed);
   HybridHarness h(24, 5, 6, {.max_num_seqs = 5, .max_num_batched_tokens = 48, .prefill_cost_ratio = 2.0});
   std::vector<std::vector<int32_t>> bases;
   for (int i = 0; i < 4; ++i) bases.push_back(iota_tokens(80, 100 * (i + 1)));
-  std::vector<Sequence*> active;
+  std::vector<Sequence*> active, pinned;  // pinned: the opening burst, never cancelled
   int finished = 0, started = 0;
+  for (int i = 0; i < 4; ++i) {
+    Sequence* s = h.add(bases[i]);
+    s->params.max_tokens = 40;
+    active.push_back(s);
+    pinned.push_back(s);
+    ++started;
+  }
   for (int it = 0; it < 3000; ++it) {
     if (started < 300 && rng() % 3 == 0) {
       const auto& base = bases[rng() % bases.size()];
@@ -249,7 +260,8 @@ TEST(SchedulerHybrid, StormKeepsStatesRightAndReturnsEverything) {
     h.step(static_cast<int32_t>(rng() % 5));
     for (size_t i = 0; i < active.size();) {
       Sequence* s = active[i];
-      if (s->n_generated() >= s->params.max_tokens || rng() % 150 == 0) {
+      const bool is_pinned = std::find(pinned.begin(), pinned.end(), s) != pinned.end();
+      if (s->n_generated() >= s->params.max_tokens || (rng() % 150 == 0 && !is_pinned)) {
         h.sched.remove(s);
         active.erase(active.begin() + i);
         ++finished;
