@@ -33,6 +33,7 @@
 
 #include "app/commands.h"
 #include "app/loaded_model.h"
+#include "backend/cpu/matmul.h"  // cpu::simd_level (the row says which SIMD the CPU ran)
 
 namespace hs::app {
 namespace {

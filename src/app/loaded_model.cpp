@@ -152,7 +152,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
     cfg.chunk_tokens = kv.geometry().page_tokens;
   }
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
-  cfg.sketch_elem = opt.sketch_dtype == "f16" ? cpu::SketchElem::kF16 : cpu::SketchElem::kInt8;
+  cfg.sketch_elem = opt.sketch_dtype == "f16" ? SketchElem::kF16 : SketchElem::kInt8;
   if (gpu && opt.sparse_rerank == "auto") {
     cfg.rerank_factor = 0;
   } else if (opt.sparse_rerank == "auto") {
@@ -185,7 +185,8 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
       basis = std::make_unique<SketchBasis>(std::move(*b));
     }
   }
-  HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale));
+  HS_ASSIGN_OR_RETURN(auto rt, SparseRuntime::create(mode, cfg, g, std::move(basis), dec.backend().host_sparse_kernels(),
+                                                     &kv, c.attn_scale));
   spdlog::info("sparse attention: {} (budget {} tokens, chunk {}, sinks {}, window {}, dense below {} tokens{}{}{})",
                sparse_mode_name(mode), cfg.budget_tokens, cfg.chunk_tokens, cfg.sink_tokens, cfg.window_tokens,
                cfg.min_context, mode == SparseMode::kSketch ? ", sketch " + path : std::string(),

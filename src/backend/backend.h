@@ -34,6 +34,7 @@ namespace hs {
 
 class SparseRuntime;
 class HotChunks;
+class SparseKernels;
 
 // How the CPU's matmuls treat activations (docs/cpu-engine.md, "Matmul precision"):
 //  kExact  float32 activations, weights dequantized in registers (cpu::matmul_exact);
@@ -260,6 +261,10 @@ class Backend {
   // ---- CPU-only extensions (the CUDA backend refuses them) ------------------------------
   virtual void set_matmul_precision(MatmulPrecision) {}
   virtual MatmulPrecision matmul_precision() const { return kDefaultMatmulPrecision; }
+  // The kernels of the host sparse path (sparse/sparse_kernels.h: sketch scoring, exact chunk
+  // masses) when this backend selects through sparse/ (CPU); null when it selects on its own
+  // device (CUDA), in which case SparseRuntime::create gets null and builds no host stores.
+  virtual const SparseKernels* host_sparse_kernels() const { return nullptr; }
   // Sparse attention and its device tier (sparse/); null: dense. CPU: every mode; CUDA: sketch
   // selection with the max rule, chunk = page (docs/gpu-sparse.md).
   virtual Status set_sparse(SparseRuntime* rt, HotChunks* hot) {

@@ -23,7 +23,7 @@
 #include "kv/kv_quant.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/selector.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse/sparse_runtime.h"
 
 namespace hs {

@@ -8,6 +8,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_exact.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu_sparse_kernels.h"
 #include "sparse/sparse_runtime.h"
 
 namespace hs {
@@ -76,7 +77,12 @@ Status CpuBackend::end_step() {
   return Status::ok();
 }
 
+const SparseKernels* CpuBackend::host_sparse_kernels() const { return &cpu_sparse_kernels(); }
+
 Status CpuBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
+  if (rt && !rt->host_selection())
+    return make_error(StatusCode::kInvalidArgument,
+                      "cpu backend: the sparse runtime was made without host sparse kernels (Backend::host_sparse_kernels)");
   attention_.set_sparse(rt, hot);
   return Status::ok();
 }

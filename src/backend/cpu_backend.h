@@ -57,6 +57,7 @@ class CpuBackend final : public Backend {
 
   void set_matmul_precision(MatmulPrecision p) override { precision_ = p; }
   MatmulPrecision matmul_precision() const override { return precision_; }
+  const SparseKernels* host_sparse_kernels() const override;
   Status set_sparse(SparseRuntime* rt, HotChunks* hot) override;
   // Reads every key of the host pages back into the runtime's sketch / Quest store.
   Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;

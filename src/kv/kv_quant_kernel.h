@@ -5,7 +5,7 @@
 //
 // Everything in the anonymous namespace has internal linkage: an inline function shared by
 // files built with different -m flags could be linked to the wrong ISA's body (the rule of
-// backend/cpu/simd_math.h, whose exp and 16-lane helpers this reuses — header-only, no link
+// core/simd_math.h, whose exp and 16-lane helpers this reuses — header-only, no link
 // dependency). For that reason nothing here calls core/fp16.h.
 // Cost: memory- or FMA-bound loops; a row is read once per call. The GQA kernels decode
 // each row once and reuse it for every query head of the group; attend_fixed keeps the
@@ -18,7 +18,7 @@
 
 #include <immintrin.h>
 
-#include "backend/cpu/simd_math.h"  // header-only, internal linkage: the one polynomial exp and v16f helpers
+#include "core/simd_math.h"  // header-only, internal linkage: the one polynomial exp and v16f helpers
 #include "kv/kv_quant.h"
 
 namespace hs::kvq_detail {
@@ -90,8 +90,8 @@ constexpr Fp8Table kFp8Table = make_fp8_table();
 // i.e. the value · 2^-8 (e4m3's subnormals land on f16 subnormals), converted with vcvtph2ps
 // and scaled by d · 2^8; 0x7F / 0xFF get an all-ones f16 exponent (NaN). Every product is
 // exact, so this equals d · kFp8Table[byte] bit for bit.
-[[maybe_unused]] cpu::detail::v16f load_fp8x16(const uint8_t* p, float d) {
-  cpu::detail::v16f out;
+[[maybe_unused]] simd::v16f load_fp8x16(const uint8_t* p, float d) {
+  simd::v16f out;
 #if defined(__AVX2__) && defined(__F16C__)
   const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
@@ -153,7 +153,7 @@ constexpr Fp8Table kFp8Table = make_fp8_table();
       const float d = half_at(scale, 0);
       int i = 0;
       for (; i + 16 <= hd; i += 16) {
-        const cpu::detail::v16f v = load_fp8x16(row + i, d);
+        const simd::v16f v = load_fp8x16(row + i, d);
         std::memcpy(y + i, &v, sizeof(v));
       }
       for (; i < hd; ++i) y[i] = d * kFp8Table.v[row[i]];
@@ -259,12 +259,12 @@ constexpr Fp8Table kFp8Table = make_fp8_table();
 }
 
 // ---- attention over pieces ------------------------------------------------------------
-using cpu::detail::exp_nonpositive;
-using cpu::detail::hsum_v16;
-using cpu::detail::load_i8x16;
-using cpu::detail::load_v16;
-using cpu::detail::store_v16;
-using cpu::detail::v16f;
+using simd::exp_nonpositive;
+using simd::hsum_v16;
+using simd::load_i8x16;
+using simd::load_v16;
+using simd::store_v16;
+using simd::v16f;
 
 constexpr int kMaxGroup = 16;  // query heads per pass of the fixed kernel
 

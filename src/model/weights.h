@@ -1,20 +1,18 @@
 // model/weights.h — a decoder's weight tensors, viewed in place in the mmap'd GGUF.
 //
-// Matrices stay in their stored (quantized) type and are read by cpu::matmul directly;
-// only the small norm vectors are copied out as float32. Loading checks every tensor's
+// Matrices stay in their stored (quantized) type (each backend reads or uploads them:
+// model/weight_prep.h); only the small norm vectors are copied out as float32. Loading checks every tensor's
 // presence, type and shape against the ModelConfig, so a mismatched file fails here with
 // the tensor's name instead of mis-computing later.
 #pragma once
 
 #include <vector>
 
-#include "backend/cpu/matmul.h"
+#include "core/weight_view.h"
 #include "formats/gguf.h"
 #include "model/model_config.h"
 
 namespace hs {
-
-using cpu::WeightView;
 
 struct LayerWeights {
   std::vector<float> attn_norm;       // [n_embd]

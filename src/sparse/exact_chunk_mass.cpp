@@ -4,31 +4,30 @@
 #include <numeric>
 #include <vector>
 
-#include "backend/cpu/attention.h"
 
 namespace hs {
 namespace {
 
-cpu::PagedKvView view_of(const KvCache& kv, const SelectInput& in) {
+PagedKvView view_of(const KvCache& kv, const SelectInput& in) {
   const KvGeometry& g = kv.geometry();
-  return cpu::PagedKvView{kv.layer_base(in.layer), g.page_elems(), in.blocks.data(), g.page_tokens, g.head_dim,
+  return PagedKvView{kv.layer_base(in.layer), g.page_elems(), in.blocks.data(), g.page_tokens, g.head_dim,
                           g.dtype == KvDtype::kF16};
 }
 
 }  // namespace
 
-void exact_chunk_log_masses(const KvCache& kv, float scale, int chunk_tokens, const SelectInput& in,
-                            std::span<const int32_t> chunks, float* out) {
-  cpu::chunk_log_mass(in.q, in.n_q, view_of(kv, in), in.kv_head, chunks.data(), static_cast<int>(chunks.size()),
-                      chunk_tokens, in.n_tokens, scale, out);
+void exact_chunk_log_masses(const SparseKernels& k, const KvCache& kv, float scale, int chunk_tokens,
+                            const SelectInput& in, std::span<const int32_t> chunks, float* out) {
+  k.chunk_log_mass(in.q, in.n_q, view_of(kv, in), in.kv_head, chunks.data(), static_cast<int>(chunks.size()),
+                   chunk_tokens, in.n_tokens, scale, out);
 }
 
-void exact_chunk_log_masses(const KvCache& kv, float scale, int chunk_tokens, const SelectInput& in,
-                            int32_t chunk_begin, int32_t chunk_end, float* out) {
+void exact_chunk_log_masses(const SparseKernels& k, const KvCache& kv, float scale, int chunk_tokens,
+                            const SelectInput& in, int32_t chunk_begin, int32_t chunk_end, float* out) {
   static thread_local std::vector<int32_t> ids;  // [chunk_end - chunk_begin]
   ids.resize(chunk_end - chunk_begin);
   std::iota(ids.begin(), ids.end(), chunk_begin);
-  exact_chunk_log_masses(kv, scale, chunk_tokens, in, ids, out);
+  exact_chunk_log_masses(k, kv, scale, chunk_tokens, in, ids, out);
 }
 
 }  // namespace hs

@@ -15,8 +15,8 @@ int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64
   return rerank_bytes * 8 <= weight_bytes ? kAutoRerankFactor : 0;
 }
 
-Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const KvCache& kv, float attn_scale,
-                                                             const SparseConfig& cfg, int factor) {
+Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const SparseKernels& k, const KvCache& kv,
+                                                             float attn_scale, const SparseConfig& cfg, int factor) {
   HS_RETURN_IF_ERROR(cfg.validate(kv.geometry().page_tokens));
   if (factor < 2) return make_error(StatusCode::kInvalidArgument, "sparse rerank: factor {} (needs ≥ 2)", factor);
   if (!kv_dtype_plain(kv.geometry().dtype))
@@ -25,7 +25,7 @@ Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const KvCache& kv, 
   if (static_cast<int64_t>(cfg.budget_tokens) * factor > (int64_t{1} << 28))
     return make_error(StatusCode::kInvalidArgument, "sparse rerank: budget {} × factor {} is too large",
                       cfg.budget_tokens, factor);
-  return std::unique_ptr<ExactReranker>(new ExactReranker(kv, attn_scale, cfg, factor));
+  return std::unique_ptr<ExactReranker>(new ExactReranker(k, kv, attn_scale, cfg, factor));
 }
 
 SparseConfig ExactReranker::shortlist_config() const {
@@ -48,7 +48,7 @@ bool ExactReranker::plan(const SelectInput& in, std::span<const int32_t> chunks,
 }
 
 void ExactReranker::score(const SelectInput& in, Work& w, int64_t b, int64_t e) const {
-  exact_chunk_log_masses(kv_, scale_, cfg_.chunk_tokens, in, std::span<const int32_t>(w.shortlist).subspan(b, e - b),
+  exact_chunk_log_masses(k_, kv_, scale_, cfg_.chunk_tokens, in, std::span<const int32_t>(w.shortlist).subspan(b, e - b),
                          w.raw.data() + b * in.n_q);
 }
 
@@ -56,7 +56,7 @@ int64_t ExactReranker::finish(const SelectInput& in, Work& w, std::vector<int32_
   const int G = in.n_q, C = cfg_.chunk_tokens;
   const auto [first, last] = candidate_range(in.n_tokens, cfg_);
   w.forced_raw.resize(w.forced.size() * G);
-  exact_chunk_log_masses(kv_, scale_, C, in, w.forced, w.forced_raw.data());
+  exact_chunk_log_masses(k_, kv_, scale_, C, in, w.forced, w.forced_raw.data());
   w.fixed.assign(G, -INFINITY);
   for (size_t i = 0; i < w.forced.size(); ++i) log_add_exp(w.fixed.data(), w.forced_raw.data() + i * G, G);
   const int64_t n_short = static_cast<int64_t>(w.shortlist.size());

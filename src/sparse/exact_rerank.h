@@ -21,6 +21,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "sparse/sparse_kernels.h"
 #include "sparse/selector.h"
 
 namespace hs {
@@ -40,8 +41,8 @@ class ExactReranker {
  public:
   static constexpr int64_t kRerankChunksPerTask = 64;  // shortlisted chunks per scoring task
   // cfg: the final selection's config (its budget_tokens is what is kept); factor ≥ 2.
-  static Result<std::unique_ptr<ExactReranker>> create(const KvCache& kv, float attn_scale, const SparseConfig& cfg,
-                                                       int factor);
+  static Result<std::unique_ptr<ExactReranker>> create(const SparseKernels& k, const KvCache& kv, float attn_scale,
+                                                       const SparseConfig& cfg, int factor);
   int factor() const { return factor_; }
   // The config the first-stage selector runs with: the shortlist budget, factor × budget.
   SparseConfig shortlist_config() const;
@@ -68,8 +69,9 @@ class ExactReranker {
   int64_t finish(const SelectInput& in, Work& w, std::vector<int32_t>& chunks) const;
 
  private:
-  ExactReranker(const KvCache& kv, float attn_scale, const SparseConfig& cfg, int factor)
-      : kv_(kv), scale_(attn_scale), cfg_(cfg), factor_(factor) {}
+  ExactReranker(const SparseKernels& k, const KvCache& kv, float attn_scale, const SparseConfig& cfg, int factor)
+      : k_(k), kv_(kv), scale_(attn_scale), cfg_(cfg), factor_(factor) {}
+  const SparseKernels& k_;
   const KvCache& kv_;
   float scale_;
   SparseConfig cfg_;

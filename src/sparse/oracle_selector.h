@@ -15,13 +15,15 @@
 
 #include "kv/kv_cache.h"
 #include "sparse/selector.h"
+#include "sparse/sparse_kernels.h"
 
 namespace hs {
 
 class OracleSelector final : public ChunkSelector {
  public:
   // attn_scale: the model's attention scale (α); cfg.chunk_mass_scale is ignored.
-  static Result<std::unique_ptr<OracleSelector>> create(const KvCache& kv, float attn_scale, const SparseConfig& cfg);
+  static Result<std::unique_ptr<OracleSelector>> create(const SparseKernels& k, const KvCache& kv, float attn_scale,
+                                                        const SparseConfig& cfg);
   const char* name() const override { return "oracle"; }
   int prep_floats(int n_q) const override { return n_q; }       // log mass of sinks and window [G]
   void prepare(const SelectInput& in, float* prep) const override;
@@ -32,8 +34,9 @@ class OracleSelector final : public ChunkSelector {
                      float* ranking) const override;
 
  private:
-  OracleSelector(const KvCache& kv, float attn_scale, const SparseConfig& cfg)
-      : ChunkSelector(cfg), kv_(kv), scale_(attn_scale) {}
+  OracleSelector(const SparseKernels& k, const KvCache& kv, float attn_scale, const SparseConfig& cfg)
+      : ChunkSelector(cfg), k_(k), kv_(kv), scale_(attn_scale) {}
+  const SparseKernels& k_;
   const KvCache& kv_;
   float scale_;
 };

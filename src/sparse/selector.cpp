@@ -18,7 +18,7 @@ Status SparseConfig::validate(int page_tokens) const {
                       sink_tokens, window_tokens, min_context);
   if (residual_z < 0.0f || !(residual_z <= 16.0f))
     return make_error(StatusCode::kInvalidArgument, "sparse: residual z {} must be in [0, 16]", residual_z);
-  if (residual_z > 0.0f && sketch_elem == cpu::SketchElem::kInt8)
+  if (residual_z > 0.0f && sketch_elem == SketchElem::kInt8)
     return make_error(StatusCode::kInvalidArgument,
                       "sparse: --sparse-residual needs f16 sketches (--sketch-dtype f16): an int8 sketch's per-token "
                       "scale would be set by the residual norm, not the sketch");

@@ -22,7 +22,7 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/sketch_score.h"
+#include "sparse/sketch_layout.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
 
@@ -36,7 +36,7 @@ struct SparseConfig {
   int32_t sink_tokens = 16;      // S: chunks covering tokens [0, S) are always selected
   int32_t window_tokens = 256;   // W: chunks covering tokens [n - W, n) are always selected
   int32_t min_context = 8192;    // dense attention below this many tokens (4 × budget)
-  cpu::SketchElem sketch_elem = cpu::SketchElem::kF16;  // how the sketch store keeps each sketch
+  SketchElem sketch_elem = SketchElem::kF16;  // how the sketch store keeps each sketch
   // > 0: sketch scores become upper confidence bounds, + z × the std of what the rank-r sketch
   // misses (SketchStore, residual_z; --sparse-residual Z).
   float residual_z = 0.0f;

@@ -15,9 +15,9 @@ constexpr int32_t kChunksPerTask = 512;  // chunk-score split when a pool is giv
 
 }  // namespace
 
-SketchStore::SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem,
-                         float residual_z)
-    : basis_(basis), residual_z_(residual_z) {
+SketchStore::SketchStore(const SparseKernels& kernels, const SketchBasis& basis, int page_tokens, int32_t n_blocks,
+                         SketchElem elem, float residual_z)
+    : k_(kernels), basis_(basis), residual_z_(residual_z) {
   g_.n_layer = basis.n_layer;
   g_.n_kv_heads = basis.n_kv_heads;
   g_.rank = basis.rank + (residual_z > 0.0f ? 1 : 0);
@@ -54,26 +54,26 @@ void SketchStore::write(std::span<const int32_t> blocks, int layer, int head, in
     }
     s[r] = static_cast<float>(std::sqrt(norm2));
   }
-  cpu::sketch_encode(g_.elem, s, g_.rank, P, pos % P, head_block(blocks, layer, head, pos));
+  k_.sketch_encode(g_.elem, s, g_.rank, P, pos % P, head_block(blocks, layer, head, pos));
 }
 
 void SketchStore::read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const {
-  cpu::sketch_decode(g_.elem, head_block(blocks, layer, head, pos), g_.rank, g_.page_tokens, pos % g_.page_tokens, s);
+  k_.sketch_decode(g_.elem, head_block(blocks, layer, head, pos), g_.rank, g_.page_tokens, pos % g_.page_tokens, s);
 }
 
 uint8_t* SketchStore::head_block(std::span<const int32_t> blocks, int layer, int head, int32_t pos) const {
   return const_cast<uint8_t*>(view(layer, blocks).head_block(pos, head));
 }
 
-cpu::PagedSketchView SketchStore::view(int layer, std::span<const int32_t> blocks) const {
-  return cpu::PagedSketchView{layer_data_[layer].data(), g_.head_bytes(), n_blocks_ * g_.head_bytes(), blocks.data(),
+PagedSketchView SketchStore::view(int layer, std::span<const int32_t> blocks) const {
+  return PagedSketchView{layer_data_[layer].data(), g_.head_bytes(), n_blocks_ * g_.head_bytes(), blocks.data(),
                               g_.page_tokens, g_.rank, g_.elem};
 }
 
 void SketchStore::project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const {
   // Query side: A (query-aware basis) or B itself (sketch_basis.h).
   const int r = basis_.rank, hd = basis_.head_dim;
-  cpu::sketch_project_queries(q, n_q, basis_.A(layer, head), basis_.mu(layer, head), hd, r, q_hat, bias);
+  k_.sketch_project_queries(q, n_q, basis_.A(layer, head), basis_.mu(layer, head), hd, r, q_hat, bias);
   if (residual_z_ <= 0.0f) return;
   // Re-stride [G][r] → [G][r + 1] from the last head down, appending z ‖q_g‖ / √head_dim.
   for (int g = n_q - 1; g >= 0; --g) {
@@ -91,7 +91,7 @@ void SketchStore::score_tokens(std::span<const int32_t> blocks, int layer, int h
   std::vector<float> q_hat(static_cast<size_t>(n_q) * g_.rank);  // [G][rank]
   std::vector<float> bias(n_q);                                    // [G]
   project(layer, head, q, n_q, q_hat.data(), bias.data());
-  cpu::sketch_score(q_hat.data(), bias.data(), n_q, view(layer, blocks), head, begin, end, scores);
+  k_.sketch_score(q_hat.data(), bias.data(), n_q, view(layer, blocks), head, begin, end, scores);
 }
 
 void SketchStore::chunk_max_scores(std::span<const int32_t> blocks, int layer, int head, const float* q, int n_q,
@@ -110,10 +110,10 @@ void SketchStore::chunk_max_scores_projected(std::span<const int32_t> blocks, in
                                              int chunk_tokens, int32_t chunk_begin, int32_t chunk_end,
                                              float* chunk_max, ThreadPool* pool) const {
   if (chunk_begin >= chunk_end) return;
-  const cpu::PagedSketchView v = view(layer, blocks);
+  const PagedSketchView v = view(layer, blocks);
   const int32_t n_chunks = chunk_end - chunk_begin;
   if (!pool || n_chunks <= kChunksPerTask) {
-    cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
+    k_.sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, chunk_begin, chunk_end, chunk_max);
     return;
   }
   const int64_t n_tasks = (n_chunks + kChunksPerTask - 1) / kChunksPerTask;
@@ -121,7 +121,7 @@ void SketchStore::chunk_max_scores_projected(std::span<const int32_t> blocks, in
     for (int64_t t = tb; t < te; ++t) {
       const int32_t c0 = chunk_begin + static_cast<int32_t>(t * kChunksPerTask);
       const int32_t c1 = std::min<int32_t>(chunk_end, c0 + kChunksPerTask);
-      cpu::sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, c0, c1, chunk_max + (c0 - chunk_begin));
+      k_.sketch_chunk_max(q_hat, bias, n_q, v, head, n_tokens, chunk_tokens, c0, c1, chunk_max + (c0 - chunk_begin));
     }
   });
 }
@@ -130,7 +130,7 @@ void SketchStore::chunk_head_mass_projected(std::span<const int32_t> blocks, int
                                             const float* bias, int n_q, int32_t n_tokens, int chunk_tokens,
                                             int32_t chunk_begin, int32_t chunk_end, float alpha, float* out) const {
   if (chunk_begin >= chunk_end) return;
-  cpu::sketch_chunk_head_mass(q_hat, bias, n_q, view(layer, blocks), head, n_tokens, chunk_tokens, chunk_begin,
+  k_.sketch_chunk_head_mass(q_hat, bias, n_q, view(layer, blocks), head, n_tokens, chunk_tokens, chunk_begin,
                               chunk_end, alpha, out);
 }
 

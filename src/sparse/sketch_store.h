@@ -2,7 +2,7 @@
 //
 // For each layer and kv head, page b (the same block id the KV cache gives the sequence) is
 // one block (a head's blocks are kept together: [n_kv_heads][n_blocks][block]) with the sketches s_t = Bᵀ(k_t − mu) of the page's P tokens, dimension-major
-// (f32, f16 or int8 with a per-token scale; layout in backend/cpu/sketch_score.h),
+// (f32, f16 or int8 with a per-token scale; layout in sketch_layout.h),
 // so a sequence's block table addresses its sketches exactly as its KV. The store owns only
 // bytes; ids and ref counts stay with the KV cache's BlockPool (a page shared through the
 // prefix cache shares its sketches too). This is the device-tier structure: every past token
@@ -17,10 +17,11 @@
 #include <span>
 #include <vector>
 
-#include "backend/cpu/sketch_score.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "sparse/sketch_basis.h"
+#include "sparse/sketch_layout.h"
+#include "sparse/sparse_kernels.h"
 
 namespace hs {
 
@@ -29,22 +30,22 @@ struct SketchGeometry {
   int n_kv_heads = 0;
   int rank = 0;
   int page_tokens = 16;  // P, as the KV cache
-  cpu::SketchElem elem = cpu::SketchElem::kF16;
-  int64_t head_bytes() const { return cpu::sketch_head_bytes(elem, rank, page_tokens); }
+  SketchElem elem = SketchElem::kF16;
+  int64_t head_bytes() const { return sketch_head_bytes(elem, rank, page_tokens); }
   int64_t page_bytes() const { return n_kv_heads * head_bytes(); }
   double bytes_per_token() const { return static_cast<double>(head_bytes()) / page_tokens; }  // per kv head
 };
 
 class SketchStore {
  public:
-  // `basis` must outlive the store. n_blocks: the KV cache's pool size (same ids).
+  // `kernels` and `basis` must outlive the store. n_blocks: the KV cache's pool size (same ids).
   // residual_z > 0 adds one sketch dimension (rank = basis rank + 1): the norm of the key's
   // residual ‖(k − mu) − A s‖, the part the rank-r score cannot see, and project() gives it the
   // query coordinate z · ‖q_g‖ / √head_dim, so every score becomes an upper confidence bound
   // q_g·mu + q̂_g·s + z σ_gt, σ_gt = ‖q_g‖ ‖r_t‖ / √head_dim being the std of the missed part
   // q_g·r_t if r_t's direction were random (--sparse-residual Z).
-  SketchStore(const SketchBasis& basis, int page_tokens, int32_t n_blocks, cpu::SketchElem elem = cpu::SketchElem::kF16,
-              float residual_z = 0.0f);
+  SketchStore(const SparseKernels& kernels, const SketchBasis& basis, int page_tokens, int32_t n_blocks,
+              SketchElem elem = SketchElem::kF16, float residual_z = 0.0f);
 
   const SketchGeometry& geometry() const { return g_; }
   const SketchBasis& basis() const { return basis_; }
@@ -55,9 +56,9 @@ class SketchStore {
   // The stored sketch [rank] as floats (tests).
   void read(std::span<const int32_t> blocks, int layer, int head, int32_t pos, float* s) const;
 
-  cpu::PagedSketchView view(int layer, std::span<const int32_t> blocks) const;
+  PagedSketchView view(int layer, std::span<const int32_t> blocks) const;
 
-  // Per-query projection: q̂ [G][rank], bias [G] for q [G][head_dim] (see backend/cpu/sketch_score.h).
+  // Per-query projection: q̂ [G][rank], bias [G] for q [G][head_dim] (sparse_kernels.h).
   void project(int layer, int head, const float* q, int n_q, float* q_hat, float* bias) const;
 
   // scores [end - begin] = max_g (q_g·mu + q̂_g·s_t) for t in [begin, end).
@@ -74,7 +75,7 @@ class SketchStore {
                                   const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
                                   int32_t chunk_end, float* chunk_max, ThreadPool* pool = nullptr) const;
   // out [chunk_end - chunk_begin][n_q]: per chunk and query head, the log of the chunk's
-  // unnormalised softmax mass at attention scale alpha (cpu::sketch_chunk_head_mass).
+  // unnormalised softmax mass at attention scale alpha (SparseKernels::sketch_chunk_head_mass).
   void chunk_head_mass_projected(std::span<const int32_t> blocks, int layer, int head, const float* q_hat,
                                  const float* bias, int n_q, int32_t n_tokens, int chunk_tokens, int32_t chunk_begin,
                                  int32_t chunk_end, float alpha, float* out) const;
@@ -83,6 +84,7 @@ class SketchStore {
   // The head block of (layer, head) in the page holding `pos`.
   uint8_t* head_block(std::span<const int32_t> blocks, int layer, int head, int32_t pos) const;
 
+  const SparseKernels& k_;
   const SketchBasis& basis_;
   SketchGeometry g_;
   float residual_z_ = 0.0f;  // > 0: the last sketch dimension holds the residual norm

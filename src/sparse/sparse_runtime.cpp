@@ -29,13 +29,15 @@ Result<SparseMode> parse_sparse_mode(std::string_view s) {
 
 Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, const SparseConfig& cfg,
                                                              const Geometry& g, std::unique_ptr<SketchBasis> basis,
-                                                             const KvCache* kv, float attn_scale) {
+                                                             const SparseKernels* kernels, const KvCache* kv,
+                                                             float attn_scale) {
   if (mode == SparseMode::kOff) return make_error(StatusCode::kInvalidArgument, "sparse runtime: mode is off");
   HS_RETURN_IF_ERROR(cfg.validate(g.page_tokens));
   if (static_cast<int>(g.full_layer.size()) != g.n_layer)
     return make_error(StatusCode::kInvalidArgument, "sparse runtime: full_layer has {} entries for {} layers",
                       g.full_layer.size(), g.n_layer);
   std::unique_ptr<SparseRuntime> rt(new SparseRuntime());
+  rt->kernels_ = kernels;
   rt->mode_ = mode;
   rt->cfg_ = cfg;
   rt->g_ = g;
@@ -53,8 +55,11 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     if (cfg.tail_estimate)
       return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank and --sparse-tail estimate do not combine");
     if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank needs the KV cache");
-    HS_ASSIGN_OR_RETURN(rt->rerank_, ExactReranker::create(*kv, attn_scale, cfg, cfg.rerank_factor));
+    if (!kernels) return make_error(StatusCode::kUnsupported, "sparse: --sparse-rerank runs on the host sparse path only");
+    HS_ASSIGN_OR_RETURN(rt->rerank_, ExactReranker::create(*kernels, *kv, attn_scale, cfg, cfg.rerank_factor));
   }
+  if (cfg.tail_estimate && !kernels)
+    return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
   // The selector shortlists R × budget with the rerank, the budget itself without.
   const SparseConfig sel_cfg = rt->rerank_ ? rt->rerank_->shortlist_config() : cfg;
   if (cfg.tail_estimate)
@@ -64,13 +69,17 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     if (!basis) return make_error(StatusCode::kInvalidArgument, "sparse mode 'sketch' needs a sketch basis (--sketch FILE)");
     HS_RETURN_IF_ERROR(basis->check_geometry(g.n_layer, g.n_kv_heads, g.head_dim, g.full_layer));
     rt->basis_ = std::move(basis);
-    rt->sketches_ = std::make_unique<SketchStore>(*rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem,
+    if (!kernels) return rt;  // the backend keeps its own sketches and selects on its device
+    rt->sketches_ = std::make_unique<SketchStore>(*kernels, *rt->basis_, g.page_tokens, g.n_blocks, cfg.sketch_elem,
                                                    cfg.residual_z);
     HS_ASSIGN_OR_RETURN(auto sel, SketchTopKSelector::create(*rt->sketches_, sel_cfg));
     rt->selector_ = std::move(sel);
+  } else if (!kernels) {
+    return make_error(StatusCode::kUnsupported, "sparse mode '{}' runs on the host sparse path only",
+                      sparse_mode_name(mode));
   } else if (mode == SparseMode::kOracle) {
     if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse mode 'oracle' needs the KV cache");
-    HS_ASSIGN_OR_RETURN(auto sel, OracleSelector::create(*kv, attn_scale, cfg));
+    HS_ASSIGN_OR_RETURN(auto sel, OracleSelector::create(*kernels, *kv, attn_scale, cfg));
     rt->selector_ = std::move(sel);
   } else {
     rt->quest_ = std::make_unique<QuestStore>(g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, cfg.chunk_tokens,
@@ -106,7 +115,7 @@ void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head,
 }
 
 void SparseRuntime::tail_partial(const SelectInput& in, const BatchSelectScratch& scratch, int64_t item,
-                                 std::span<const int32_t> selected, cpu::AttnPartial part) const {
+                                 std::span<const int32_t> selected, AttnPartial part) const {
   const auto [first, last] = candidate_range(in.n_tokens, cfg_);
   const bool scored = item < static_cast<int64_t>(scratch.offset.size()) && scratch.offset[item] >= 0;
   // Not scored: every candidate fit the budget and is selected, so nothing is missing.

@@ -4,7 +4,7 @@
 // The decoder calls on_key() for every key it stores (full-attention layers only) and, for a
 // decode token whose context reaches SparseConfig::min_context on a full-attention layer,
 // select() per kv head; attention then runs over the selected chunks only (exact softmax,
-// sparse_attention.h). Sliding-window layers never select: they read only their window.
+// backend/cpu_sparse_attention.h on the CPU). Sliding-window layers never select: they read only their window.
 // Metadata pages share the KV cache's block ids (a prefix-cache page shares its sketches).
 // Counters are atomics so selections running on several threads can add to them.
 // Cost per decode token per full layer and kv head: scoring reads n_tokens · rank · 2 bytes
@@ -26,7 +26,7 @@
 #include "sparse/selector.h"
 #include "sparse/sketch_basis.h"
 #include "sparse/sketch_store.h"
-#include "sparse/sparse_attention.h"
+#include "sparse/sparse_kernels.h"
 
 namespace hs {
 
@@ -53,6 +53,13 @@ struct SparseStats {
   int64_t fetch_steps = 0;      // decoder steps that used the device tier
 };
 
+// Attention-mass recall of the two oracle selections of one step (backend/cpu_sparse_attention.h,
+// oracle_mass_recall): ranked by the exact max logit, and by the exact softmax mass.
+struct OracleRecall {
+  double exact_max = 1.0;
+  double mass = 1.0;
+};
+
 class SparseRuntime {
  public:
   struct Geometry {
@@ -63,12 +70,18 @@ class SparseRuntime {
   };
   // kSketch needs `basis` (checked against the geometry); kQuest ignores it; kOracle and the
   // exact rerank (cfg.rerank_factor) read the exact keys of `kv` with the model's attention
-  // scale.
+  // scale. `kernels`: the backend's host sparse kernels (Backend::host_sparse_kernels), which
+  // must outlive the runtime; null for a backend that keeps sketches and selects on its own
+  // device (kSketch only: the runtime then holds the configuration, basis and counters, and
+  // on_key / select / select_batch must not be called).
   static Result<std::unique_ptr<SparseRuntime>> create(SparseMode mode, const SparseConfig& cfg, const Geometry& g,
                                                        std::unique_ptr<SketchBasis> basis,
-                                                       const KvCache* kv = nullptr, float attn_scale = 0.0f);
+                                                       const SparseKernels* kernels, const KvCache* kv = nullptr,
+                                                       float attn_scale = 0.0f);
 
   SparseMode mode() const { return mode_; }
+  // Whether selection runs here (the host sparse path); false: the backend selects itself.
+  bool host_selection() const { return selector_ != nullptr; }
   const SparseConfig& config() const { return cfg_; }
   const ChunkSelector& selector() const { return *selector_; }
   bool layer_sparse(int layer) const { return g_.full_layer[layer]; }
@@ -102,7 +115,7 @@ class SparseRuntime {
   // ins[item]'s unselected chunks (sparse/tail_estimate.h); `selected` is outs[item].
   bool tail_estimate() const { return means_ != nullptr; }
   void tail_partial(const SelectInput& in, const BatchSelectScratch& scratch, int64_t item,
-                    std::span<const int32_t> selected, cpu::AttnPartial part) const;
+                    std::span<const int32_t> selected, AttnPartial part) const;
   // One decoder step's device-tier counters (HotChunks::end_step).
   void count_fetch(const HotChunkStats& s);
 
@@ -112,7 +125,7 @@ class SparseRuntime {
   bool measure_recall() const { return measure_recall_; }
   void add_recall(int layer, double recall);
   std::vector<double> recall_per_layer() const;  // [n_layer] mean recall (NaN: none measured)
-  // The oracle selections' recall of the same steps (oracle_mass_recall, sparse_attention.h).
+  // The oracle selections' recall of the same steps (oracle_mass_recall, backend/cpu_sparse_attention.h).
   void add_oracle_recall(int layer, const OracleRecall& recall);
   std::vector<OracleRecall> oracle_recall_per_layer() const;  // [n_layer] means (NaN: none measured)
 
@@ -125,6 +138,7 @@ class SparseRuntime {
   // rerank read.
   void count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows = 0);
 
+  const SparseKernels* kernels_ = nullptr;
   SparseMode mode_ = SparseMode::kOff;
   SparseConfig cfg_;
   Geometry g_;

@@ -8,7 +8,7 @@ namespace hs {
 
 void estimate_tail(const float* log_mass, int n_q, int32_t first, int32_t last, std::span<const int32_t> selected,
                    const ChunkValueMeans& means, std::span<const int32_t> blocks, int layer, int kv_head,
-                   cpu::AttnPartial part) {
+                   AttnPartial part) {
   const int hd = means.head_dim();
   for (int g = 0; g < n_q; ++g) {
     part.max[g] = -INFINITY;

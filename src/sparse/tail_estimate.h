@@ -3,7 +3,7 @@
 // Exact sparse attention renormalises over the selected chunks: whatever softmax mass the
 // unselected chunks held is dropped. In heads whose attention is diffuse that mass is large
 // (docs/sparse-attention.md) and dropping it changes the output. The estimate adds it back as
-// one more partial (cpu::AttnPartial, merged like the exact ones): per query head g,
+// one more partial (AttnPartial, merged like the exact ones): per query head g,
 //   max_g = max_c L_gc,  sum_g = Σ_c exp(L_gc − max_g),  acc_g = Σ_c exp(L_gc − max_g) · v̄_c
 // over the unselected candidate chunks c, where L_gc = log Σ_{t∈c} exp(α · sketch score_g(t))
 // is the sketch's estimate of the chunk's unnormalised softmax mass (the group-mass
@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <span>
 
-#include "backend/cpu/attention.h"
+#include "kv/paged_kv_view.h"
 #include "sparse/chunk_value_means.h"
 
 namespace hs {
@@ -26,6 +26,6 @@ namespace hs {
 // unselected candidate, max = −inf, sum = 0, acc = 0 (the merge ignores it).
 void estimate_tail(const float* log_mass, int n_q, int32_t first, int32_t last, std::span<const int32_t> selected,
                    const ChunkValueMeans& means, std::span<const int32_t> blocks, int layer, int kv_head,
-                   cpu::AttnPartial part);
+                   AttnPartial part);
 
 }  // namespace hs

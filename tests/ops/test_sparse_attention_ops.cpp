@@ -24,7 +24,7 @@
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "ops_test_util.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse/sparse_runtime.h"
 
 #if defined(HS_WITH_CUDA)
@@ -115,15 +115,16 @@ class SparseAttentionOps : public ::testing::Test {
     for (int32_t p : positions) plan.max_kv_len = std::max(plan.max_kv_len, p + 1);
   }
 
-  std::unique_ptr<SparseRuntime> runtime(const SparseConfig& cfg, uint64_t basis_seed) {
+  // `kernels`: the backend's host sparse kernels (null for CUDA, which selects on the device).
+  std::unique_ptr<SparseRuntime> runtime(const SparseConfig& cfg, uint64_t basis_seed, const SparseKernels* kernels) {
     SketchBasis b = random_sketch_basis(kLayers, kKvHeads, kHd, kRank, basis_seed);
     std::mt19937_64 r(basis_seed);
     for (auto& layer : b.mean)
       for (float& m : layer) m = std::normal_distribution<float>(0.0f, 0.3f)(r);
     SparseRuntime::Geometry g{kLayers, kKvHeads, kHd, kP, kv_->pool().n_blocks(), kv_token_bytes(KvDtype::kF16, kHd),
                               std::vector<bool>(kLayers, true)};
-    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, g, std::make_unique<SketchBasis>(std::move(b)), kv_.get(),
-                                    scale_);
+    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, g, std::make_unique<SketchBasis>(std::move(b)), kernels,
+                                    kv_.get(), scale_);
     EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
     return rt.is_ok() ? std::move(*rt) : nullptr;
   }
@@ -257,7 +258,7 @@ SparseConfig small_config() {
   cfg.sink_tokens = 16;
   cfg.window_tokens = 64;
   cfg.min_context = 0;  // every decode token selects (a context that fits selects all)
-  cfg.sketch_elem = cpu::SketchElem::kF16;
+  cfg.sketch_elem = SketchElem::kF16;
   return cfg;
 }
 
@@ -267,8 +268,8 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   make_sequences({3000, 700, 200, 90});
   if (HasFatalFailure()) return;
   const SparseConfig cfg = small_config();
-  rt_cpu_ = runtime(cfg, 77);
-  rt_dev_ = runtime(cfg, 77);
+  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
+  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
   ASSERT_TRUE(rt_cpu_ && rt_dev_);
   HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
   HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
@@ -332,8 +333,8 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   EXPECT_GT(st.keys_total, st.keys_selected);
 
   // Sketches rebuilt from the pages (f16 keys) select like the CPU's rebuilt ones.
-  rt_cpu_ = runtime(cfg, 77);
-  rt_dev_ = runtime(cfg, 77);
+  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
+  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
   HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
   HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
   for (size_t s = 0; s < ctx_.size(); ++s) {
@@ -352,7 +353,7 @@ TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {
   if (HasFatalFailure()) return;
   SparseConfig cfg = small_config();
   cfg.budget_tokens = 4096;
-  rt_dev_ = runtime(cfg, 5);
+  rt_dev_ = runtime(cfg, 5, dev_->host_sparse_kernels());
   ASSERT_TRUE(rt_dev_);
   int64_t n_ctx = 0;
   for (int32_t c : ctx_) n_ctx += c;
@@ -385,19 +386,24 @@ TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
   if (HasFatalFailure()) return;
   SparseConfig cfg = small_config();
   cfg.chunk_tokens = 8;  // half a page
-  auto rt = runtime(cfg, 1);
+  auto rt = runtime(cfg, 1, dev_->host_sparse_kernels());
   ASSERT_TRUE(rt);
   const Status st = dev_->set_sparse(rt.get(), nullptr);
   EXPECT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("page"), std::string::npos) << st.message();
   cfg = small_config();
   cfg.window_tokens = 0;  // the partial last chunk would be a scored candidate
-  auto rt0 = runtime(cfg, 1);
+  auto rt0 = runtime(cfg, 1, dev_->host_sparse_kernels());
   ASSERT_TRUE(rt0);
   const Status st0 = dev_->set_sparse(rt0.get(), nullptr);
   EXPECT_FALSE(st0.is_ok());
   EXPECT_NE(st0.message().find("window"), std::string::npos) << st0.message();
   HS_ASSERT_OK(dev_->set_sparse(nullptr, nullptr));
+  // A runtime made for the device (no host stores) is refused by the CPU backend.
+  auto rt_dev = runtime(small_config(), 1, dev_->host_sparse_kernels());
+  ASSERT_TRUE(rt_dev);
+  EXPECT_FALSE(rt_dev->host_selection());
+  EXPECT_FALSE(cpu_->set_sparse(rt_dev.get(), nullptr).is_ok());
 }
 
 #else

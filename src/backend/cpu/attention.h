@@ -12,23 +12,12 @@
 
 #include <cstdint>
 
+#include "kv/paged_kv_view.h"
+
 namespace hs::cpu {
 
-struct PagedKvView {
-  const void* layer_base = nullptr;  // page b starts at layer_base + b * page_elems elements
-  int64_t page_elems = 0;            // n_kv_heads * P * 2 * head_dim
-  const int32_t* blocks = nullptr;   // block table of the sequence
-  int page_tokens = 16;              // P
-  int head_dim = 0;
-  bool f16 = false;                  // elements are IEEE half (else float32)
-};
-
-// Partial result of one key range for G query heads.
-struct AttnPartial {
-  float* max;  // [G] running max of the scaled scores
-  float* sum;  // [G] sum of exp(score - max)
-  float* acc;  // [G][head_dim] sum of exp(score - max) * V
-};
+using hs::AttnPartial;  // kv/paged_kv_view.h
+using hs::PagedKvView;
 
 // q: [G][head_dim] (the query heads sharing `kv_head`). Writes `part` for keys [begin, end).
 void attention_partial(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t begin,
@@ -49,7 +38,7 @@ void chunk_log_mass(const float* q, int n_q, const PagedKvView& kv, int kv_head,
                     int n_chunks, int chunk_tokens, int32_t n_tokens, float scale, float* out);
 
 // out [n_tokens] = scale · q · k_t for every key t < n_tokens of one query head q [head_dim]
-// (exact float logits; the recall measurements of sparse/sparse_attention.h).
+// (exact float logits; the recall measurements of backend/cpu_sparse_attention.h).
 void key_scores(const float* q, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale, float* out);
 
 // Prefill: T consecutive query tokens of one sequence (positions pos0 .. pos0 + T - 1), the

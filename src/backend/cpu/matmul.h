@@ -21,16 +21,11 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "core/weight_view.h"
 
 namespace hs::cpu {
 
-// A GGUF weight matrix in ggml order: ne0 = n_in (contiguous), ne1 = n_out.
-struct WeightView {
-  DType type = DType::F32;
-  int64_t n_in = 0;
-  int64_t n_out = 0;
-  const void* data = nullptr;  // [n_out][row_bytes(type, n_in)]
-};
+using hs::WeightView;  // core/weight_view.h
 
 // How fp32 activations enter the integer dot products with quantized weights.
 //  kInt8:   one 8-bit quantization per activation block (llama.cpp's scheme). Per element

@@ -59,25 +59,6 @@ const Dispatch& dispatch() {
 
 }  // namespace
 
-const char* sketch_elem_name(SketchElem e) {
-  switch (e) {
-    case SketchElem::kF32: return "f32";
-    case SketchElem::kF16: return "f16";
-    case SketchElem::kInt8: return "int8";
-  }
-  return "?";
-}
-
-int64_t sketch_head_bytes(SketchElem e, int rank, int page_tokens) {
-  const int64_t n = static_cast<int64_t>(rank) * page_tokens;
-  switch (e) {
-    case SketchElem::kF32: return 4 * n;
-    case SketchElem::kF16: return 2 * n;
-    case SketchElem::kInt8: return n + 2 * page_tokens;  // values, then one f16 scale per token
-  }
-  return 0;
-}
-
 void sketch_encode(SketchElem e, const float* s, int rank, int P, int lane, uint8_t* blk) {
   switch (e) {
     case SketchElem::kF32:

@@ -21,27 +21,14 @@
 
 #include <cstdint>
 
+#include "sparse/sketch_layout.h"
+
 namespace hs::cpu {
 
-enum class SketchElem : uint8_t { kF32, kF16, kInt8 };
-const char* sketch_elem_name(SketchElem e);
-
-// Bytes of one kv head's block in a page of `page_tokens` tokens.
-int64_t sketch_head_bytes(SketchElem e, int rank, int page_tokens);
-
-struct PagedSketchView {
-  const uint8_t* layer_base = nullptr;  // head h, page b at layer_base + h * head_stride + b * block_bytes
-  int64_t block_bytes = 0;              // sketch_head_bytes(elem, rank, P)
-  int64_t head_stride = 0;              // n_blocks * block_bytes
-  const int32_t* blocks = nullptr;      // block table of the sequence (the KV cache's)
-  int page_tokens = 16;                 // P
-  int rank = 0;
-  SketchElem elem = SketchElem::kF16;
-  // The block of kv head h in the page that holds token `pos`.
-  const uint8_t* head_block(int32_t pos, int kv_head) const {
-    return layer_base + kv_head * head_stride + static_cast<int64_t>(blocks[pos / page_tokens]) * block_bytes;
-  }
-};
+using hs::PagedSketchView;  // sparse/sketch_layout.h
+using hs::SketchElem;
+using hs::sketch_elem_name;
+using hs::sketch_head_bytes;
 
 // Store sketch s [rank] as token `lane` (< P) of a head block; read it back as floats.
 void sketch_encode(SketchElem e, const float* s, int rank, int page_tokens, int lane, uint8_t* head_block);

@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "engine/engine.h"
 #include "model/decoder.h"
 #include "sparse/hot_chunks.h"
@@ -47,7 +48,7 @@ std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& k
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch)
     basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 16, 99));
-  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis), &kv, c.attn_scale);
+  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis), &cpu_sparse_kernels(), &kv, c.attn_scale);
   EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
   return rt.is_ok() ? std::move(*rt) : nullptr;
 }

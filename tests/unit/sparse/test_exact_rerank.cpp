@@ -10,10 +10,11 @@
 #include <cmath>
 #include <set>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "core/fp16.h"
 #include "sparse/exact_chunk_mass.h"
 #include "sparse/oracle_selector.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse/sparse_runtime.h"
 #include "sparse_test_util.h"
 
@@ -115,7 +116,7 @@ TEST(SparseExactRerank, ShortlistOfEveryCandidateIsTheOracle) {
                   .dtype = iter % 2 ? KvDtype::kF16 : KvDtype::kF32};
     PagedContext ctx(kg, n, rng);
     SparseConfig cfg = small_config(128, 16);  // shortlist 2048 tokens ≥ every candidate
-    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, scale);
+    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &cpu_sparse_kernels(), &ctx.cache, scale);
     ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
     fill(ctx, **rt, rng);
     const auto q = randn(rng, G * hd);
@@ -125,7 +126,7 @@ TEST(SparseExactRerank, ShortlistOfEveryCandidateIsTheOracle) {
 
     SparseConfig plain = cfg;
     plain.rerank_factor = 0;
-    auto oracle = OracleSelector::create(ctx.cache, scale, plain);
+    auto oracle = OracleSelector::create(cpu_sparse_kernels(), ctx.cache, scale, plain);
     ASSERT_TRUE(oracle.is_ok());
     const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
     std::vector<int32_t> want;
@@ -148,7 +149,7 @@ TEST(SparseExactRerank, KeepsTheShortlistsMostMassiveChunks) {
     KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF32};
     PagedContext ctx(kg, n, rng);
     const SparseConfig cfg = small_config(budget, factor);
-    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, scale);
+    auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &cpu_sparse_kernels(), &ctx.cache, scale);
     ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
     fill(ctx, **rt, rng);
     const auto q = randn(rng, G * hd);
@@ -182,8 +183,8 @@ TEST(SparseExactRerank, KeepsTheShortlistsMostMassiveChunks) {
     ASSERT_FALSE(dropped.empty());
     // One head: the group mass ranks by exact mass, so every kept chunk outweighs every dropped one.
     std::vector<float> lk(kept.size()), ld(dropped.size());
-    exact_chunk_log_masses(ctx.cache, scale, cfg.chunk_tokens, in, kept, lk.data());
-    exact_chunk_log_masses(ctx.cache, scale, cfg.chunk_tokens, in, dropped, ld.data());
+    exact_chunk_log_masses(cpu_sparse_kernels(), ctx.cache, scale, cfg.chunk_tokens, in, kept, lk.data());
+    exact_chunk_log_masses(cpu_sparse_kernels(), ctx.cache, scale, cfg.chunk_tokens, in, dropped, ld.data());
     EXPECT_GE(*std::min_element(lk.begin(), lk.end()), *std::max_element(ld.begin(), ld.end()));
   }
 }
@@ -198,7 +199,7 @@ TEST(SparseExactRerank, BatchedEqualsOneByOneAndCountsTheKeysRead) {
   KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF16};
   PagedContext ctx(kg, n, rng);
   const SparseConfig cfg = small_config(256, 4);
-  auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &ctx.cache, 0.2f);
+  auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f);
   ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
   fill(ctx, **rt, rng);
   std::vector<std::vector<float>> qs;
@@ -236,20 +237,35 @@ TEST(SparseExactRerank, RefusesWhatItCannotDo) {
   PagedContext ctx(kg, 64, rng);
   const auto g = geometry(ctx.cache);
   SparseConfig cfg = small_config(64, 4);
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kOracle, cfg, g, nullptr, &ctx.cache, 0.2f).is_ok());
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, nullptr, 0.2f).is_ok());  // no KV
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kOracle, cfg, g, nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f).is_ok());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, &cpu_sparse_kernels(), nullptr, 0.2f).is_ok());  // no KV
   SparseConfig one = cfg;
   one.rerank_factor = 1;
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, one, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, one, g, nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f).is_ok());
   SparseConfig tail = cfg;
   tail.tail_estimate = true;
   tail.chunk_mass_scale = 0.2f;
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, tail, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, tail, g, nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f).is_ok());
   KvGeometry k8 = kg;
   k8.dtype = KvDtype::kInt8;
   KvCache int8_cache(k8, 8);
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, geometry(int8_cache), nullptr, &int8_cache, 0.2f).is_ok());
-  EXPECT_TRUE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, &ctx.cache, 0.2f).is_ok());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, geometry(int8_cache), nullptr, &cpu_sparse_kernels(), &int8_cache, 0.2f).is_ok());
+  EXPECT_TRUE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f).is_ok());
+  // Without host kernels (a backend that selects on its own device) only the sketch mode's
+  // configuration can be kept: Quest, the oracle and the rerank need the host path.
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, nullptr, &ctx.cache, 0.2f).is_ok());
+  SparseConfig plain = cfg;
+  plain.rerank_factor = 0;
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kOracle, plain, g, nullptr, nullptr, &ctx.cache, 0.2f).is_ok());
+  auto dev = SparseRuntime::create(SparseMode::kSketch, plain, g,
+                                   std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 32, 8, 3)), nullptr,
+                                   &ctx.cache, 0.2f);
+  ASSERT_TRUE(dev.is_ok()) << dev.status().to_string();
+  EXPECT_FALSE((*dev)->host_selection());
+  EXPECT_FALSE(SparseRuntime::create(SparseMode::kSketch, cfg, g,
+                                     std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 32, 8, 3)), nullptr,
+                                     &ctx.cache, 0.2f)
+                   .is_ok());  // the rerank
 }
 
 // --sparse-rerank auto: on (factor 4) exactly when R × budget key rows per full (layer, kv

@@ -7,9 +7,10 @@
 #include <algorithm>
 #include <set>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "sparse/oracle_selector.h"
 #include "sparse/selector.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse_test_util.h"
 
 namespace hs {
@@ -146,7 +147,7 @@ TEST(SparseOracleRecall, OracleSelectorKeepsTheMassOraclesRecall) {
     KvGeometry g{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF32};
     PagedContext ctx(g, n, rng);
     fill_keys(ctx, rng);
-    auto sel = OracleSelector::create(ctx.cache, scale, cfg);
+    auto sel = OracleSelector::create(cpu_sparse_kernels(), ctx.cache, scale, cfg);
     ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
     const auto q = randn(rng, G * hd);
     const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
@@ -164,7 +165,7 @@ TEST(SparseOracleRecall, OracleSelectorKeepsTheMassOraclesRecall) {
   // Scaled KV dtypes have no plain rows to read.
   KvGeometry g8{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kInt8};
   KvCache int8_cache(g8, 4);
-  EXPECT_FALSE(OracleSelector::create(int8_cache, scale, cfg).is_ok());
+  EXPECT_FALSE(OracleSelector::create(cpu_sparse_kernels(), int8_cache, scale, cfg).is_ok());
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <string>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "formats/safetensors.h"
 #include "sparse/sketch_basis.h"
 #include "sparse/sketch_fitter.h"
@@ -184,7 +185,7 @@ TEST(SparseQueryAwareSketch, FullRankIsExact) {
   as_plain.query_basis.clear();
   EXPECT_FALSE(as_plain.validate().is_ok());
   EXPECT_NEAR(b.energy[0][0], 1.0f, 1e-6f);
-  const SketchStore store(b, 16, 1);
+  const SketchStore store(cpu_sparse_kernels(), b, 16, 1);
   const auto ks = anisotropic(rng, 50, Uk, sk, mean);
   const auto qs = anisotropic(rng, G, Uq, sq, {});
   std::vector<float> q_hat(static_cast<size_t>(G) * hd), bias(G);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "sparse/quest.h"
 #include "sparse/selector.h"
 #include "sparse/sketch_fitter.h"
@@ -128,7 +129,7 @@ TEST(SparseSelector, AllChunksWhenBudgetCoversContext) {
   for (int iter = 0; iter < 20; ++iter) {
     const int n = len(rng);
     Context ctx = make_context(rng, hd, P, n);
-    SketchStore sketches(basis, P, static_cast<int32_t>(ctx.blocks.size()));
+    SketchStore sketches(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(ctx.blocks.size()));
     QuestStore quest(1, 1, hd, P, 16, static_cast<int32_t>(ctx.blocks.size()));
     for (int t = 0; t < n; ++t) {
       sketches.write(ctx.blocks, 0, 0, t, ctx.keys.data() + t * hd);
@@ -180,7 +181,7 @@ TEST(SparseSelector, BatchEqualsOneByOne) {
     for (auto& b : ctxs.back().blocks) b += n_blocks;  // disjoint pages per sequence
     n_blocks += static_cast<int32_t>(ctxs.back().blocks.size());
   }
-  SketchStore sketches(basis, P, n_blocks, cpu::SketchElem::kInt8);
+  SketchStore sketches(cpu_sparse_kernels(), basis, P, n_blocks, SketchElem::kInt8);
   QuestStore quest(1, H, hd, P, 16, n_blocks);
   for (const Context& c : ctxs)
     for (int h = 0; h < H; ++h)
@@ -235,7 +236,7 @@ TEST(SparseSelector, GroupMassRanksLikeTheReference) {
   std::uniform_int_distribution<int> len(2000, 6000);
   for (int trial = 0; trial < 4; ++trial) {
     Context ctx = make_context(rng, hd, P, len(rng));
-    SketchStore sketches(basis, P, static_cast<int32_t>(ctx.blocks.size()), cpu::SketchElem::kF32);
+    SketchStore sketches(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(ctx.blocks.size()), SketchElem::kF32);
     for (int t = 0; t < ctx.n; ++t) sketches.write(ctx.blocks, 0, 0, t, ctx.keys.data() + t * hd);
     SparseConfig cfg;
     cfg.budget_tokens = 256;
@@ -375,7 +376,7 @@ TEST(SparseSelector, SketchFindsNeedleAt16K) {
   };
   plant(8.0 * max_proj, 0.05f);
 
-  SketchStore sketches(*basis, P, static_cast<int32_t>(ctx.blocks.size()));
+  SketchStore sketches(cpu_sparse_kernels(), *basis, P, static_cast<int32_t>(ctx.blocks.size()));
   for (int t = 0; t < n; ++t) sketches.write(ctx.blocks, 0, 0, t, ctx.keys.data() + t * hd);
   SparseConfig cfg;
   cfg.budget_tokens = 4 * P;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "backend/cpu/sketch_score.h"
 #include "sparse/selector.h"
 #include "sparse/sketch_store.h"
@@ -16,8 +17,6 @@ namespace {
 using test::random_orthonormal;
 using test::randn;
 using test::sparse_seed;
-using cpu::SketchElem;
-using cpu::sketch_elem_name;
 
 SketchBasis random_basis(std::mt19937& rng, int n_layer, int n_heads, int hd, int r, bool with_mean) {
   SketchBasis b = SketchBasis::zeros(n_layer, n_heads, hd, r);
@@ -47,7 +46,7 @@ TEST(SparseSketchStore, WriteStoresTheProjection) {
   const SketchBasis basis = random_basis(rng, 2, 2, hd, r, true);
   for (SketchElem dt : {SketchElem::kF32, SketchElem::kF16, SketchElem::kInt8}) {
     const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
-    SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), dt);
+    SketchStore store(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(blocks.size()), dt);
     EXPECT_EQ(store.geometry().page_bytes(),
               dt == SketchElem::kInt8 ? 2 * (P * r + 2 * P) : 2 * P * r * (dt == SketchElem::kF16 ? 2 : 4));
     std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);  // [n][head_dim] for (layer 1, head 1)
@@ -86,7 +85,7 @@ TEST(SparseSketchStore, FullRankScoresEqualExactDots) {
   for (int variant = 0; variant < 2; ++variant) {
     const SketchBasis basis = variant == 0 ? SketchBasis::identity(1, 2, hd, hd) : random_basis(rng, 1, 2, hd, hd, true);
     const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
-    SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32);
+    SketchStore store(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32);
     const std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);
     for (int t = 0; t < n; ++t) store.write(blocks, 0, 1, t, keys.data() + t * hd);
     const std::vector<float> q = randn(rng, G * hd);  // [G][head_dim]
@@ -114,7 +113,7 @@ TEST(SparseSketchStore, ResidualNormMakesScoresUpperConfidenceBounds) {
   const float z = 1.5f;
   const SketchBasis basis = random_basis(rng, 1, 2, hd, r, true);
   const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
-  SketchStore store(basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
+  SketchStore store(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
   ASSERT_EQ(store.geometry().rank, r + 1);
   const std::vector<float> keys = randn(rng, static_cast<size_t>(n) * hd);  // [n][head_dim]
   for (int t = 0; t < n; ++t) store.write(blocks, 0, 1, t, keys.data() + t * hd);
@@ -152,7 +151,7 @@ TEST(SparseSketchStore, ResidualNormMakesScoresUpperConfidenceBounds) {
   }
   // Full rank: the residual is zero and the scores are the exact dots.
   const SketchBasis full = random_basis(rng, 1, 1, hd, hd, true);
-  SketchStore exact(full, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
+  SketchStore exact(cpu_sparse_kernels(), full, P, static_cast<int32_t>(blocks.size()), SketchElem::kF32, z);
   for (int t = 0; t < n; ++t) exact.write(blocks, 0, 0, t, keys.data() + t * hd);
   for (int t = 0; t < n; ++t) {
     std::vector<float> stored(hd + 1);
@@ -190,7 +189,7 @@ TEST(SparseSketchStore, KernelMatchesScalarReference) {
     const int n = len(rng) + 40;
     const SketchBasis basis = random_basis(rng, 1, 2, cs.hd, cs.r, true);
     const auto blocks = shuffled_blocks(rng, (n + cs.P - 1) / cs.P);
-    SketchStore store(basis, cs.P, static_cast<int32_t>(blocks.size()), cs.dt);
+    SketchStore store(cpu_sparse_kernels(), basis, cs.P, static_cast<int32_t>(blocks.size()), cs.dt);
     for (int t = 0; t < n; ++t) {
       const auto k = randn(rng, cs.hd);
       store.write(blocks, 0, 1, t, k.data());
@@ -260,7 +259,7 @@ TEST(SparseSketchStore, ThreadedChunkScoresEqualSerial) {
   const int hd = 64, r = 16, P = 16, n = 20000, G = 3;
   const SketchBasis basis = random_basis(rng, 1, 1, hd, r, true);
   const auto blocks = shuffled_blocks(rng, (n + P - 1) / P);
-  SketchStore store(basis, P, static_cast<int32_t>(blocks.size()));
+  SketchStore store(cpu_sparse_kernels(), basis, P, static_cast<int32_t>(blocks.size()));
   for (int t = 0; t < n; ++t) {
     const auto k = randn(rng, hd);
     store.write(blocks, 0, 0, t, k.data());

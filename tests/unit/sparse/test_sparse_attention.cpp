@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "sparse/selector.h"
 #include "sparse/sketch_store.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse_test_util.h"
 
 namespace hs {
@@ -185,7 +186,7 @@ TEST(SparseAttention, PipelineWithBudgetCoveringContextIsDense) {
   KvGeometry g{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = P, .dtype = KvDtype::kF16};
   PagedContext ctx(g, n, rng);
   const SketchBasis basis = SketchBasis::identity(1, 1, hd, 16);
-  SketchStore sketches(basis, P, ctx.cache.pool().n_blocks());
+  SketchStore sketches(cpu_sparse_kernels(), basis, P, ctx.cache.pool().n_blocks());
   std::vector<float> k(hd), v(hd);
   for (int32_t t = 0; t < n; ++t) {
     k = randn(rng, hd);

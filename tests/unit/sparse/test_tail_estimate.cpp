@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu_sparse_kernels.h"
 #include "sparse/chunk_value_means.h"
 #include "sparse/selector.h"
 #include "sparse/sketch_store.h"
-#include "sparse/sparse_attention.h"
+#include "backend/cpu_sparse_attention.h"
 #include "sparse/tail_estimate.h"
 #include "sparse_test_util.h"
 
@@ -55,7 +56,7 @@ void run_case(const Case& cs, std::mt19937& rng, double tol) {
   PagedContext ctx(g, n, rng);
   // Full-rank identity basis with f32 sketches: the sketch score is q·k itself.
   const SketchBasis basis = SketchBasis::identity(1, 1, hd, hd);
-  SketchStore sketches(basis, P, ctx.cache.pool().n_blocks(), cpu::SketchElem::kF32);
+  SketchStore sketches(cpu_sparse_kernels(), basis, P, ctx.cache.pool().n_blocks(), SketchElem::kF32);
   ChunkValueMeans means({true}, 1, hd, P, cs.C, ctx.cache.pool().n_blocks());
   std::vector<float> v;
   for (int32_t t = 0; t < n; ++t) {

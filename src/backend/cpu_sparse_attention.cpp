@@ -1,5 +1,5 @@
-// sparse/sparse_attention.cpp — see sparse_attention.h.
-#include "sparse/sparse_attention.h"
+// backend/cpu_sparse_attention.cpp — see cpu_sparse_attention.h.
+#include "backend/cpu_sparse_attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,33 +8,7 @@
 
 namespace hs {
 
-void chunk_ranges(std::span<const int32_t> chunks, int chunk_tokens, int32_t n_tokens, int32_t split_tokens,
-                  std::vector<KeyRange>& out) {
-  out.clear();
-  auto emit = [&](int32_t b, int32_t e) {
-    if (split_tokens <= 0) {
-      out.push_back({b, e});
-      return;
-    }
-    for (int32_t x = b; x < e; x += split_tokens) out.push_back({x, std::min(e, x + split_tokens)});
-  };
-  int32_t run_b = -1, run_e = -1;
-  for (int32_t c : chunks) {
-    const int32_t b = c * chunk_tokens;
-    const int32_t e = std::min(n_tokens, b + chunk_tokens);
-    if (b >= e) continue;
-    if (b == run_e) {
-      run_e = e;
-      continue;
-    }
-    if (run_b >= 0) emit(run_b, run_e);
-    run_b = b;
-    run_e = e;
-  }
-  if (run_b >= 0) emit(run_b, run_e);
-}
-
-void sparse_attention(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head,
+void sparse_attention(const float* q, int n_q, const PagedKvView& kv, int kv_head,
                       std::span<const KeyRange> ranges, float scale, float* out, SparseAttnScratch& scratch) {
   const int hd = kv.head_dim;
   const int64_t part_floats = static_cast<int64_t>(n_q) * (2 + hd);
@@ -43,13 +17,13 @@ void sparse_attention(const float* q, int n_q, const cpu::PagedKvView& kv, int k
   scratch.parts.resize(n);
   for (size_t i = 0; i < n; ++i) {
     float* base = scratch.partials.data() + i * part_floats;
-    scratch.parts[i] = cpu::AttnPartial{base, base + n_q, base + 2 * n_q};
+    scratch.parts[i] = AttnPartial{base, base + n_q, base + 2 * n_q};
     cpu::attention_partial(q, n_q, kv, kv_head, ranges[i].begin, ranges[i].end, scale, scratch.parts[i]);
   }
   cpu::attention_merge(scratch.parts.data(), static_cast<int>(n), n_q, hd, out);
 }
 
-void sparse_attention_chunks(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head,
+void sparse_attention_chunks(const float* q, int n_q, const PagedKvView& kv, int kv_head,
                              std::span<const int32_t> chunks, int chunk_tokens, int32_t n_tokens,
                              int32_t split_tokens, float scale, float* out, SparseAttnScratch& scratch) {
   chunk_ranges(chunks, chunk_tokens, n_tokens, split_tokens, scratch.ranges);
@@ -61,7 +35,7 @@ namespace {
 // One query head's exact attention over keys [0, n_tokens): logits (SIMD float dot products,
 // cpu::key_scores) and p[t] = exp(logit_t - max) (polynomial exp, |rel err| < 2e-7); returns
 // Σ p in double. The recall measurements' cost: O(n_tokens · head_dim) per head.
-double head_softmax(const float* qg, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens, float scale,
+double head_softmax(const float* qg, const PagedKvView& kv, int kv_head, int32_t n_tokens, float scale,
                     std::vector<float>& logits, std::vector<float>& p) {
   logits.resize(static_cast<size_t>(n_tokens));
   p.resize(static_cast<size_t>(n_tokens));
@@ -79,7 +53,7 @@ double head_softmax(const float* qg, const cpu::PagedKvView& kv, int kv_head, in
 
 }  // namespace
 
-double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
+double attention_mass_recall(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t n_tokens,
                              float scale, std::span<const int32_t> chunks, int chunk_tokens) {
   if (n_tokens <= 0 || n_q <= 0) return 1.0;
   const int hd = kv.head_dim;
@@ -99,7 +73,7 @@ double attention_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv
   return recall / n_q;
 }
 
-OracleRecall oracle_mass_recall(const float* q, int n_q, const cpu::PagedKvView& kv, int kv_head, int32_t n_tokens,
+OracleRecall oracle_mass_recall(const float* q, int n_q, const PagedKvView& kv, int kv_head, int32_t n_tokens,
                                 float scale, const SparseConfig& cfg, std::vector<int32_t>* exact_max_chunks,
                                 std::vector<int32_t>* mass_chunks) {
   OracleRecall out;
