@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "formats/gguf_builder.h"
 #include "formats/safetensors.h"
+#include "tokenizer/hf_tokenizer_json.h"
 
 namespace hs {
 namespace {
@@ -251,7 +252,7 @@ class Converter {
     return Status::ok();
   }
 
-  Result<std::unique_ptr<gguf::File>> build(const std::string& label) {
+  Result<std::unique_ptr<gguf::File>> build(const std::string& label, const std::string& dir) {
     gguf::GgufBuilder b(3, gguf::kDefaultAlignment);
     const std::string p = "qwen35.";
     const HfShape& s = s_;
@@ -276,6 +277,7 @@ class Converter {
     b.kv_u32(p + "full_attention_interval", static_cast<uint32_t>(s.interval));
     std::vector<int32_t> recurrent(s.linear.begin(), s.linear.end());
     b.kv_i32_array(p + "attention.recurrent_layers", recurrent);  // llama.cpp writes bools; both read alike
+    HS_RETURN_IF_ERROR(tok::write_hf_tokenizer(dir, s.n_vocab, b).status());  // tokenizer.json, when there is one
     uint64_t offset = 0;
     std::vector<uint64_t> offsets;
     for (const OutTensor& t : out_) {
@@ -313,7 +315,7 @@ Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir) {
   HS_ASSIGN_OR_RETURN(auto st, safetensors::File::open(dir + "/model.safetensors"));
   Converter conv(*st, s);
   HS_RETURN_IF_ERROR(conv.convert());
-  return conv.build(fmt::format("qwen35 from {}", dir));
+  return conv.build(fmt::format("qwen35 from {}", dir), dir);
 }
 
 }  // namespace hs

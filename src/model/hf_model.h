@@ -12,6 +12,8 @@
 // out_proj's columns. Matrices keep their stored type (bf16 / f16 / f32), vectors become f32.
 // A missing tensor, a wrong shape or an unsupported field is an error naming it; tensors the
 // forward pass does not use (mtp.*, vision) are skipped.
+// A tokenizer.json beside the weights (tokenizer/hf_tokenizer_json.h) becomes the file's
+// tokenizer.* keys; without one the model takes --vocab.
 // Cost: the weights are copied once into the GGUF buffer (host RAM of the checkpoint's size
 // while loading; the safetensors mapping is closed afterwards). Single-file checkpoints only.
 #pragma once
@@ -24,7 +26,8 @@
 
 namespace hs {
 
-// `dir` holds config.json and model.safetensors.
+// `dir` holds config.json and model.safetensors (and optionally tokenizer.json,
+// tokenizer_config.json, chat_template.jinja).
 Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir);
 
 }  // namespace hs

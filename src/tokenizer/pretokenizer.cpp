@@ -35,6 +35,13 @@ constexpr const char* kQwen2 =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n{L}{N}]?[{L}]+|[{N}]| ?[^{WS}{L}{N}]+[\\r\\n]*"
     "|[{WS}]*[\\r\\n]+|[{WS}]+(?![^{WS}])|[{WS}]+";
 
+// Qwen3.5 (llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN35): qwen2's with combining marks kept with
+// their letters and out of the punctuation runs. \p{M} is PCRE2's (Unicode 14); marks added
+// since are split as HF's Oniguruma would not (none in the committed corpus).
+constexpr const char* kQwen35 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n{L}{N}]?[{L}\\p{M}]+|[{N}]| ?[^{WS}{L}\\p{M}{N}]+[\\r\\n]*"
+    "|[{WS}]*[\\r\\n]+|[{WS}]+(?![^{WS}])|[{WS}]+";
+
 constexpr const char* kWs = "\\t\\n\\x0B\\f\\r\\x{85}\\p{Z}";
 
 // Code points HF (Oniguruma with Unicode 16, Rust's Unicode 17 for Digits) classifies as letters
@@ -84,7 +91,7 @@ struct PreEntry {
   const char* name;
   const char* pattern;
 };
-constexpr std::array<PreEntry, 22> kPre = {{
+constexpr std::array<PreEntry, 23> kPre = {{
     {"default", kGpt2},       {"gpt2", kGpt2},          {"gpt-2", kGpt2},
     {"smollm", kDigitsGpt2},  {"starcoder", kDigitsGpt2}, {"refact", kDigitsGpt2},
     {"codeshell", kDigitsGpt2}, {"exaone", kDigitsGpt2}, {"minerva", kDigitsGpt2},
@@ -92,7 +99,7 @@ constexpr std::array<PreEntry, 22> kPre = {{
     {"llama-bpe", kLlama3},   {"falcon3", kLlama3},     {"smaug-bpe", kLlama3},
     {"dbrx", kLlama3},        {"pixtral", kLlama3},     {"lfm2", kLlama3},
     {"qwen2", kQwen2},        {"deepseek-r1-qwen", kQwen2}, {"megrez", kQwen2},
-    {"kormo", kQwen2},
+    {"kormo", kQwen2},        {"qwen35", kQwen35},
 }};
 
 pcre2_code* as_code(void* p) { return static_cast<pcre2_code*>(p); }
@@ -160,7 +167,7 @@ void RegexSplitter::split(std::string_view text,
   if (stack) pcre2_jit_stack_free(stack);
 }
 
-bool pre_tokenizer_wants_nfc(std::string_view pre) { return pre == "qwen2"; }
+bool pre_tokenizer_wants_nfc(std::string_view pre) { return pre == "qwen2" || pre == "qwen35"; }
 
 Result<std::unique_ptr<RegexSplitter>> make_pre_tokenizer(std::string_view pre) {
   for (const PreEntry& e : kPre)

@@ -45,7 +45,7 @@ class RegexSplitter {
 // The pre-tokenizer named by tokenizer.ggml.pre for a 'gpt2' vocabulary, or Unsupported.
 Result<std::unique_ptr<RegexSplitter>> make_pre_tokenizer(std::string_view pre);
 // True when the HF tokenizer of that pre-tokenizer normalizes text to NFC before splitting it:
-// 'qwen2' (transformers' Qwen2Tokenizer and Qwen's tokenizer.json; tokenizer/unicode_nfc.h).
+// 'qwen2' and 'qwen35' (transformers' Qwen2Tokenizer and Qwen's tokenizer.json; tokenizer/unicode_nfc.h).
 bool pre_tokenizer_wants_nfc(std::string_view pre);
 
 }  // namespace hs::tok
