@@ -109,3 +109,29 @@ def test_disconnects_and_finishes_free_every_state_slot(start_server):
     m = srv.metrics()
     assert metric_value(m, "hindsight:request_success_total", finished_reason="abort") == 4
     assert metric_value(m, "hindsight:request_success_total", finished_reason="length") == 4
+
+
+def test_checkpoint_directory_with_its_tokenizer(start_server, tmp_path):
+    """A Hugging Face directory that carries tokenizer.json is served without --vocab: the ids are
+    those HF `tokenizers` gave (tests/fixtures/tokenizer/hf_qwen35_tiny/expected.json) and a chat
+    request renders the directory's ChatML template."""
+    import json
+    import shutil
+    tok_dir = TINY.parents[1] / "tokenizer/hf_qwen35_tiny"
+    shutil.copy(TINY / "config.json", tmp_path / "config.json")
+    (tmp_path / "model.safetensors").symlink_to(TINY / "model.safetensors")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tok_dir / f, tmp_path / f)
+    srv = start_server(ARGS[2:], model=tmp_path, served_model_name="tiny")
+    corpus = json.loads((TINY.parents[1] / "tokenizer/corpus.json").read_text())["strings"]
+    expected = json.loads((tok_dir / "expected.json").read_text())["cases"]
+    for text, case in list(zip(corpus, expected))[:40]:
+        assert srv.tokenize(text) == case["ids"], text
+    status, _, body = http("POST", srv.base_url + "/v1/chat/completions", {
+        "model": "tiny", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 4, "temperature": 0,
+    }, headers=srv.auth, timeout=120)
+    assert status == 200, body[:300]
+    usage = json.loads(body)["usage"]
+    rendered = "<|im_start|>user\nhello<|im_end|>\n<|im_start|>assistant\n"
+    assert usage["prompt_tokens"] == len(srv.tokenize(rendered))
+    assert wait_baseline(srv)
