@@ -310,12 +310,22 @@ class Converter {
 
 }  // namespace
 
-Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir) {
+static Result<std::unique_ptr<gguf::File>> load_hf_model_impl(const std::string& dir) {
   HS_ASSIGN_OR_RETURN(HfShape s, read_config(dir + "/config.json"));
   HS_ASSIGN_OR_RETURN(auto st, safetensors::File::open(dir + "/model.safetensors"));
   Converter conv(*st, s);
   HS_RETURN_IF_ERROR(conv.convert());
   return conv.build(fmt::format("qwen35 from {}", dir), dir);
+}
+
+Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir) {
+  // nlohmann's typed accessors throw on a field of the wrong type ("hidden_size": "128"): an
+  // error naming the file, never a crash.
+  try {
+    return load_hf_model_impl(dir);
+  } catch (const json::exception& e) {
+    return make_error(StatusCode::kCorrupt, "hf model: {}/config.json: {}", dir, e.what());
+  }
 }
 
 }  // namespace hs

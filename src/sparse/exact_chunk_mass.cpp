@@ -4,7 +4,6 @@
 #include <numeric>
 #include <vector>
 
-
 namespace hs {
 namespace {
 

@@ -1,6 +1,7 @@
 // sparse/sparse_runtime.cpp — see sparse_runtime.h.
 #include "sparse/sparse_runtime.h"
 
+#include <cassert>
 #include <cmath>
 #include <random>
 
@@ -37,7 +38,6 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     return make_error(StatusCode::kInvalidArgument, "sparse runtime: full_layer has {} entries for {} layers",
                       g.full_layer.size(), g.n_layer);
   std::unique_ptr<SparseRuntime> rt(new SparseRuntime());
-  rt->kernels_ = kernels;
   rt->mode_ = mode;
   rt->cfg_ = cfg;
   rt->g_ = g;
@@ -110,6 +110,7 @@ void SparseRuntime::select(std::span<const int32_t> blocks, int layer, int head,
   in.n_tokens = n_keys;
   in.scratch = &scratch;
   in.pool = pool;
+  assert(selector_ && "select() on a runtime made without host sparse kernels");
   selector_->select(in, chunks);
   count_selection(n_keys, chunks, rerank_ ? rerank_->rerank(in, chunks, pool) : 0);
 }
@@ -125,6 +126,7 @@ void SparseRuntime::tail_partial(const SelectInput& in, const BatchSelectScratch
 
 void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std::vector<int32_t>> outs,
                                  BatchSelectScratch& scratch, ThreadPool* pool) {
+  assert(selector_ && "select_batch() on a runtime made without host sparse kernels");
   selector_->select_batch(ins, outs, scratch, pool);
   if (!rerank_) {
     for (size_t i = 0; i < ins.size(); ++i) count_selection(ins[i].n_tokens, outs[i]);

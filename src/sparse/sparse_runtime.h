@@ -138,7 +138,6 @@ class SparseRuntime {
   // rerank read.
   void count_selection(int32_t n_keys, std::span<const int32_t> chunks, int64_t rerank_rows = 0);
 
-  const SparseKernels* kernels_ = nullptr;
   SparseMode mode_ = SparseMode::kOff;
   SparseConfig cfg_;
   Geometry g_;

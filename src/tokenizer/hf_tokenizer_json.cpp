@@ -73,6 +73,29 @@ Result<std::string> pre_name(const json& pre, const std::string& where) {
                     where, brief(pre));
 }
 
+// llama.cpp's converter (does_token_look_special) makes these added tokens control even when
+// tokenizer.json does not mark them special (Qwen2.5's <|fim_prefix|>, <|repo_name|>, ...).
+bool looks_special(const std::string& t) {
+  auto wrapped = [&](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.compare(0, open.size(), open) == 0 &&
+           t.compare(t.size() - close.size(), close.size(), close) == 0;
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+// Whether the post-processor puts a special token first (Llama 3's TemplateProcessing, alone
+// or inside a Sequence; Qwen's ByteLevel post-processor adds nothing).
+bool post_adds_bos(const json& post) {
+  if (is_type(post, "TemplateProcessing"))
+    return post.contains("single") && post["single"].is_array() && !post["single"].empty() &&
+           post["single"][0].is_object() && post["single"][0].contains("SpecialToken");
+  if (is_type(post, "Sequence") && post.contains("processors") && post["processors"].is_array())
+    for (const json& p : post["processors"])
+      if (post_adds_bos(p)) return true;
+  return false;
+}
+
 // A token field of tokenizer_config.json: "text", {"content": "text"} or null.
 std::optional<std::string> token_text(const json& cfg, const char* key) {
   if (!cfg.is_object() || !cfg.contains(key)) return std::nullopt;
@@ -84,9 +107,10 @@ std::optional<std::string> token_text(const json& cfg, const char* key) {
 
 }  // namespace
 
-Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::GgufBuilder& b) {
+static Result<bool> write_impl(const std::string& dir, int64_t n_vocab, gguf::GgufBuilder& b) {
+  std::error_code ec;
   const fs::path tj = fs::path(dir) / "tokenizer.json";
-  if (!fs::exists(tj)) return false;
+  if (!fs::exists(tj, ec)) return false;
   const std::string where = tj.string();
   HS_ASSIGN_OR_RETURN(json t, read_json(tj));
   if (!t.is_object() || !t.contains("model") || !t["model"].is_object())
@@ -130,11 +154,16 @@ Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::G
       if (!a.is_object() || !a.contains("id") || !a["id"].is_number_integer() || !a.contains("content") ||
           !a["content"].is_string() || a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= (int64_t{1} << 24))
         return make_error(StatusCode::kCorrupt, "{}: added token {} has no valid id and content", where, brief(a));
-      entries.emplace_back(a["id"].get<int64_t>(), a["content"].get<std::string>());
-      entry_types.push_back(a.value("special", false) ? TokenType::kControl : TokenType::kUserDefined);
+      const std::string content = a["content"].get<std::string>();
+      entries.emplace_back(a["id"].get<int64_t>(), content);
+      entry_types.push_back(a.value("special", false) || looks_special(content) ? TokenType::kControl
+                                                                                 : TokenType::kUserDefined);
       max_id = std::max(max_id, a["id"].get<int64_t>());
     }
   }
+  if (n_vocab > 0 && max_id >= n_vocab)
+    return make_error(StatusCode::kCorrupt, "{}: token id {} is past the model's {} embedding rows", where, max_id,
+                      n_vocab);
   const int64_t n = std::max(n_vocab, max_id + 1);
   std::vector<std::string> tokens(static_cast<size_t>(n));
   std::vector<int32_t> types(static_cast<size_t>(n), static_cast<int32_t>(TokenType::kUnused));
@@ -145,6 +174,8 @@ Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::G
     // An added token that repeats its vocabulary entry (same id, same text) is that entry.
     if (seen[id] && tokens[id] != text)
       return make_error(StatusCode::kCorrupt, "{}: id {} is both '{}' and '{}'", where, id, tokens[id], text);
+    if (const auto it = id_of.find(text); it != id_of.end() && it->second != id)
+      return make_error(StatusCode::kCorrupt, "{}: '{}' is both id {} and id {}", where, text, it->second, id);
     seen[id] = true;
     tokens[id] = text;
     if (entry_types[i] != TokenType::kNormal || types[id] == static_cast<int32_t>(TokenType::kUnused))
@@ -171,7 +202,7 @@ Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::G
   // tokenizer_config.json: special tokens, add_bos_token, the chat template.
   json cfg = json::object();
   const fs::path cj = fs::path(dir) / "tokenizer_config.json";
-  if (fs::exists(cj)) {
+  if (fs::exists(cj, ec)) {
     HS_ASSIGN_OR_RETURN(cfg, read_json(cj));
     if (!cfg.is_object()) return make_error(StatusCode::kCorrupt, "{}: not a JSON object", cj.string());
   }
@@ -193,17 +224,12 @@ Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::G
   }
   // add_bos_token, else what the post-processor does (Llama 3's TemplateProcessing puts its BOS
   // first; Qwen's has none).
-  bool bos_first = false;
-  const json post = t.value("post_processor", json());
-  if (is_type(post, "TemplateProcessing") && post.contains("single") && post["single"].is_array() &&
-      !post["single"].empty() && post["single"][0].contains("SpecialToken"))
-    bos_first = true;
-  const json add_bos = cfg.value("add_bos_token", json(bos_first));
+  const json add_bos = cfg.value("add_bos_token", json(post_adds_bos(t.value("post_processor", json()))));
   if (!add_bos.is_boolean()) return make_error(StatusCode::kCorrupt, "{}: add_bos_token is not a boolean", cj.string());
   b.kv_bool("tokenizer.ggml.add_bos_token", add_bos.get<bool>());
 
   const fs::path jinja = fs::path(dir) / "chat_template.jinja";
-  if (fs::exists(jinja)) {
+  if (fs::exists(jinja, ec)) {
     std::ifstream in(jinja, std::ios::binary);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -228,6 +254,18 @@ Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::G
     }
   }
   return true;
+}
+
+Result<bool> write_hf_tokenizer(const std::string& dir, int64_t n_vocab, gguf::GgufBuilder& b) {
+  // nlohmann's typed accessors throw on a field of the wrong type ("special": "yes"); a malformed
+  // file is an error, never a crash.
+  try {
+    return write_impl(dir, n_vocab, b);
+  } catch (const json::exception& e) {
+    return make_error(StatusCode::kCorrupt, "{}/tokenizer.json or tokenizer_config.json: {}", dir, e.what());
+  } catch (const std::bad_alloc&) {
+    return make_error(StatusCode::kIoError, "{}: out of memory reading the tokenizer", dir);
+  }
 }
 
 }  // namespace hs::tok

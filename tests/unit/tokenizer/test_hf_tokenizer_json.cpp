@@ -170,6 +170,44 @@ TEST(HfTokenizerJson, BadFilesAreNamedErrors) {
     d.write("tokenizer.json", t.dump());
     expect_error(d, "both");
   }
+  {
+    ScratchDir d(kFix / "hf_qwen2_tiny");
+    json t = d.read("tokenizer.json");
+    t["added_tokens"][0]["content"] = "a";  // a text given two ids
+    d.write("tokenizer.json", t.dump());
+    expect_error(d, "both id");
+  }
+  {
+    ScratchDir d(kFix / "hf_qwen2_tiny");
+    json t = d.read("tokenizer.json");
+    t["added_tokens"][0]["special"] = "yes";  // a field of the wrong type: an error, not a throw
+    d.write("tokenizer.json", t.dump());
+    expect_error(d, "tokenizer.json");
+  }
+  {
+    ScratchDir d(kFix / "hf_qwen2_tiny");
+    json t = d.read("tokenizer.json");
+    t["added_tokens"][0]["id"] = 5000;  // past the model's 1024 rows
+    d.write("tokenizer.json", t.dump());
+    expect_error(d, "embedding rows");
+  }
+}
+
+// Added tokens llama.cpp's converter makes control although tokenizer.json does not mark them
+// special (Qwen2.5's <|fim_prefix|>): matched only when special text is parsed.
+TEST(HfTokenizerJson, SpecialLookingAddedTokensAreControl) {
+  ScratchDir d(kFix / "hf_qwen2_tiny");
+  json t = d.read("tokenizer.json");
+  t["added_tokens"].push_back({{"id", 1024}, {"content", "<|fim_prefix|>"}, {"special", false},
+                               {"normalized", false}, {"single_word", false}, {"lstrip", false}, {"rstrip", false}});
+  d.write("tokenizer.json", t.dump());
+  auto tok = load(d.path, 1025);
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->find_token("<|fim_prefix|>"), std::optional<int32_t>(1024));
+  EXPECT_EQ(tok->encode("<|fim_prefix|>", false, true), std::vector<int32_t>{1024});
+  EXPECT_GT(tok->encode("<|fim_prefix|>", false, false).size(), 1u);
+  // <tool_call> does not look special: user-defined, matched whole either way.
+  for (bool parse : {false, true}) EXPECT_EQ(tok->encode("<tool_call>", false, parse).size(), 1u);
 }
 
 // A Qwen3.5 checkpoint directory with its tokenizer: the weights of the qwen35 fixture and the
