@@ -11,7 +11,8 @@
 //   ByteLevel(use_regex=true)                                          -> 'gpt2'
 //   Digits(individual) + ByteLevel(use_regex=true)                     -> 'smollm'
 // Token types as the converter assigns them: vocabulary entries normal, added tokens control
-// (special) or user-defined, ids missing below the model's vocabulary size "[PAD<i>]" unused.
+// (special, or looking special: <|...|>, <unused...>) or user-defined, ids missing below the
+// model's vocabulary size "[PAD<i>]" unused; an id past the model's rows is an error.
 // Special ids and add_bos_token come from tokenizer_config.json; the chat template from
 // chat_template.jinja, else tokenizer_config.json ("default" of a named list; the others as
 // tokenizer.chat_template.<name>). Anything else is an error naming the file and the field.
