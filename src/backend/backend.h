@@ -81,6 +81,12 @@ struct DeltaRuleParams {
   bool v_tiled = true;
 };
 
+// A mixture-of-experts FFN's routing (backend moe_route / moe_experts).
+struct MoeParams {
+  int n_experts = 0, n_used = 0;  // experts, experts per token (top-k)
+  bool norm_topk = true;          // renormalise the chosen probabilities to sum 1
+};
+
 // What the device reaches, measured (bench's roofline fractions divide by these): memory copy
 // rate (bytes read + written per second) and the dense 16-bit matmul rate (FLOP/s).
 struct DevicePeaks {
@@ -246,6 +252,28 @@ class Backend {
   virtual Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) {
     if (rot_dims == head_dim) return rope(x, head_dim, theta, neox);
     return hybrid_unsupported("rope_partial", x, head_dim, rot_dims, theta, neox);
+  }
+
+  // ---- mixture of experts (qwen3next): CPU so far; the base class refuses them -------------
+  // The router: per row of logits [n][n_experts] f32 (x · ffn_gate_inpᵀ), the softmax over the
+  // experts, the n_used most probable (ties: the lower id first), their probabilities renormalised
+  // to sum 1 when p.norm_topk. ids: [n][n_used] I32 (best first), weights: [n][n_used] f32.
+  virtual Status moe_route(const Tensor& logits, Tensor ids, Tensor weights, const MoeParams& p) {
+    return hybrid_unsupported("moe_route", logits, ids, weights, p);
+  }
+  // The routed experts (grouped: each expert's matmuls run once over the rows routed to it):
+  // out[t] = Σ_j weights[t][j] · down_e(silu(gate_e · x[t]) ⊙ (up_e · x[t])), e = ids[t][j], summed
+  // in j order. x, out: [n][n_embd] (out must not alias x); gate_exps, up_exps: [n_experts · n_ff][n_embd]
+  // (expert e is rows [e · n_ff, (e + 1) · n_ff), the GGUF's 3-D {n_embd, n_ff, n_experts}),
+  // down_exps: [n_experts · n_embd][n_ff], all prepared weights; ids / weights from moe_route.
+  virtual Status moe_experts(const Tensor& x, const Tensor& gate_exps, const Tensor& up_exps, const Tensor& down_exps,
+                             const Tensor& ids, const Tensor& weights, Tensor out, const MoeParams& p) {
+    return hybrid_unsupported("moe_experts", x, gate_exps, up_exps, down_exps, ids, weights, out, p);
+  }
+  // The shared expert's gate: x[r] += sigmoid(gate[r][0]) · y[r]. x, y: [n][width]; gate: [n][1]
+  // (x · ffn_gate_inp_shexpᵀ).
+  virtual Status add_sigmoid_gated(Tensor x, const Tensor& y, const Tensor& gate) {
+    return hybrid_unsupported("add_sigmoid_gated", x, y, gate);
   }
 
   // Times a large copy and a large 16-bit GEMM on the device (~1 s; allocates and frees its

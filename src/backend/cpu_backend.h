@@ -54,6 +54,11 @@ class CpuBackend final : public Backend {
   Status sigmoid_mul(Tensor x, const Tensor& gate) override;
   Status delta_gates(Tensor a, Tensor b, const Tensor& ssm_a, const Tensor& dt_bias) override;
   Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) override;
+  // Mixture of experts: backend/cpu_backend_moe.cpp.
+  Status moe_route(const Tensor& logits, Tensor ids, Tensor weights, const MoeParams& p) override;
+  Status moe_experts(const Tensor& x, const Tensor& gate_exps, const Tensor& up_exps, const Tensor& down_exps,
+                     const Tensor& ids, const Tensor& weights, Tensor out, const MoeParams& p) override;
+  Status add_sigmoid_gated(Tensor x, const Tensor& y, const Tensor& gate) override;
 
   void set_matmul_precision(MatmulPrecision p) override { precision_ = p; }
   MatmulPrecision matmul_precision() const override { return precision_; }
@@ -81,6 +86,15 @@ class CpuBackend final : public Backend {
   Status check_state(const Tensor& state, int64_t slot_floats, const char* op) const;
   bool seq_rows_valid_ = false;
   std::vector<int32_t> seq_rows_, seq_rows_indptr_;  // [n], [n_seqs + 1]
+  // moe_experts' scratch, grown to the largest step seen (never shrunk): the (token, slot) pairs
+  // grouped by expert, and their activations.
+  struct MoeScratch {
+    std::vector<int32_t> indptr;    // [n_experts + 1] CSR over the grouped rows
+    std::vector<int32_t> token;     // [n · k] the token of grouped row r
+    std::vector<int32_t> row_of;    // [n · k] the grouped row of (token t, slot j) at t · k + j
+    std::vector<float> x, g, u, d;  // [n · k][n_embd], [n · k][n_ff] x2, [n · k][n_embd]
+  };
+  MoeScratch moe_;
 };
 
 }  // namespace hs

@@ -1,4 +1,4 @@
-// model/hf_model.cpp — config.json + safetensors → in-memory qwen35 GGUF (hf_model.h).
+// model/hf_model.cpp — config.json + safetensors → in-memory qwen35 / qwen3next GGUF (hf_model.h).
 #include "model/hf_model.h"
 
 #include <fmt/format.h>
@@ -34,6 +34,9 @@ struct HfShape {
   int64_t nk = 0, nv = 0, dk = 0, dv = 0, kernel = 0, interval = 0, rope_dims = 0;
   double eps = 1e-6, theta = 1e7;
   bool tied = false;
+  bool next = false;  // qwen3_next: fused qkvz / ba, grouped V heads, MoE FFN
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  bool norm_topk = true;
   std::vector<bool> linear;  // [n_layer]
 };
 
@@ -63,10 +66,11 @@ Result<HfShape> read_config(const std::string& path) {
     return make_error(StatusCode::kCorrupt, "hf model: '{}' is not a JSON object", path);
   const json& j = root.contains("text_config") && root["text_config"].is_object() ? root["text_config"] : root;
   const std::string type = j.value("model_type", root.value("model_type", std::string()));
-  if (type != "qwen3_5_text" && type != "qwen3_5")
-    return make_error(StatusCode::kUnsupported, "hf model: model_type '{}' in '{}' is not supported (qwen3_5_text, qwen3_5)",
-                      type, path);
+  if (type != "qwen3_5_text" && type != "qwen3_5" && type != "qwen3_next")
+    return make_error(StatusCode::kUnsupported,
+                      "hf model: model_type '{}' in '{}' is not supported (qwen3_5_text, qwen3_5, qwen3_next)", type, path);
   HfShape s;
+  s.next = type == "qwen3_next";
   HS_ASSIGN_OR_RETURN(s.n_layer, get_int(j, "num_hidden_layers"));
   HS_ASSIGN_OR_RETURN(s.n_embd, get_int(j, "hidden_size"));
   HS_ASSIGN_OR_RETURN(s.n_ff, get_int(j, "intermediate_size"));
@@ -83,7 +87,24 @@ Result<HfShape> read_config(const std::string& path) {
   HS_ASSIGN_OR_RETURN(s.eps, get_number(j, "rms_norm_eps", 1e-6));
   s.tied = j.value("tie_word_embeddings", root.value("tie_word_embeddings", false));
   if (j.value("attention_bias", false))
-    return make_error(StatusCode::kUnsupported, "hf model: attention_bias true is not supported (qwen35)");
+    return make_error(StatusCode::kUnsupported, "hf model: attention_bias true is not supported");
+  if (s.next) {
+    // Qwen3-Next: the sparse MoE block on every layer (decoder_sparse_step 1, no mlp_only_layers),
+    // as llama.cpp's qwen3next graph assumes.
+    HS_ASSIGN_OR_RETURN(s.n_expert, get_int(j, "num_experts"));
+    HS_ASSIGN_OR_RETURN(s.n_expert_used, get_int(j, "num_experts_per_tok"));
+    HS_ASSIGN_OR_RETURN(s.n_ff_exp, get_int(j, "moe_intermediate_size"));
+    HS_ASSIGN_OR_RETURN(s.n_ff_shexp, get_int(j, "shared_expert_intermediate_size"));
+    HS_ASSIGN_OR_RETURN(int64_t sparse_step, get_int(j, "decoder_sparse_step", 1));
+    s.norm_topk = j.value("norm_topk_prob", true);
+    if (sparse_step != 1 || (j.contains("mlp_only_layers") && !j["mlp_only_layers"].empty()))
+      return make_error(StatusCode::kUnsupported,
+                        "hf model: dense layers in a qwen3_next model (decoder_sparse_step {}, mlp_only_layers) are not "
+                        "supported", sparse_step);
+    if (s.n_expert_used > s.n_expert)
+      return make_error(StatusCode::kCorrupt, "hf model: num_experts_per_tok {} of {} experts", s.n_expert_used,
+                        s.n_expert);
+  }
   if (s.nv % s.nk != 0)
     return make_error(StatusCode::kCorrupt, "hf model: linear_num_value_heads {} is not a multiple of linear_num_key_heads {}",
                       s.nv, s.nk);
@@ -161,15 +182,18 @@ class Converter {
   }
 
   // A matrix [rows][cols] in its stored type; row_src[r] = the source row of output row r
-  // (empty: identity), col_perm the same for columns (applied in blocks of the element size).
+  // (empty: identity), col_src the same for columns (applied in blocks of the element size);
+  // out_rows >= 0 keeps only that many output rows (a row subset picked by row_src).
   Status matrix(const std::string& out, const std::string& in, int64_t rows, int64_t cols,
-                const std::vector<int64_t>& row_src = {}, const std::vector<int64_t>& col_src = {}) {
+                const std::vector<int64_t>& row_src = {}, const std::vector<int64_t>& col_src = {},
+                int64_t out_rows = -1) {
     HS_ASSIGN_OR_RETURN(const safetensors::TensorInfo* t, get(in, {rows, cols}));
     HS_ASSIGN_OR_RETURN(DType type, matrix_type(*t));
     const int64_t es = safetensors::dtype_size(t->dtype);
-    OutTensor o{out, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, type, {}};
-    o.bytes.resize(static_cast<size_t>(rows * cols * es));
-    for (int64_t r = 0; r < rows; ++r) {
+    if (out_rows < 0) out_rows = rows;
+    OutTensor o{out, {static_cast<uint64_t>(cols), static_cast<uint64_t>(out_rows)}, type, {}};
+    o.bytes.resize(static_cast<size_t>(out_rows * cols * es));
+    for (int64_t r = 0; r < out_rows; ++r) {
       const uint8_t* src = t->data + (row_src.empty() ? r : row_src[r]) * cols * es;
       uint8_t* dst = o.bytes.data() + r * cols * es;
       if (col_src.empty()) std::memcpy(dst, src, static_cast<size_t>(cols * es));
@@ -194,6 +218,43 @@ class Converter {
     out_.push_back(std::move(o));
     return Status::ok();
   }
+  // A matrix [rows][cols] stored as f32 whatever its type (the converter's f32 router tensors).
+  Status matrix_f32(const std::string& out, const std::string& in, int64_t rows, int64_t cols) {
+    return vector(out, in, {rows, cols}, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)},
+                  [](int64_t i, const std::vector<float>& v) { return v[i]; });
+  }
+  // Per-expert matrices `fmt`(e) [rows][cols], e < n, stacked into the 3-D {cols, rows, n} of
+  // llama.cpp's *_exps tensors, in their stored type (all experts must share it).
+  Status stacked(const std::string& out, const std::string& fmt_prefix, const std::string& fmt_suffix, int64_t n,
+                 int64_t rows, int64_t cols) {
+    OutTensor o{out, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows), static_cast<uint64_t>(n)}, DType::F32, {}};
+    for (int64_t e = 0; e < n; ++e) {
+      const std::string in = fmt_prefix + std::to_string(e) + fmt_suffix;
+      HS_ASSIGN_OR_RETURN(const safetensors::TensorInfo* t, get(in, {rows, cols}));
+      HS_ASSIGN_OR_RETURN(DType type, matrix_type(*t));
+      if (e == 0) o.type = type;
+      else if (type != o.type)
+        return make_error(StatusCode::kUnsupported, "hf model: tensor '{}' is {}, expert 0's is {}", in,
+                          dtype_name(type), dtype_name(o.type));
+      o.bytes.insert(o.bytes.end(), t->data, t->data + t->n_bytes);
+    }
+    out_.push_back(std::move(o));
+    return Status::ok();
+  }
+  // Qwen3-Next's MoE block: router, stacked experts, shared expert and its gate.
+  Status moe(const std::string& gp, const std::string& hp) {
+    const int64_t H = s_.n_embd, E = s_.n_expert, F = s_.n_ff_exp, S = s_.n_ff_shexp;
+    const std::string m = hp + "mlp.";
+    HS_RETURN_IF_ERROR(matrix_f32(gp + "ffn_gate_inp.weight", m + "gate.weight", E, H));
+    HS_RETURN_IF_ERROR(stacked(gp + "ffn_gate_exps.weight", m + "experts.", ".gate_proj.weight", E, F, H));
+    HS_RETURN_IF_ERROR(stacked(gp + "ffn_up_exps.weight", m + "experts.", ".up_proj.weight", E, F, H));
+    HS_RETURN_IF_ERROR(stacked(gp + "ffn_down_exps.weight", m + "experts.", ".down_proj.weight", E, H, F));
+    HS_RETURN_IF_ERROR(matrix(gp + "ffn_gate_shexp.weight", m + "shared_expert.gate_proj.weight", S, H));
+    HS_RETURN_IF_ERROR(matrix(gp + "ffn_up_shexp.weight", m + "shared_expert.up_proj.weight", S, H));
+    HS_RETURN_IF_ERROR(matrix(gp + "ffn_down_shexp.weight", m + "shared_expert.down_proj.weight", H, S));
+    return matrix_f32(gp + "ffn_gate_inp_shexp.weight", m + "shared_expert_gate.weight", 1, H);
+  }
+
   Status norm(const std::string& out, const std::string& in, int64_t n, bool plus_one) {
     return vector(out, in, {n}, {static_cast<uint64_t>(n)},
                   [&](int64_t i, const std::vector<float>& v) { return plus_one ? v[i] + 1.0f : v[i]; });
@@ -206,10 +267,11 @@ class Converter {
     HS_RETURN_IF_ERROR(matrix("token_embd.weight", m + "embed_tokens.weight", V, H));
     if (!s_.tied) HS_RETURN_IF_ERROR(matrix("output.weight", "lm_head.weight", V, H));
     HS_RETURN_IF_ERROR(norm("output_norm.weight", m + "norm.weight", H, true));
-    // Grouped → tiled V heads: tiled head j' is grouped head (j' % nk) · r + j' / nk.
+    // qwen35: grouped → tiled V heads (tiled head j' is grouped head (j' % nk) · r + j' / nk);
+    // qwen3next keeps the grouped order.
     const int64_t nk = s_.nk, nv = s_.nv, r = nv / nk, dk = s_.dk, dv = s_.dv;
     const int64_t key_dim = nk * dk, value_dim = nv * dv, conv_dim = 2 * key_dim + value_dim;
-    auto src_head = [&](int64_t j) { return (j % nk) * r + j / nk; };
+    auto src_head = [&](int64_t j) { return s_.next ? j : (j % nk) * r + j / nk; };
     std::vector<int64_t> head_src(nv), v_rows(value_dim), qkv_rows(conv_dim);
     for (int64_t j = 0; j < nv; ++j) head_src[j] = src_head(j);
     for (int64_t i = 0; i < value_dim; ++i) v_rows[i] = src_head(i / dv) * dv + i % dv;
@@ -220,9 +282,13 @@ class Converter {
       const std::string gp = "blk." + std::to_string(il) + ".";
       HS_RETURN_IF_ERROR(norm(gp + "attn_norm.weight", hp + "input_layernorm.weight", H, true));
       HS_RETURN_IF_ERROR(norm(gp + "post_attention_norm.weight", hp + "post_attention_layernorm.weight", H, true));
-      HS_RETURN_IF_ERROR(matrix(gp + "ffn_gate.weight", hp + "mlp.gate_proj.weight", s_.n_ff, H));
-      HS_RETURN_IF_ERROR(matrix(gp + "ffn_up.weight", hp + "mlp.up_proj.weight", s_.n_ff, H));
-      HS_RETURN_IF_ERROR(matrix(gp + "ffn_down.weight", hp + "mlp.down_proj.weight", H, s_.n_ff));
+      if (s_.next) {
+        HS_RETURN_IF_ERROR(moe(gp, hp));
+      } else {
+        HS_RETURN_IF_ERROR(matrix(gp + "ffn_gate.weight", hp + "mlp.gate_proj.weight", s_.n_ff, H));
+        HS_RETURN_IF_ERROR(matrix(gp + "ffn_up.weight", hp + "mlp.up_proj.weight", s_.n_ff, H));
+        HS_RETURN_IF_ERROR(matrix(gp + "ffn_down.weight", hp + "mlp.down_proj.weight", H, s_.n_ff));
+      }
       if (!s_.linear[il]) {
         const std::string a = hp + "self_attn.";
         HS_RETURN_IF_ERROR(matrix(gp + "attn_q.weight", a + "q_proj.weight", 2 * q_dim, H));
@@ -234,10 +300,32 @@ class Converter {
         continue;
       }
       const std::string a = hp + "linear_attn.";
-      HS_RETURN_IF_ERROR(matrix(gp + "attn_qkv.weight", a + "in_proj_qkv.weight", conv_dim, H, qkv_rows));
-      HS_RETURN_IF_ERROR(matrix(gp + "attn_gate.weight", a + "in_proj_z.weight", value_dim, H, v_rows));
-      HS_RETURN_IF_ERROR(matrix(gp + "ssm_beta.weight", a + "in_proj_b.weight", nv, H, head_src));
-      HS_RETURN_IF_ERROR(matrix(gp + "ssm_alpha.weight", a + "in_proj_a.weight", nv, H, head_src));
+      if (s_.next) {
+        // in_proj_qkvz rows per k-head g: [q (dk) | k (dk) | v (r · dv) | z (r · dv)] → attn_qkv =
+        // [all q | all k | all v] and attn_gate = all z; in_proj_ba stays grouped (ssm_ba).
+        const int64_t blk = 2 * dk + 2 * r * dv;
+        std::vector<int64_t> qkv_src(conv_dim), z_src(value_dim);
+        for (int64_t g = 0; g < nk; ++g) {
+          for (int64_t i = 0; i < dk; ++i) {
+            qkv_src[g * dk + i] = g * blk + i;
+            qkv_src[key_dim + g * dk + i] = g * blk + dk + i;
+          }
+          for (int64_t i = 0; i < r * dv; ++i) {
+            qkv_src[2 * key_dim + g * r * dv + i] = g * blk + 2 * dk + i;
+            z_src[g * r * dv + i] = g * blk + 2 * dk + r * dv + i;
+          }
+        }
+        HS_RETURN_IF_ERROR(matrix(gp + "attn_qkv.weight", a + "in_proj_qkvz.weight", 2 * key_dim + 2 * value_dim, H,
+                                  qkv_src, {}, conv_dim));
+        HS_RETURN_IF_ERROR(matrix(gp + "attn_gate.weight", a + "in_proj_qkvz.weight", 2 * key_dim + 2 * value_dim, H,
+                                  z_src, {}, value_dim));
+        HS_RETURN_IF_ERROR(matrix(gp + "ssm_ba.weight", a + "in_proj_ba.weight", 2 * nv, H));
+      } else {
+        HS_RETURN_IF_ERROR(matrix(gp + "attn_qkv.weight", a + "in_proj_qkv.weight", conv_dim, H, qkv_rows));
+        HS_RETURN_IF_ERROR(matrix(gp + "attn_gate.weight", a + "in_proj_z.weight", value_dim, H, v_rows));
+        HS_RETURN_IF_ERROR(matrix(gp + "ssm_beta.weight", a + "in_proj_b.weight", nv, H, head_src));
+        HS_RETURN_IF_ERROR(matrix(gp + "ssm_alpha.weight", a + "in_proj_a.weight", nv, H, head_src));
+      }
       HS_RETURN_IF_ERROR(matrix(gp + "ssm_out.weight", a + "out_proj.weight", H, value_dim, {}, v_rows));
       const int64_t K = s_.kernel;
       HS_RETURN_IF_ERROR(vector(gp + "ssm_conv1d.weight", a + "conv1d.weight", {conv_dim, 1, K},
@@ -254,9 +342,10 @@ class Converter {
 
   Result<std::unique_ptr<gguf::File>> build(const std::string& label, const std::string& dir) {
     gguf::GgufBuilder b(3, gguf::kDefaultAlignment);
-    const std::string p = "qwen35.";
     const HfShape& s = s_;
-    b.kv_str("general.architecture", "qwen35");
+    const std::string arch = s.next ? "qwen3next" : "qwen35";
+    const std::string p = arch + ".";
+    b.kv_str("general.architecture", arch);
     b.kv_str("general.name", label);
     b.kv_u32(p + "block_count", static_cast<uint32_t>(s.n_layer));
     b.kv_u32(p + "context_length", static_cast<uint32_t>(s.n_ctx));
@@ -275,6 +364,13 @@ class Converter {
     b.kv_u32(p + "ssm.time_step_rank", static_cast<uint32_t>(s.nv));
     b.kv_u32(p + "ssm.inner_size", static_cast<uint32_t>(s.nv * s.dv));
     b.kv_u32(p + "full_attention_interval", static_cast<uint32_t>(s.interval));
+    if (s.next) {
+      b.kv_u32(p + "expert_count", static_cast<uint32_t>(s.n_expert));
+      b.kv_u32(p + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+      b.kv_u32(p + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff_exp));
+      b.kv_u32(p + "expert_shared_feed_forward_length", static_cast<uint32_t>(s.n_ff_shexp));
+      b.kv_bool(p + "expert_weights_norm", s.norm_topk);  // llama.cpp's converter leaves it out (always true there)
+    }
     std::vector<int32_t> recurrent(s.linear.begin(), s.linear.end());
     b.kv_i32_array(p + "attention.recurrent_layers", recurrent);  // llama.cpp writes bools; both read alike
     HS_RETURN_IF_ERROR(tok::write_hf_tokenizer(dir, s.n_vocab, b).status());  // tokenizer.json, when there is one
@@ -315,7 +411,7 @@ static Result<std::unique_ptr<gguf::File>> load_hf_model_impl(const std::string&
   HS_ASSIGN_OR_RETURN(auto st, safetensors::File::open(dir + "/model.safetensors"));
   Converter conv(*st, s);
   HS_RETURN_IF_ERROR(conv.convert());
-  return conv.build(fmt::format("qwen35 from {}", dir), dir);
+  return conv.build(fmt::format("{} from {}", s.next ? "qwen3next" : "qwen35", dir), dir);
 }
 
 Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir) {

@@ -1,6 +1,7 @@
-// model/hybrid_decoder.cpp — the qwen35 forward pass over the Backend (hybrid_decoder.h).
+// model/hybrid_decoder.cpp — the qwen35 / qwen3next forward pass over the Backend (hybrid_decoder.h).
 #include "model/hybrid_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 
@@ -115,8 +116,19 @@ Status HybridDecoder::prepare_weights() {
     const std::string p = "blk." + std::to_string(il) + ".";
     HS_RETURN_IF_ERROR(vec(L.attn_norm, p + "attn_norm.weight", T.attn_norm));
     HS_RETURN_IF_ERROR(vec(L.ffn_norm, p + "post_attention_norm.weight", T.ffn_norm));
-    HS_RETURN_IF_ERROR(group({&L.w_gate, &L.w_up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
-    HS_RETURN_IF_ERROR(mat(L.w_down, p + "ffn_down.weight", T.w_down));
+    if (c.is_moe()) {
+      HS_RETURN_IF_ERROR(mat(L.ffn_gate_inp, p + "ffn_gate_inp.weight", T.ffn_gate_inp));
+      HS_RETURN_IF_ERROR(mat(L.ffn_gate_exps, p + "ffn_gate_exps.weight", T.gate_exps));
+      HS_RETURN_IF_ERROR(mat(L.ffn_up_exps, p + "ffn_up_exps.weight", T.up_exps));
+      HS_RETURN_IF_ERROR(mat(L.ffn_down_exps, p + "ffn_down_exps.weight", T.down_exps));
+      HS_RETURN_IF_ERROR(group({&L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_gate_inp_shexp},
+                               {p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_gate_inp_shexp.weight"},
+                               {&T.gate_shexp, &T.up_shexp, &T.gate_inp_shexp}));
+      HS_RETURN_IF_ERROR(mat(L.ffn_down_shexp, p + "ffn_down_shexp.weight", T.down_shexp));
+    } else {
+      HS_RETURN_IF_ERROR(group({&L.w_gate, &L.w_up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
+      HS_RETURN_IF_ERROR(mat(L.w_down, p + "ffn_down.weight", T.w_down));
+    }
     if (!c.layer_is_linear[il]) {
       T.kv_layer = n_kv++;
       HS_RETURN_IF_ERROR(group({&L.wq, &L.wk, &L.wv}, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
@@ -127,9 +139,14 @@ Status HybridDecoder::prepare_weights() {
       continue;
     }
     T.state_layer = n_state++;
-    HS_RETURN_IF_ERROR(group({&L.ssm_qkv, &L.ssm_z, &L.ssm_beta, &L.ssm_alpha},
-                             {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_beta.weight", p + "ssm_alpha.weight"},
-                             {&T.ssm_qkv, &T.ssm_z, &T.ssm_beta, &T.ssm_alpha}));
+    if (c.ssm_fused_ba)
+      HS_RETURN_IF_ERROR(group({&L.ssm_qkv, &L.ssm_z, &L.ssm_ba},
+                               {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_ba.weight"},
+                               {&T.ssm_qkv, &T.ssm_z, &T.ssm_ba}));
+    else
+      HS_RETURN_IF_ERROR(group({&L.ssm_qkv, &L.ssm_z, &L.ssm_beta, &L.ssm_alpha},
+                               {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_beta.weight", p + "ssm_alpha.weight"},
+                               {&T.ssm_qkv, &T.ssm_z, &T.ssm_beta, &T.ssm_alpha}));
     HS_RETURN_IF_ERROR(mat(L.ssm_out, p + "ssm_out.weight", T.ssm_out));
     HS_RETURN_IF_ERROR(vec(L.ssm_conv, p + "ssm_conv1d.weight", T.ssm_conv));
     HS_RETURN_IF_ERROR(vec(L.ssm_a, p + "ssm_a", T.ssm_a));
@@ -142,13 +159,18 @@ Status HybridDecoder::prepare_weights() {
 Status HybridDecoder::reserve(int64_t max_tokens) {
   if (max_tokens <= ws_.capacity) return Status::ok();
   const ModelConfig& c = config_;
-  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.n_ff, cd = c.ssm_conv_dim(),
-                vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
-  Tensor* slots[] = {&ws_.x,   &ws_.h,      &ws_.o,      &ws_.qg,  &ws_.q,    &ws_.gate, &ws_.att, &ws_.k,    &ws_.v,
-                     &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv, &ws_.conv, &ws_.z,    &ws_.core, &ws_.ssm_b, &ws_.ssm_a};
-  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv};
+  const int64_t d = c.n_embd, qd = c.q_dim(), kvd = c.kv_dim(), ff = c.is_moe() ? c.n_ff_shexp : c.n_ff,
+                cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
+  // MoE-only buffers get width 1 in a dense model (carve_activations wants positive widths).
+  const int64_t E = std::max(1, c.n_expert), k = std::max(1, c.n_expert_used), dm = c.is_moe() ? d : 1;
+  Tensor* slots[] = {&ws_.x,    &ws_.h,          &ws_.o,      &ws_.qg,    &ws_.q,     &ws_.gate,  &ws_.att,
+                     &ws_.k,    &ws_.v,          &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv,  &ws_.conv,  &ws_.z,
+                     &ws_.core, &ws_.ssm_b,      &ws_.ssm_a,  &ws_.ssm_ba, &ws_.shexp, &ws_.shexp_gate,
+                     &ws_.router, &ws_.moe_w,    &ws_.moe_ids};
+  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv, 2 * nv, dm, 1, E, k, k};
   static_assert(std::size(slots) == std::size(widths));
   HS_RETURN_IF_ERROR(carve_activations(*backend_, max_tokens, widths, slots, "the hybrid activation workspace", ws_.mem));
+  ws_.moe_ids.dtype = DType::I32;  // carved as f32 rows of the same 4-byte width
   ws_.capacity = max_tokens;
   return Status::ok();
 }
@@ -237,7 +259,18 @@ Status HybridDecoder::linear_mixer(int il, int64_t n) {
   const Tensor qkv = ws_.qkv.slice_rows(0, n), conv = ws_.conv.slice_rows(0, n);
   const Tensor z = ws_.z.slice_rows(0, n), core = ws_.core.slice_rows(0, n);
   const Tensor beta = ws_.ssm_b.slice_rows(0, n), g = ws_.ssm_a.slice_rows(0, n);
-  {
+  if (c.ssm_fused_ba) {
+    // ssm_ba rows per key head: [b of its r v-heads | a of them] (r = n_v / n_k): [n][n_k][2r]
+    // split into beta [n][n_v] and a [n][n_v], v-head g · r + i.
+    const Tensor ba = ws_.ssm_ba.slice_rows(0, n);
+    const Tensor ws[] = {L.ssm_qkv, L.ssm_z, L.ssm_ba};
+    const Tensor ys[] = {qkv, z, ba};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+    const int64_t r = c.ssm_n_v_heads / c.ssm_n_k_heads;
+    const Tensor per_k = ba.reshaped(2 * r);  // [n · n_k][2r]
+    HS_RETURN_IF_ERROR(b.copy(columns(per_k, 0, r), beta.reshaped(r)));
+    HS_RETURN_IF_ERROR(b.copy(columns(per_k, r, r), g.reshaped(r)));
+  } else {
     const Tensor ws[] = {L.ssm_qkv, L.ssm_z, L.ssm_beta, L.ssm_alpha};
     const Tensor ys[] = {qkv, z, beta, g};
     HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
@@ -248,7 +281,7 @@ Status HybridDecoder::linear_mixer(int il, int64_t n) {
   HS_RETURN_IF_ERROR(b.l2_norm(q, c.ssm_k_dim, kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.ssm_k_dim))));
   HS_RETURN_IF_ERROR(b.l2_norm(k, c.ssm_k_dim, kL2NormEps, 1.0f));
   HS_RETURN_IF_ERROR(b.delta_gates(g, beta, L.ssm_a, L.ssm_dt_bias));
-  const DeltaRuleParams dp{c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim, c.ssm_v_dim, /*v_tiled=*/true};
+  const DeltaRuleParams dp{c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_v_tiled};
   HS_RETURN_IF_ERROR(b.gated_delta_rule(q, k, v, g, beta, delta_state_[L.state_layer], core, dp));
   HS_RETURN_IF_ERROR(b.rms_norm_gated(core, z, L.ssm_norm, c.rms_eps, core));
   return b.matmul(L.ssm_out, core, o);
@@ -282,24 +315,53 @@ Status HybridDecoder::attention_mixer(int il, int64_t n) {
   return b.matmul(L.wo, att, o);
 }
 
+Status HybridDecoder::dense_ffn(int il, int64_t n) {
+  Backend& b = *backend_;
+  const LayerTensors& L = layers_[il];
+  const Tensor h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
+  const Tensor fg = ws_.ffn_gate.slice_rows(0, n), fu = ws_.ffn_up.slice_rows(0, n);
+  const Tensor ws[] = {L.w_gate, L.w_up};
+  const Tensor ys[] = {fg, fu};
+  HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, fg, fu, fg));
+  return b.matmul(L.w_down, fg, o);
+}
+
+// o = routed experts + sigmoid(h · gate_inp_shexp) · shared expert (transformers'
+// Qwen3NextSparseMoeBlock; llama.cpp's qwen3next build_layer_ffn).
+Status HybridDecoder::moe_ffn(int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *backend_;
+  const LayerTensors& L = layers_[il];
+  const Tensor h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
+  const Tensor fg = ws_.ffn_gate.slice_rows(0, n), fu = ws_.ffn_up.slice_rows(0, n);
+  const Tensor router = ws_.router.slice_rows(0, n), ids = ws_.moe_ids.slice_rows(0, n), w = ws_.moe_w.slice_rows(0, n);
+  const Tensor sh = ws_.shexp.slice_rows(0, n), shg = ws_.shexp_gate.slice_rows(0, n);
+  const MoeParams mp{c.n_expert, c.n_expert_used, c.expert_norm_topk};
+  HS_RETURN_IF_ERROR(b.matmul(L.ffn_gate_inp, h, router));
+  HS_RETURN_IF_ERROR(b.moe_route(router, ids, w, mp));
+  HS_RETURN_IF_ERROR(b.moe_experts(h, L.gate_exps, L.up_exps, L.down_exps, ids, w, o, mp));
+  {
+    const Tensor ws[] = {L.gate_shexp, L.up_shexp, L.gate_inp_shexp};
+    const Tensor ys[] = {fg, fu, shg};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  }
+  HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, fg, fu, fg));
+  HS_RETURN_IF_ERROR(b.matmul(L.down_shexp, fg, sh));
+  return b.add_sigmoid_gated(o, sh, shg);
+}
+
 Status HybridDecoder::run_layers(int64_t n) {
   const ModelConfig& c = config_;
   Backend& b = *backend_;
   const Tensor x = ws_.x.slice_rows(0, n), h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
-  const Tensor fg = ws_.ffn_gate.slice_rows(0, n), fu = ws_.ffn_up.slice_rows(0, n);
   HS_RETURN_IF_ERROR(b.embedding(token_embd_, x));
   HS_RETURN_IF_ERROR(b.rms_norm(x, layers_[0].attn_norm, c.rms_eps, h));
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerTensors& L = layers_[il];
     HS_RETURN_IF_ERROR(c.layer_is_linear[il] ? linear_mixer(il, n) : attention_mixer(il, n));
     HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, L.ffn_norm, c.rms_eps, h));
-    {
-      const Tensor ws[] = {L.w_gate, L.w_up};
-      const Tensor ys[] = {fg, fu};
-      HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
-    }
-    HS_RETURN_IF_ERROR(b.glu(GluKind::kSilu, fg, fu, fg));
-    HS_RETURN_IF_ERROR(b.matmul(L.w_down, fg, o));
+    HS_RETURN_IF_ERROR(c.is_moe() ? moe_ffn(il, n) : dense_ffn(il, n));
     if (il + 1 < c.n_layer) HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, layers_[il + 1].attn_norm, c.rms_eps, h));
     else HS_RETURN_IF_ERROR(b.add(x, o));
   }

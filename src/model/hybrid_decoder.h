@@ -1,13 +1,18 @@
 // model/hybrid_decoder.h — the forward pass of the hybrid Gated-DeltaNet models (qwen35:
-// Qwen3.5 dense), written once against the Backend op table like model/decoder.h.
+// Qwen3.5 dense; qwen3next: Qwen3-Next, MoE), written once against the Backend op table like
+// model/decoder.h; the two differ only where the config says so (below).
 //
-// Per layer: x += mixer(attn_norm(x)); x += ffn(post_attention_norm(x)) (SiLU GLU); norms are
-// zero-centred, stored as 1 + w. The mixer is either
-//  - Gated DeltaNet (config.layer_is_linear): qkv / z / b / a projections, depthwise causal
+// Per layer: x += mixer(attn_norm(x)); x += ffn(post_attention_norm(x)); norms are
+// zero-centred, stored as 1 + w. The FFN is a SiLU GLU (qwen35) or, config.is_moe()
+// (qwen3next), the MoE block: softmax router → top-k (renormalised) → the chosen experts' SiLU
+// GLUs weighted (Backend moe_route / moe_experts), plus the shared expert's GLU times
+// sigmoid(x · ffn_gate_inp_shexp) (add_sigmoid_gated). The mixer is either
+//  - Gated DeltaNet (config.layer_is_linear): qkv / z / b / a projections (qwen3next: b and a
+//    from one ssm_ba projection grouped per key head, split at run time), depthwise causal
 //    conv (kernel 4) + SiLU over q|k|v, L2-normed q (scaled by k_dim^-0.5) and k, gates
 //    g = ssm_a · softplus(a + dt_bias), beta = sigmoid(b), the gated delta rule (chunked for
 //    prefill, recurrent for decode) over the sequence's recurrent state, gated RMSNorm with z,
-//    out projection; or
+//    out projection (V heads tiled for qwen35 files, grouped for qwen3next: config.ssm_v_tiled); or
 //  - gated full attention: q and gate interleaved per head in one projection, QK RMSNorm,
 //    partial NeoX RoPE (rope_dims of head_dim), paged-KV attention, output * sigmoid(gate).
 // Only the full-attention layers have KV: the caller's KvCache has kv_geometry()'s
@@ -46,7 +51,7 @@ namespace hs {
 
 class HybridDecoder final : public LanguageModel {
  public:
-  // A GGUF file with llama.cpp's qwen35 names.
+  // A GGUF file with llama.cpp's qwen35 / qwen3next names.
   static Result<std::unique_ptr<HybridDecoder>> load(const std::string& path, Device device = Device::kCpu);
   // A Hugging Face checkpoint directory (config.json + model.safetensors; model/hf_model.h).
   static Result<std::unique_ptr<HybridDecoder>> load_hf(const std::string& dir, Device device = Device::kCpu);
@@ -91,11 +96,16 @@ class HybridDecoder final : public LanguageModel {
   Status run_layers(int64_t n);
   Status linear_mixer(int il, int64_t n);
   Status attention_mixer(int il, int64_t n);
+  Status dense_ffn(int il, int64_t n);  // h -> o
+  Status moe_ffn(int il, int64_t n);    // h -> o
 
   struct LayerTensors {
     Tensor attn_norm, ffn_norm, w_gate, w_up, w_down;
     Tensor wq, wk, wv, wo, q_norm, k_norm;                                     // full attention
     Tensor ssm_qkv, ssm_z, ssm_beta, ssm_alpha, ssm_out, ssm_conv, ssm_a, ssm_dt_bias, ssm_norm;  // linear
+    Tensor ssm_ba;                                                             // linear, qwen3next
+    Tensor ffn_gate_inp, gate_exps, up_exps, down_exps;                        // MoE (weights.h shapes)
+    Tensor gate_shexp, up_shexp, down_shexp, gate_inp_shexp;                   // MoE shared expert
     int kv_layer = -1;     // full attention: its layer in the KvCache
     int state_layer = -1;  // linear: its index among the state tensors
   };
@@ -107,7 +117,11 @@ class HybridDecoder final : public LanguageModel {
     Tensor qg;                   // [n][2 · q_dim] q | gate per head
     Tensor q, gate, att;         // [n][q_dim]
     Tensor k, v;                 // [n][kv_dim]
-    Tensor ffn_gate, ffn_up;     // [n][n_ff]
+    Tensor ffn_gate, ffn_up;     // [n][max(n_ff, n_ff_shexp)] (dense or shared-expert GLU)
+    Tensor shexp, shexp_gate;    // [n][n_embd] shared expert out, [n][1] its gate logit (MoE)
+    Tensor router, moe_w;        // [n][n_expert] router logits, [n][n_expert_used] weights (MoE)
+    Tensor moe_ids;              // [n][n_expert_used] I32 chosen experts (MoE)
+    Tensor ssm_ba;               // [n][2 · n_v] fused b | a per key head (qwen3next)
     Tensor qkv, conv;            // [n][conv_dim] projection, conv output (q | k | v)
     Tensor z, core;              // [n][value_dim]
     Tensor ssm_b, ssm_a;         // [n][n_v] beta, then g

@@ -13,11 +13,11 @@ Status check_positive(const char* what, int64_t v, int64_t max = 1 << 24) {
   return Status::ok();
 }
 
-// Qwen3.5 dense hybrid (llama.cpp's qwen35 keys, models-and-gguf.md §5): every
+// The hybrids (llama.cpp's qwen35 / qwen3next keys, models-and-gguf.md §5): every
 // full_attention_interval-th layer is gated full attention (q and gate interleaved per head,
-// QK norm, partial NeoX RoPE: the interleaved MRoPE of a text-only model is plain RoPE on
+// QK norm, partial NeoX RoPE: the interleaved MRoPE of a text-only qwen35 is plain RoPE on
 // rope.dimension_count dims), the others Gated DeltaNet. Norm weights are stored as 1 + w.
-Status load_qwen35_fields(const gguf::File& f, const std::string& p, ModelConfig& c) {
+Status load_hybrid_fields(const gguf::File& f, const std::string& p, ModelConfig& c) {
   HS_ASSIGN_OR_RETURN(int64_t kernel, f.get_int(p + "ssm.conv_kernel"));
   HS_ASSIGN_OR_RETURN(int64_t dk, f.get_int(p + "ssm.state_size"));
   HS_ASSIGN_OR_RETURN(int64_t nk, f.get_int(p + "ssm.group_count"));
@@ -33,7 +33,8 @@ Status load_qwen35_fields(const gguf::File& f, const std::string& p, ModelConfig
   HS_RETURN_IF_ERROR(check_positive("full_attention_interval", interval, 4096));
   if (nv % nk != 0 || inner % nv != 0)
     return make_error(StatusCode::kCorrupt,
-                      "model config: ssm heads {} v / {} k and inner size {} do not divide (qwen35)", nv, nk, inner);
+                      "model config: ssm heads {} v / {} k and inner size {} do not divide ({})", nv, nk, inner,
+                      c.arch_name);
   if (n_mtp < 0 || n_mtp >= c.n_layer)
     return make_error(StatusCode::kCorrupt, "model config: nextn_predict_layers {} of {} blocks", n_mtp, c.n_layer);
   if (c.rope_dims <= 0 || c.rope_dims > c.head_dim || c.rope_dims % 2)
@@ -61,6 +62,32 @@ Status load_qwen35_fields(const gguf::File& f, const std::string& p, ModelConfig
   c.ffn_act = FfnActivation::kSilu;
   c.qk_norm = true;
   c.attn_output_gate = true;
+  c.ssm_v_tiled = c.arch == Arch::kQwen35;
+  c.ssm_fused_ba = c.arch == Arch::kQwen3Next;
+  return Status::ok();
+}
+
+// Qwen3-Next's MoE FFN (llama.cpp's qwen3next loader): expert_count experts of
+// expert_feed_forward_length, expert_used_count per token, and a shared expert of
+// expert_shared_feed_forward_length (llama.cpp: feed_forward_length when absent). llama.cpp's
+// qwen3next graph always renormalises the top-k; expert_weights_norm, when a file has it, says so.
+Status load_moe_fields(const gguf::File& f, const std::string& p, ModelConfig& c) {
+  HS_ASSIGN_OR_RETURN(int64_t n_expert, f.get_int(p + "expert_count"));
+  HS_ASSIGN_OR_RETURN(int64_t n_used, f.get_int(p + "expert_used_count"));
+  HS_ASSIGN_OR_RETURN(int64_t n_ff_exp, f.get_int(p + "expert_feed_forward_length"));
+  HS_ASSIGN_OR_RETURN(int64_t n_ff_shexp, f.get_int_or(p + "expert_shared_feed_forward_length", c.n_ff));
+  HS_RETURN_IF_ERROR(check_positive("expert_count", n_expert, 1 << 16));
+  HS_RETURN_IF_ERROR(check_positive("expert_used_count", n_used, n_expert));
+  HS_RETURN_IF_ERROR(check_positive("expert_feed_forward_length", n_ff_exp));
+  HS_RETURN_IF_ERROR(check_positive("expert_shared_feed_forward_length", n_ff_shexp));
+  c.n_expert = static_cast<int>(n_expert);
+  c.n_expert_used = static_cast<int>(n_used);
+  c.n_ff_exp = static_cast<int>(n_ff_exp);
+  c.n_ff_shexp = static_cast<int>(n_ff_shexp);
+  if (f.has(p + "expert_weights_norm")) {
+    HS_ASSIGN_OR_RETURN(bool norm, f.get_bool(p + "expert_weights_norm"));
+    c.expert_norm_topk = norm;
+  }
   return Status::ok();
 }
 
@@ -74,9 +101,11 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   else if (arch == "gemma3") c.arch = Arch::kGemma3;
   else if (arch == "qwen2") c.arch = Arch::kQwen2;
   else if (arch == "qwen35") c.arch = Arch::kQwen35;
+  else if (arch == "qwen3next") c.arch = Arch::kQwen3Next;
   else
     return make_error(StatusCode::kUnsupported,
-                      "unknown architecture '{}' (supported: llama, gemma3, qwen2, qwen35)", arch);
+                      "unknown architecture '{}' (supported: llama, gemma3, qwen2, qwen35, qwen3next)", arch);
+  const bool hybrid = c.arch == Arch::kQwen35 || c.arch == Arch::kQwen3Next;
   const std::string p = c.arch_name + ".";
 
   HS_ASSIGN_OR_RETURN(int64_t n_layer, f.get_int(p + "block_count"));
@@ -116,7 +145,7 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
   c.rope_theta_local = c.rope_theta;
   HS_ASSIGN_OR_RETURN(int64_t rope_dims, f.get_int_or(p + "rope.dimension_count", head_dim));
   c.rope_dims = static_cast<int>(rope_dims);
-  if (c.rope_dims != c.head_dim && c.arch != Arch::kQwen35)
+  if (c.rope_dims != c.head_dim && !hybrid)
     return make_error(StatusCode::kUnsupported, "model config: partial RoPE ({} of {} dims) is not supported for {}",
                       c.rope_dims, c.head_dim, arch);
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -144,8 +173,9 @@ Result<ModelConfig> load_model_config(const gguf::File& f) {
         return make_error(StatusCode::kUnsupported, "model config: qwen2 RoPE scaling '{}' is not supported yet",
                           scaling);
     }
-  } else if (c.arch == Arch::kQwen35) {
-    HS_RETURN_IF_ERROR(load_qwen35_fields(f, p, c));
+  } else if (hybrid) {
+    HS_RETURN_IF_ERROR(load_hybrid_fields(f, p, c));
+    if (c.arch == Arch::kQwen3Next) HS_RETURN_IF_ERROR(load_moe_fields(f, p, c));
   } else {  // gemma3
     c.rope_style = RopeStyle::kNeox;
     c.ffn_act = FfnActivation::kGeluTanh;
@@ -179,7 +209,10 @@ std::string describe(const ModelConfig& c) {
          (c.is_hybrid() ? fmt::format(", {} Gated-DeltaNet layers ({} k / {} v heads x {}/{}, conv {}), rope {} of {} dims",
                                       c.n_layer - c.n_attn_layers(), c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim,
                                       c.ssm_v_dim, c.ssm_conv_kernel, c.rope_dims, c.head_dim)
-                        : std::string());
+                        : std::string()) +
+         (c.is_moe() ? fmt::format(", {} experts (top {}{}) x {} + shared {}", c.n_expert, c.n_expert_used,
+                                   c.expert_norm_topk ? ", renormalised" : "", c.n_ff_exp, c.n_ff_shexp)
+                     : std::string());
 }
 
 }  // namespace hs

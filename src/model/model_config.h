@@ -13,7 +13,7 @@
 
 namespace hs {
 
-enum class Arch { kLlama, kGemma3, kQwen2, kQwen35 };
+enum class Arch { kLlama, kGemma3, kQwen2, kQwen35, kQwen3Next };
 enum class RopeStyle {
   kNormal,  // rotate adjacent pairs (x[2i], x[2i+1]) — llama GGUFs (Q/K rows permuted by the converter)
   kNeox,    // rotate halves (x[i], x[i + d/2]) — HF rotate_half; gemma3 and qwen2 GGUFs (not permuted)
@@ -49,8 +49,8 @@ struct ModelConfig {
   bool qkv_bias = false;          // qwen2 (and llama files that have them): biases on q, k, v
   bool tied_output = false;       // output projection is token_embd
 
-  // Hybrid models (qwen35: Qwen3.5 dense; model/hybrid_decoder.h): Gated-DeltaNet layers
-  // beside gated full-attention layers. Empty layer_is_linear: not hybrid.
+  // Hybrid models (qwen35: Qwen3.5 dense, qwen3next: Qwen3-Next MoE; model/hybrid_decoder.h):
+  // Gated-DeltaNet layers beside gated full-attention layers. Empty layer_is_linear: not hybrid.
   std::vector<bool> layer_is_linear;  // [n_layer] true: Gated DeltaNet (recurrent state, no KV)
   int ssm_n_k_heads = 0;              // linear attention key heads (GGUF ssm.group_count)
   int ssm_n_v_heads = 0;              // value heads (ssm.time_step_rank)
@@ -59,6 +59,20 @@ struct ModelConfig {
   int ssm_conv_kernel = 0;            // depthwise causal conv kernel (ssm.conv_kernel, 4)
   int n_mtp_layers = 0;               // MTP blocks after the n_layer decoder blocks (not run)
   bool attn_output_gate = false;      // q projection holds [q | gate] per head; out *= sigmoid(gate)
+  // How the Gated-DeltaNet tensors are laid out (models-and-gguf.md §5): qwen35 files reorder the
+  // V heads to tiled order (v-head j reads k-head j % n_k) and store beta / alpha apart; qwen3next
+  // files keep transformers' grouped order (j / (n_v / n_k)) and one ssm_ba projection grouped per
+  // key head ([b of its n_v / n_k v-heads | a of them] per k-head), split at run time.
+  bool ssm_v_tiled = true;
+  bool ssm_fused_ba = false;
+
+  // Mixture-of-experts FFN on every layer (qwen3next); n_expert == 0: a dense FFN of n_ff.
+  int n_expert = 0;            // expert_count
+  int n_expert_used = 0;       // expert_used_count (top-k)
+  int n_ff_exp = 0;            // expert_feed_forward_length
+  int n_ff_shexp = 0;          // expert_shared_feed_forward_length (the sigmoid-gated shared expert)
+  bool expert_norm_topk = true;  // expert_weights_norm: renormalise the top-k probabilities
+  bool is_moe() const { return n_expert > 0; }
 
   bool is_hybrid() const { return !layer_is_linear.empty(); }
   int ssm_key_dim() const { return ssm_n_k_heads * ssm_k_dim; }

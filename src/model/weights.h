@@ -24,16 +24,26 @@ struct LayerWeights {
   WeightView w_gate, w_up, w_down;    // [n_ff x n_embd] x2, [n_embd x n_ff]
   std::vector<float> post_ffn_norm;   // [n_embd] (gemma3)
 
-  // qwen35 Gated-DeltaNet layers (config.layer_is_linear): wq..wo, q_norm, k_norm stay empty.
-  // V heads in the tiled order of llama.cpp's qwen35 files (v-head j reads k-head j % n_k).
+  // Hybrid Gated-DeltaNet layers (config.layer_is_linear): wq..wo, q_norm, k_norm stay empty.
+  // V heads in the order of the file (config.ssm_v_tiled: qwen35 tiled, qwen3next grouped).
   WeightView ssm_qkv;                 // [conv_dim x n_embd]  rows q | k | v (attn_qkv)
   WeightView ssm_z;                   // [value_dim x n_embd] output gate (attn_gate)
-  WeightView ssm_beta, ssm_alpha;     // [n_v x n_embd] x2
+  WeightView ssm_beta, ssm_alpha;     // [n_v x n_embd] x2 (qwen35)
+  WeightView ssm_ba;                  // [2 n_v x n_embd] per k-head [b x r | a x r], r = n_v / n_k (qwen3next)
   WeightView ssm_out;                 // [n_embd x value_dim]
   std::vector<float> ssm_conv;        // [conv_dim][kernel]
   std::vector<float> ssm_a;           // [n_v] -exp(A_log)
   std::vector<float> ssm_dt_bias;     // [n_v]
   std::vector<float> ssm_norm;        // [v_dim] gated RMSNorm weight (plain w, not 1 + w)
+
+  // MoE FFN (config.is_moe(); w_gate / w_up / w_down stay empty). GGUF's 3-D expert tensors
+  // {n_embd, n_ff_exp, n_expert} are viewed as matrices of n_expert stacked blocks of rows.
+  WeightView ffn_gate_inp;              // [n_expert x n_embd] router (f32 in llama.cpp's files)
+  WeightView ffn_gate_exps, ffn_up_exps;  // [n_expert · n_ff_exp x n_embd] x2
+  WeightView ffn_down_exps;             // [n_expert · n_embd x n_ff_exp]
+  WeightView ffn_gate_shexp, ffn_up_shexp;  // [n_ff_shexp x n_embd] x2 shared expert
+  WeightView ffn_down_shexp;            // [n_embd x n_ff_shexp]
+  WeightView ffn_gate_inp_shexp;        // [1 x n_embd] the shared expert's sigmoid gate
 };
 
 struct ModelWeights {

@@ -1,8 +1,9 @@
-// tests/unit/model/test_hybrid_golden.cpp — the qwen35 (Qwen3.5 dense hybrid) forward pass
-// against transformers on the tiny random model of tools/reference/gen_hybrid_golden.py, loaded
-// both from its Hugging Face files (config.json + model.safetensors, model/hf_model) and from
-// the GGUF that llama.cpp's convert_hf_to_gguf.py made of them (gen_hybrid_gguf.py); the two
-// loaders give the same logits.
+// tests/unit/model/test_hybrid_golden.cpp — the hybrid forward passes, qwen35 (Qwen3.5 dense)
+// and qwen3next (Qwen3-Next: fused qkvz / ba, grouped V heads, 4 experts top-2 + a shared
+// expert), against transformers on the tiny random models of tools/reference/gen_hybrid_golden.py,
+// each loaded both from its Hugging Face files (config.json + model.safetensors, model/hf_model)
+// and from the GGUF that llama.cpp's convert_hf_to_gguf.py made of them (gen_hybrid_gguf.py); the
+// two loaders give the same logits.
 //
 // Criteria as tests/unit/model/test_golden.cpp: top-1 agreement wherever the reference
 // top-1/top-2 margin > 0.05; mean KL(ref || ours) < 0.01 over the top-20 plus a tail bucket;
@@ -31,11 +32,13 @@ namespace {
 constexpr float kMargin = 0.05f;
 constexpr int kChunk = 100;
 
-const std::string kDir = std::string(HS_FIXTURES_DIR) + "/hybrid/qwen35-tiny";
+// The fixtures: "qwen35" or "qwen3next" (tests/fixtures/hybrid/<model>-tiny/).
+std::string fixture_dir(const std::string& model) { return std::string(HS_FIXTURES_DIR) + "/hybrid/" + model + "-tiny"; }
 
 // "hf": config.json + model.safetensors; "gguf": llama.cpp's conversion of them.
-Result<std::unique_ptr<HybridDecoder>> load_tiny(const std::string& how) {
-  return how == "gguf" ? HybridDecoder::load(kDir + "/qwen35-tiny-bf16.gguf") : HybridDecoder::load_hf(kDir);
+Result<std::unique_ptr<HybridDecoder>> load_tiny(const std::string& model, const std::string& how) {
+  const std::string dir = fixture_dir(model);
+  return how == "gguf" ? HybridDecoder::load(dir + "/" + model + "-tiny-bf16.gguf") : HybridDecoder::load_hf(dir);
 }
 
 struct Case {
@@ -44,9 +47,10 @@ struct Case {
   std::vector<float> top_lp, greedy_margins;
 };
 
-std::vector<Case> load_cases(int& k) {
-  nlohmann::json meta = nlohmann::json::parse(std::ifstream(kDir + "/golden.json"));
-  std::ifstream bin(kDir + "/golden.bin", std::ios::binary);
+std::vector<Case> load_cases(const std::string& model, int& k) {
+  const std::string dir = fixture_dir(model);
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(dir + "/golden.json"));
+  std::ifstream bin(dir + "/golden.bin", std::ios::binary);
   std::vector<char> blob((std::istreambuf_iterator<char>(bin)), std::istreambuf_iterator<char>());
   k = meta["top_k"];
   std::vector<Case> cases;
@@ -68,19 +72,27 @@ std::vector<Case> load_cases(int& k) {
 
 using golden::argmax;
 
-class HybridGolden : public ::testing::TestWithParam<std::tuple<std::string, MatmulPrecision>> {};
+class HybridGolden : public ::testing::TestWithParam<std::tuple<std::string, std::string, MatmulPrecision>> {};
 
 TEST_P(HybridGolden, MatchesTransformers) {
   int k = 0;
-  const std::vector<Case> cases = load_cases(k);
-  const std::string how = std::get<0>(GetParam());
-  auto dec_or = load_tiny(how);
+  const std::string model = std::get<0>(GetParam()), how = std::get<1>(GetParam());
+  const std::vector<Case> cases = load_cases(model, k);
+  auto dec_or = load_tiny(model, how);
   ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
   HybridDecoder& dec = **dec_or;
-  dec.set_matmul_precision(std::get<1>(GetParam()));
+  dec.set_matmul_precision(std::get<2>(GetParam()));
   const ModelConfig& c = dec.config();
   ASSERT_EQ(c.n_attn_layers(), 2);
   ASSERT_EQ(c.rope_dims, 64);
+  if (model == "qwen3next") {  // what the qwen3next path must have picked up
+    ASSERT_EQ(c.arch, Arch::kQwen3Next);
+    ASSERT_EQ(c.n_expert, 4);
+    ASSERT_EQ(c.n_expert_used, 2);
+    ASSERT_TRUE(c.expert_norm_topk);
+    ASSERT_FALSE(c.ssm_v_tiled);
+    ASSERT_TRUE(c.ssm_fused_ba);
+  }
   ThreadPool pool;
   KvCache kv(dec.kv_geometry(), 256);
   RecurrentPool states(kv, 4);
@@ -104,12 +116,18 @@ TEST_P(HybridGolden, MatchesTransformers) {
                    kMargin);
       }
     }
-    // Greedy decode, fed the reference continuation (= ours while they agree): every step whose
-    // reference margin is >= 0.05 must pick the reference token; `identical` counts the steps
-    // before our first differing (necessarily low-margin) pick.
+    // Greedy decode, fed the reference continuation (= ours while they agree): every step up to
+    // the first whose reference margin is < 0.05 must pick the reference token (so our greedy is
+    // identical to there); for qwen35 every later step of margin >= 0.05 too. Not for qwen3next
+    // after that first low-margin step: its reference continuation is generate()'s, and
+    // transformers' own cached forward fed the same tokens leaves it there (case 3: step 8 picks
+    // 262, margin 0.21, where generate() took 179; step 47 picks 477 where it took 172), so past
+    // that step the reference is not one trajectory of the model; those steps are counted, not
+    // enforced. `identical` counts the steps before our first differing pick.
+    const bool strict_after_low = model != "qwen3next";
     int32_t ours = argmax(logits.data() + static_cast<size_t>((n - 1) % kChunk) * c.n_vocab, c.n_vocab);
     int identical = 0, confident = 0, confident_equal = 0;
-    bool diverged = false;
+    bool diverged = false, past_low = false;
     for (size_t step = 0; step < gc.greedy.size(); ++step) {
       const bool sure = gc.greedy_margins[step] >= kMargin;
       if (ours != gc.greedy[step]) diverged = true;
@@ -117,8 +135,12 @@ TEST_P(HybridGolden, MatchesTransformers) {
       if (sure) {
         ++confident;
         if (ours == gc.greedy[step]) ++confident_equal;
-        else ADD_FAILURE() << gc.name << " greedy step " << step << ": " << ours << " != reference " << gc.greedy[step]
-                           << " (reference margin " << gc.greedy_margins[step] << ")";
+        else if (strict_after_low || !past_low)
+          ADD_FAILURE() << gc.name << " greedy step " << step << ": " << ours << " != reference " << gc.greedy[step]
+                        << " (reference margin " << gc.greedy_margins[step] << ")";
+      } else if (!past_low) {
+        past_low = true;
+        EXPECT_FALSE(diverged) << gc.name << ": greedy differs before the first low-margin step " << step;
       }
       Batch b;
       b.add(gc.greedy[step], seq.n_tokens, 0, true);
@@ -134,9 +156,9 @@ TEST_P(HybridGolden, MatchesTransformers) {
     kv.release(seq);
   }
   const double mean_kl = checks.mean_kl();
-  std::printf("[hybrid golden] qwen35-tiny from %s (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
+  std::printf("[hybrid golden] %s-tiny from %s (cpu, %s): mean KL %.3e over %lld positions; top-1 equal %lld/%lld where "
               "margin > %.2f; greedy identical for %d/%d steps in all\n",
-              how.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(checks.kl_n),
+              model.c_str(), how.c_str(), matmul_precision_name(dec.matmul_precision()), mean_kl, static_cast<long long>(checks.kl_n),
               static_cast<long long>(checks.top1_equal), static_cast<long long>(checks.top1_checked), kMargin, greedy_identical,
               greedy_total);
   EXPECT_LT(mean_kl, 0.01);
@@ -145,21 +167,30 @@ TEST_P(HybridGolden, MatchesTransformers) {
   EXPECT_EQ(states.n_used(), 0);
 }
 
+auto golden_name = [](const auto& info) {
+  return std::get<1>(info.param) + "_" + matmul_precision_name(std::get<2>(info.param));
+};
 INSTANTIATE_TEST_SUITE_P(Qwen35, HybridGolden,
-                         ::testing::Combine(::testing::Values("hf", "gguf"),
+                         ::testing::Combine(::testing::Values("qwen35"), ::testing::Values("hf", "gguf"),
                                             ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2)),
-                         [](const auto& info) {
-                           return std::get<0>(info.param) + "_" + matmul_precision_name(std::get<1>(info.param));
-                         });
+                         golden_name);
+INSTANTIATE_TEST_SUITE_P(Qwen3Next, HybridGolden,
+                         ::testing::Combine(::testing::Values("qwen3next"), ::testing::Values("hf", "gguf"),
+                                            ::testing::Values(MatmulPrecision::kExact, MatmulPrecision::kInt8x2)),
+                         golden_name);
+
+// The batch / loader / error tests, once per model.
+class HybridGoldenBatch : public ::testing::TestWithParam<std::string> {};
 
 // The safetensors loader and llama.cpp's GGUF of the same checkpoint give the same logits
 // (the long prompt in chunks of 100, then 8 decode steps).
-TEST(HybridGoldenBatch, GgufEqualsSafetensors) {
+TEST_P(HybridGoldenBatch, GgufEqualsSafetensors) {
   int k = 0;
-  const std::vector<Case> cases = load_cases(k);
+  const std::string model = GetParam();
+  const std::vector<Case> cases = load_cases(model, k);
   std::vector<std::vector<float>> runs;
   for (const char* how : {"hf", "gguf"}) {
-    auto dec_or = load_tiny(how);
+    auto dec_or = load_tiny(model, how);
     ASSERT_TRUE(dec_or.is_ok()) << how << ": " << dec_or.status().to_string();
     HybridDecoder& dec = **dec_or;
     ThreadPool pool;
@@ -187,17 +218,18 @@ TEST(HybridGoldenBatch, GgufEqualsSafetensors) {
   ASSERT_EQ(runs[0].size(), runs[1].size());
   float max_diff = 0;
   for (size_t i = 0; i < runs[0].size(); ++i) max_diff = std::max(max_diff, std::fabs(runs[0][i] - runs[1][i]));
-  std::printf("[hybrid golden] safetensors vs llama.cpp GGUF: max |logit diff| %.3e over %zu logits\n", max_diff,
-              runs[0].size());
+  std::printf("[hybrid golden] %s safetensors vs llama.cpp GGUF: max |logit diff| %.3e over %zu logits\n", model.c_str(),
+              max_diff, runs[0].size());
   EXPECT_LT(max_diff, 1e-5f);
 }
 
 // Four prompts in one batch (interleaved, different lengths), then two decode steps of all four
 // together, give the logits of each prompt alone.
-TEST(HybridGoldenBatch, BatchedEqualsAlone) {
+TEST_P(HybridGoldenBatch, BatchedEqualsAlone) {
   int k = 0;
-  const std::vector<Case> cases = load_cases(k);
-  auto dec_or = HybridDecoder::load_hf(kDir);
+  const std::string model = GetParam();
+  const std::vector<Case> cases = load_cases(model, k);
+  auto dec_or = HybridDecoder::load_hf(fixture_dir(model));
   ASSERT_TRUE(dec_or.is_ok()) << dec_or.status().to_string();
   HybridDecoder& dec = **dec_or;
   const ModelConfig& c = dec.config();
@@ -260,8 +292,8 @@ TEST(HybridGoldenBatch, BatchedEqualsAlone) {
     ASSERT_EQ(together[q].size(), alone[q].size());
     float max_diff = 0;
     for (size_t i = 0; i < together[q].size(); ++i) max_diff = std::max(max_diff, std::fabs(together[q][i] - alone[q][i]));
-    std::printf("[hybrid golden] batched vs alone, prompt %d (%zu tokens + 2 decode steps): max |logit diff| %.3e\n", q,
-                prompts[q].size(), max_diff);
+    std::printf("[hybrid golden] %s batched vs alone, prompt %d (%zu tokens + 2 decode steps): max |logit diff| %.3e\n",
+                model.c_str(), q, prompts[q].size(), max_diff);
     EXPECT_LT(max_diff, 1e-4f) << "prompt " << q;
   }
   EXPECT_EQ(states.n_used(), 4);
@@ -270,23 +302,38 @@ TEST(HybridGoldenBatch, BatchedEqualsAlone) {
   EXPECT_EQ(kv.pool().n_used(), 0);
 }
 
-// A checkpoint without one tensor fails to load with an error naming it.
-TEST(HybridGoldenBatch, MissingTensorIsNamed) {
-  auto st_or = safetensors::File::open(kDir + "/model.safetensors");
+// A checkpoint without one tensor, or with one of the wrong shape, fails to load with an error
+// naming it (for qwen3next an expert's tensor: the stacking checks each one).
+TEST_P(HybridGoldenBatch, MissingOrMisshapenTensorIsNamed) {
+  const std::string model = GetParam(), src = fixture_dir(model);
+  auto st_or = safetensors::File::open(src + "/model.safetensors");
   ASSERT_TRUE(st_or.is_ok());
-  const std::string drop = "model.layers.2.linear_attn.dt_bias";
-  std::vector<safetensors::TensorWrite> keep;
-  for (const auto& t : (*st_or)->tensors())
-    if (t.name != drop) keep.push_back({t.name, t.dtype, t.shape, std::span<const uint8_t>(t.data, t.n_bytes)});
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "hs_hybrid_missing";
-  std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(kDir + "/config.json", dir / "config.json", std::filesystem::copy_options::overwrite_existing);
-  ASSERT_TRUE(safetensors::write((dir / "model.safetensors").string(), keep, {}).is_ok());
-  auto m = load_hf_model(dir.string());
-  ASSERT_FALSE(m.is_ok());
-  EXPECT_NE(m.status().message().find(drop), std::string::npos) << m.status().message();
-  std::filesystem::remove_all(dir);
+  const std::string drop = model == "qwen3next" ? "model.layers.5.mlp.experts.2.up_proj.weight"
+                                                : "model.layers.2.linear_attn.dt_bias";
+  const std::string bend = model == "qwen3next" ? "model.layers.1.mlp.experts.3.down_proj.weight"
+                                                : "model.layers.1.mlp.down_proj.weight";
+  for (const std::string& name : {drop, bend}) {
+    std::vector<safetensors::TensorWrite> keep;
+    for (const auto& t : (*st_or)->tensors()) {
+      if (t.name == drop && name == drop) continue;
+      std::vector<int64_t> shape = t.shape;
+      if (t.name == bend && name == bend) shape = {shape[1], shape[0]};  // same bytes, transposed shape
+      keep.push_back({t.name, t.dtype, shape, std::span<const uint8_t>(t.data, t.n_bytes)});
+    }
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hs_hybrid_bad_" + model);
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(src + "/config.json", dir / "config.json", std::filesystem::copy_options::overwrite_existing);
+    ASSERT_TRUE(safetensors::write((dir / "model.safetensors").string(), keep, {}).is_ok());
+    auto m = load_hf_model(dir.string());
+    ASSERT_FALSE(m.is_ok()) << name;
+    EXPECT_NE(m.status().message().find(name), std::string::npos) << m.status().message();
+    EXPECT_NE(m.status().message().find(name == drop ? "missing" : "shape"), std::string::npos) << m.status().message();
+    std::filesystem::remove_all(dir);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, HybridGoldenBatch, ::testing::Values("qwen35", "qwen3next"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace hs
