@@ -8,8 +8,9 @@
 #   make models-extra  also fetch Qwen2.5-Coder-1.5B-Instruct (1.1 GB; not needed by the tests)
 #   make bench   setup + build + benchmarks
 #   make bench-serve  setup + build + serving benchmark (aiperf) and prefill fairness
-#   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan)
-#   make cuda    configure + build the CUDA preset (compiles on a machine without a GPU)
+#   make asan    build + unit tests under AddressSanitizer/UBSan (preset asan; only hs_unit_tests)
+#   make cuda    configure + build the CUDA preset (compiles on a machine without a GPU): the two
+#                binaries scripts/gpu-check and scripts/gpu-bundle use, hindsight and hs_unit_tests
 JOBS ?= $(shell nproc)
 PRESET ?= cpu
 BIN := build/bin/hindsight
@@ -75,7 +76,7 @@ bench-serve: setup build
 
 asan:
 	@test -f build/asan/build.ninja || cmake --preset asan
-	cmake --build build/asan -j $(JOBS)
+	cmake --build build/asan -j $(JOBS) --target hs_unit_tests
 	# Golden, EngineModel and SparseDecoder tests (real model forward passes) are left to the Release run: under ASan at -O0
 	# they take many minutes and exercise no parsing or bounds logic that the other tests do not.
 	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel|SparseDecoder"
@@ -104,7 +105,7 @@ fuzz: setup
 cuda: export CUDACXX ?= $(or $(shell command -v nvcc 2>/dev/null),/usr/local/cuda/bin/nvcc)
 cuda:
 	@test -f build/cuda/build.ninja || cmake --preset cuda
-	cmake --build build/cuda -j $(JOBS)
+	cmake --build build/cuda -j $(JOBS) --target hindsight hs_unit_tests
 
 clean:
 	rm -rf build
