@@ -8,6 +8,15 @@
 // synthetic: the KV pages of the first D positions are filled with random values (on a GPU
 // the device copy's pages stay zeroed) instead of running a D-token prefill — decode cost depends on the amount of KV read, not on its
 // values — so deep tests take seconds instead of minutes (stated in the output).
+// Every model runs through LanguageModel: the dense Decoder (llama, gemma3, qwen2) and the
+// hybrid Gated-DeltaNet HybridDecoder (qwen35, qwen3next), whose recurrent state slots come
+// from a RecurrentPool over the KV cache (a live slot per sequence of the largest test, at least
+// kDefaultResidentSeqs, and one checkpoint). A hybrid's state cannot be rebuilt from KV, so its synthetic context is the
+// random KV of the full-attention layers plus, in every sequence's slot, the state of one real
+// prefill of kSeedStateTokens random tokens made at start (saved as that checkpoint and
+// restored per sequence): the values and scale of a real state, and its cost is fixed — a
+// decode step reads and writes the whole state whatever the depth. Hybrids have no sparse
+// attention yet: --sparse-compare (and --sparse sketch|quest, refused by load_model) are errors.
 // With sparse attention on, each decode test also reports what a step reads (weights,
 // sketch / Quest metadata, KV) and what the device tier fetched (MB per step, hit rate of the
 // selected non-resident chunks; each repetition starts with a new sequence, so a cold tier).
@@ -18,8 +27,11 @@
 // --batched-gen tokens decoded by all of them together, one token per sequence per step;
 // aggregate decode t/s = NPL x gen / time.
 // Roofline: on a device that can measure its peaks (Backend::measure_peaks, in this run), each
-// row also gives the ideal rate — decode: (weight + KV bytes per step) / measured copy rate;
-// prefill: matmul + attention FLOPs / measured 16-bit matmul rate — and the fraction reached.
+// row also gives the ideal rate — decode: (weight + sketch + KV + recurrent-state bytes per step)
+// / measured copy rate; prefill: matmul + attention (+ delta-rule) FLOPs / measured 16-bit
+// matmul rate — and the fraction reached. What a step costs by kind: app/bench_cost.h (MoE:
+// the routed share of the expert weights; hybrids: KV of the full-attention layers only, the
+// state read and written once per token).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -31,6 +43,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "app/bench_cost.h"
 #include "app/commands.h"
 #include "app/loaded_model.h"
 #include "backend/cpu/matmul.h"  // cpu::simd_level (the row says which SIMD the CPU ran)
@@ -58,8 +71,9 @@ struct Measurement {
   std::string test;
   int n_tokens = 0, depth = 0;
   std::string attention = "dense";  // dense | sketch | quest
-  // Bytes read per decode step (mean over the steps): weights, sketch/Quest metadata, KV.
-  double weight_bytes = 0, score_bytes = 0, kv_bytes = 0;
+  // Bytes per decode step (mean over the steps): weights, sketch/Quest metadata, KV read;
+  // recurrent state read + written (hybrids).
+  double weight_bytes = 0, score_bytes = 0, kv_bytes = 0, state_bytes = 0;
   double keys_selected_share = 1;  // selected / total keys of the sparse attentions
   // Device tier: bytes fetched into hot slots per step, and the counts over all steps.
   double fetch_bytes = 0, resident_bytes = 0;  // per step: into hot slots; into the sinks / window rings
@@ -85,6 +99,17 @@ struct Measurement {
 
 using Clock = std::chrono::steady_clock;
 
+// Hybrid models: the checkpoint holding the state every synthetic context resumes from, and
+// the length of the real prefill that made it (see the file comment).
+constexpr uint64_t kSeedStateKey = 0x5eedull;
+constexpr int kSeedStateTokens = 64;
+
+// The dense Decoder's sparse runtime (null: dense attention everywhere, or a hybrid model).
+SparseRuntime* sparse_of(const LoadedModel& m) { return m.decoder ? m.decoder->sparse() : nullptr; }
+void set_sparse(LoadedModel& m, SparseRuntime* rt) {
+  if (m.decoder) m.decoder->set_sparse(rt);
+}
+
 std::vector<int32_t> random_tokens(int n, int n_vocab, std::mt19937& rng) {
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
   std::vector<int32_t> t(n);
@@ -97,27 +122,52 @@ Result<double> time_prefill(LoadedModel& m, int n, std::mt19937& rng) {
   SeqKv seq;
   SeqKv* seqs[] = {&seq};
   Batch b;
-  auto toks = random_tokens(n, m.decoder->config().n_vocab, rng);
+  auto toks = random_tokens(n, m.model().config().n_vocab, rng);
   for (int i = 0; i < n; ++i) b.add(toks[i], i, 0, i == n - 1);
   auto t0 = Clock::now();
-  Status s = m.decoder->forward(b, seqs, *m.kv, *m.pool).status();
+  Status s = m.model().forward(b, seqs, *m.kv, *m.pool).status();
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.kv->release(seq);
   HS_RETURN_IF_ERROR(s);
   return n / secs;
 }
 
+// Hybrid models: the seed state (see the file comment), a real prefill of kSeedStateTokens
+// random tokens saved as checkpoint kSeedStateKey of m.states.
+Status make_seed_state(LoadedModel& m, std::mt19937& rng) {
+  SeqKv seq;
+  SeqKv* seqs[] = {&seq};
+  Batch b;
+  auto toks = random_tokens(kSeedStateTokens, m.model().config().n_vocab, rng);
+  for (int i = 0; i < kSeedStateTokens; ++i) b.add(toks[i], i, 0, i == kSeedStateTokens - 1);
+  Status s = m.model().forward(b, seqs, *m.kv, *m.pool).status();
+  if (s.is_ok()) s = m.states->save(seq, kSeedStateKey).status();
+  m.kv->release(seq);
+  return s;
+}
+
+// `seq` (new) as `depth` positions of synthetic context with pages for `extra` more: random KV
+// (m.kv->fill_random), the sketch / Quest metadata of those keys (a sparse runtime attached),
+// and (hybrid, depth > 0) the seed state restored into the sequence's slot. On error the
+// caller releases seq.
+Status synthetic_context(LoadedModel& m, SeqKv& seq, int depth, int extra) {
+  HS_RETURN_IF_ERROR(m.kv->reserve(seq, depth + extra));
+  if (m.states && depth > 0) HS_RETURN_IF_ERROR(m.states->restore(kSeedStateKey, seq));
+  seq.n_tokens = depth;
+  if (sparse_of(m)) HS_RETURN_IF_ERROR(m.model().backend().rebuild_sparse_metadata(*m.kv, seq, depth));
+  return Status::ok();
+}
+
 // Time n decode steps after `depth` positions of synthetic context.
 Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) {
   SeqKv seq;
   SeqKv* seqs[] = {&seq};
-  HS_RETURN_IF_ERROR(m.kv->reserve(seq, depth + n));
-  seq.n_tokens = depth;
-  if (SparseRuntime* sp = m.decoder->sparse()) {  // sketch / Quest metadata of the synthetic keys
-    HS_RETURN_IF_ERROR(m.decoder->backend().rebuild_sparse_metadata(*m.kv, seq, depth));
-    sp->reset_stats();
+  if (Status st = synthetic_context(m, seq, depth, n); !st.is_ok()) {
+    m.kv->release(seq);
+    return st;
   }
-  const int n_vocab = m.decoder->config().n_vocab;
+  if (SparseRuntime* sp = sparse_of(m)) sp->reset_stats();
+  const int n_vocab = m.model().config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
   // Random token ids drawn before the clock starts: the loop times forward steps (their logits
   // copied to the host), not sampling, as llama-bench does.
@@ -128,7 +178,7 @@ Result<double> time_decode(LoadedModel& m, int n, int depth, std::mt19937& rng) 
   for (int i = 0; i < n && s.is_ok(); ++i) {
     Batch b;
     b.add(toks[i], seq.n_tokens, 0, true);
-    s = m.decoder->forward(b, seqs, *m.kv, *m.pool).status();
+    s = m.model().forward(b, seqs, *m.kv, *m.pool).status();
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   m.kv->release(seq);
@@ -151,18 +201,14 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   auto release = [&] {
     for (auto& s : seq) m.kv->release(s);
   };
-  const int n_vocab = m.decoder->config().n_vocab;
+  const int n_vocab = m.model().config().n_vocab;
   std::uniform_int_distribution<int32_t> d(0, n_vocab - 1);
   BatchedTiming out;
   Status st;
-  SparseRuntime* sp = m.decoder->sparse();
-  if (synthetic) {
+  SparseRuntime* sp = sparse_of(m);
+  if (synthetic) {  // as the depth tests make it
     for (auto& s : seq) {
-      st = m.kv->reserve(s, npp + gen);
-      if (!st.is_ok()) break;
-      s.n_tokens = npp;
-      // The sketches of the synthetic keys, as the depth tests make them.
-      if (sp) st = m.decoder->backend().rebuild_sparse_metadata(*m.kv, s, npp);
+      st = synthetic_context(m, s, npp, gen);
       if (!st.is_ok()) break;
     }
   } else {  // prompts back to back, in steps of up to ubatch tokens
@@ -172,7 +218,7 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
       for (int i = 0; i < npp && st.is_ok(); ++i) {
         b.add(d(rng), i, s, i == npp - 1);
         if (b.size() == ubatch || (s == npl - 1 && i == npp - 1)) {
-          st = m.decoder->forward(b, ptrs, *m.kv, *m.pool).status();
+          st = m.model().forward(b, ptrs, *m.kv, *m.pool).status();
           b.clear();
         }
       }
@@ -191,43 +237,13 @@ Result<BatchedTiming> time_batched(LoadedModel& m, int npl, int npp, int gen, bo
   for (int step = 0; step < gen && st.is_ok(); ++step) {
     Batch b;
     for (int s = 0; s < npl; ++s) b.add(tok[static_cast<size_t>(step) * npl + s], seq[s].n_tokens, s, true);
-    st = m.decoder->forward(b, ptrs, *m.kv, *m.pool).status();
+    st = m.model().forward(b, ptrs, *m.kv, *m.pool).status();
   }
   out.decode_tps = static_cast<double>(npl) * gen / std::chrono::duration<double>(Clock::now() - t0).count();
   if (sp) out.sparse = sp->stats();
   release();
   HS_RETURN_IF_ERROR(st);
   return out;
-}
-
-// Matmul FLOPs of n tokens through the layers plus n_out logit rows, and the attention FLOPs of
-// token i seeing depth + i + 1 keys (QK and PV: 4 * keys * q_dim per layer; windows applied).
-double step_flops(const ModelConfig& c, int64_t n, int64_t n_out, int64_t depth) {
-  const double layer = static_cast<double>(c.n_embd) * (2.0 * c.q_dim() + 2.0 * c.kv_dim()) +
-                       3.0 * static_cast<double>(c.n_embd) * c.n_ff;
-  double f = 2.0 * n * layer * c.n_layer + 2.0 * n_out * static_cast<double>(c.n_embd) * c.n_vocab;
-  for (int l = 0; l < c.n_layer; ++l) {
-    const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double keys = swa ? std::min<int64_t>(depth + i + 1, c.sliding_window) : depth + i + 1;
-      f += 4.0 * keys * c.q_dim();
-    }
-  }
-  return f;
-}
-
-// K|V bytes the attentions of one decode step at n_keys read without sparse attention in
-// the layers `skip` does not claim (sliding-window layers read at most their window).
-template <typename Skip>
-double dense_kv_bytes(const ModelConfig& c, const KvGeometry& g, int32_t n_keys, Skip skip) {
-  double bytes = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
-    if (skip(l)) continue;
-    const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
-    const int32_t keys = swa ? std::min(n_keys, c.sliding_window) : n_keys;
-    bytes += static_cast<double>(keys) * g.n_kv_heads * kv_token_bytes(g.dtype, g.head_dim);
-  }
-  return bytes;
 }
 
 int run_bench(BenchOptions& o) {
@@ -237,7 +253,7 @@ int run_bench(BenchOptions& o) {
   for (int d : o.depths) max_depth = std::max(max_depth, d);
   for (int t : o.tg) max_tg = std::max(max_tg, t);
   for (int p : o.pp) max_pp = std::max(max_pp, p);
-  o.model.ctx_size = std::max({o.model.ctx_size, max_depth + max_tg + 16, max_pp + 16});
+  o.model.ctx_size = std::max({o.model.ctx_size, max_depth + max_tg + 16, max_pp + 16, kSeedStateTokens + 16});
   struct BatchedTest {
     int npl = 0, npp = 0;  // sequences, prompt tokens each
   };
@@ -258,13 +274,26 @@ int run_bench(BenchOptions& o) {
     fmt::print(stderr, "error: {}\n", m.status().message());
     return 1;
   }
-  if (Status st = require_decoder(*m, "bench"); !st.is_ok()) {
-    fmt::print(stderr, "error: {}\n", st.message());
-    return 1;
-  }
-  m->decoder->set_matmul_precision(*parse_matmul_precision(o.matmul));
-  // Synthetic context: random K/V values in every page (see the file comment).
+  LanguageModel& model = m->model();
   std::mt19937 rng(1234);
+  if (m->hybrid) {
+    if (o.sparse_compare) {
+      fmt::print(stderr, "error: --sparse-compare: sparse attention is not built for hybrid ({}) models yet "
+                 "(docs/hybrid-models.md)\n", model.config().arch_name);
+      return 1;
+    }
+    // A live state slot for each sequence of the largest test, and the seed state's checkpoint.
+    int32_t slots = kDefaultResidentSeqs;
+    for (const BatchedTest& t : batched) slots = std::max(slots, t.npl);
+    Status st = remake_state_pool(*m, slots, 1);
+    if (st.is_ok()) st = make_seed_state(*m, rng);
+    if (!st.is_ok()) {
+      fmt::print(stderr, "error: recurrent state for {} sequences: {}\n", slots, st.message());
+      return 1;
+    }
+  }
+  model.backend().set_matmul_precision(*parse_matmul_precision(o.matmul));
+  // Synthetic context: random K/V values in every page (see the file comment).
   m->kv->fill_random(rng);
   std::vector<Measurement> results;
   // Warm-up (page faults of the mapped weights, thread start; on a GPU the first prefill's
@@ -280,8 +309,10 @@ int run_bench(BenchOptions& o) {
     }
     results.push_back(r);
   }
-  const ModelConfig& c = m->decoder->config();
-  const int64_t weight_bytes = m->decoder->weight_bytes();
+  const ModelConfig& c = model.config();
+  const int64_t weight_bytes = model.weight_bytes();
+  const int64_t expert_bytes = expert_weight_bytes(model.file());  // MoE: read as routed
+  const double state_step_bytes = state_bytes_per_step(c);         // per sequence
   SparseRuntime* sparse = m->sparse.get();
   if (o.sparse_compare && !sparse)
     fmt::print(stderr, "warning: --sparse-compare without a sparse runtime (--sparse sketch|quest): dense only\n");
@@ -290,7 +321,7 @@ int run_bench(BenchOptions& o) {
       std::vector<SparseRuntime*> runs{sparse};
       if (sparse && o.sparse_compare) runs = {nullptr, sparse};
       for (SparseRuntime* rt : runs) {
-        m->decoder->set_sparse(rt);
+        set_sparse(*m, rt);
         Measurement r{depth ? fmt::format("tg{} @ d{}", n, depth) : fmt::format("tg{}", n), n, depth, {}};
         r.attention = rt ? sparse_mode_name(rt->mode()) : "dense";
         SparseStats sum;
@@ -321,11 +352,12 @@ int run_bench(BenchOptions& o) {
                                        [&](int l) { return rt && rt->layer_sparse(l) && rt->use_sparse(n_keys); });
         }
         const double steps = static_cast<double>(n) * o.repetitions;
-        r.weight_bytes = static_cast<double>(weight_bytes);
+        r.weight_bytes = decode_weight_bytes(c, weight_bytes, expert_bytes, 1);
         r.kv_bytes = dense_part / n + sum.kv_bytes / steps;
+        r.state_bytes = state_step_bytes;
         r.score_bytes = sum.score_bytes / steps;
         if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
-        r.tiered = rt && m->decoder->hot_chunks() && sum.fetch_steps > 0;
+        r.tiered = rt && model.hot_chunks() && sum.fetch_steps > 0;
         r.fetch_bytes = sum.fetch_bytes / steps;
         r.resident_bytes = sum.resident_bytes / steps;
         r.fetch_hits = sum.fetch_hits;
@@ -334,14 +366,14 @@ int run_bench(BenchOptions& o) {
         r.fetch_refused = sum.fetch_refused;
         results.push_back(r);
       }
-      m->decoder->set_sparse(sparse);
+      set_sparse(*m, sparse);
     }
 
   for (const auto [npl, npp] : batched) {
     std::vector<SparseRuntime*> runs{sparse};
     if (sparse && o.sparse_compare) runs = {nullptr, sparse};
     for (SparseRuntime* rt : runs) {
-      m->decoder->set_sparse(rt);
+      set_sparse(*m, rt);
       const bool synthetic = npp > o.batched_synthetic_above;
       Measurement r{fmt::format("batched {}x({}+{})", npl, npp, o.batched_gen), o.batched_gen, npp,
                     rt ? sparse_mode_name(rt->mode()) : "dense"};
@@ -359,7 +391,8 @@ int run_bench(BenchOptions& o) {
         sum.kv_bytes += v->sparse.kv_bytes;
       }
       r.prefill_tps = prefill;
-      r.weight_bytes = static_cast<double>(weight_bytes);
+      r.weight_bytes = decode_weight_bytes(c, weight_bytes, expert_bytes, npl);
+      r.state_bytes = state_step_bytes * npl;
       // Bytes per step, all sequences: the dense layers' (or every layer's) KV plus what the
       // sparse attentions read (selected KV, sketches).
       double kv = 0;
@@ -374,13 +407,13 @@ int run_bench(BenchOptions& o) {
       if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
       results.push_back(r);
     }
-    m->decoder->set_sparse(sparse);
+    set_sparse(*m, sparse);
   }
 
   // Roofline from the peaks measured now, on this device.
   std::optional<DevicePeaks> peaks;
-  if (o.peaks && m->decoder->device() != Device::kCpu) {
-    auto p = m->decoder->backend().measure_peaks();
+  if (o.peaks && model.device() != Device::kCpu) {
+    auto p = model.backend().measure_peaks();
     if (p.is_ok()) peaks = *p;
     else fmt::print(stderr, "warning: no roofline: {}\n", p.status().message());
   }
@@ -388,7 +421,8 @@ int run_bench(BenchOptions& o) {
     for (auto& r : results) {
       const bool decode = r.test.rfind("pp", 0) != 0;
       if (decode) {  // one step: every sequence one token
-        r.ideal_tps = r.n_seqs * peaks->memory_bytes_per_s / (r.weight_bytes + r.score_bytes + r.kv_bytes);
+        r.ideal_tps =
+            r.n_seqs * peaks->memory_bytes_per_s / (r.weight_bytes + r.score_bytes + r.kv_bytes + r.state_bytes);
         r.bound = "memory";
       } else {
         r.ideal_tps = r.n_tokens * peaks->matmul_flops_per_s / step_flops(c, r.n_tokens, 1, 0);
@@ -396,29 +430,47 @@ int run_bench(BenchOptions& o) {
       }
     }
 
-  const std::string backend = m->decoder->backend().name();
-  const bool on_cpu = m->decoder->device() == Device::kCpu;
+  const std::string backend = model.backend().name();
+  const bool on_cpu = model.device() == Device::kCpu;
+  // What the synthetic context is (fill_random leaves a device backend's pages zeroed).
+  const std::string kv_values = on_cpu ? "random KV" : "KV left zeroed on the device";
+  const std::string depth_context =
+      m->hybrid ? fmt::format("synthetic, no D-token prefill: {} on the {} full-attention layers, and the recurrent "
+                              "state of the {} linear layers restored from one real {}-token prefill",
+                              kv_values, c.n_attn_layers(), c.n_layer - c.n_attn_layers(), kSeedStateTokens)
+                : fmt::format("synthetic, no D-token prefill: {}", kv_values);
   fmt::print("\nbackend: {}\n", backend);
   if (peaks)
     fmt::print("peaks (measured now): memory {:.0f} GB/s, 16-bit matmul {:.0f} TFLOP/s ({})\n",
                peaks->memory_bytes_per_s / 1e9, peaks->matmul_flops_per_s / 1e12, peaks->how);
+  fmt::print("depth context (tg @ d, synthetic batched): {}\n", depth_context);
+  if (m->hybrid)
+    fmt::print("recurrent state: {:.2f} MiB per sequence, read and written once per decode step{}\n",
+               recurrent_state_bytes(c) / 1048576.0,
+               c.is_moe() ? "; MB/step weights: the routed experts' expected share (uniform routing)" : "");
   fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | roofline | "
-             "MB/step weights | MB/step sketch | MB/step KV | fetch MB/step | hit rate |\n"
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+             "MB/step weights | MB/step sketch | MB/step KV | MB/step state | fetch MB/step | hit rate |\n"
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   nlohmann::ordered_json j;
   j["model"] = model_display_name(o.model);
   j["arch"] = c.arch_name;
   j["weight_bytes"] = weight_bytes;
-  j["device"] = device_name(m->decoder->device());
+  j["device"] = device_name(model.device());
   j["backend"] = backend;
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
   j["matmul"] = on_cpu ? o.matmul : "16-bit (f16 for GGUF blocks)";
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
-  if (const HotChunks* hot = m->decoder->hot_chunks())
+  if (const HotChunks* hot = model.hot_chunks())
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
                         {"slots_per_layer_head", hot->slots_per_set()}, {"piece_bytes", hot->piece_bytes()}};
-  j["depth_context"] = "synthetic KV (random values), see hindsight bench --help";
+  j["depth_context"] = depth_context;
+  if (m->hybrid) {
+    j["state_bytes_per_sequence"] = recurrent_state_bytes(c);
+    j["kv_layers"] = c.n_attn_layers();
+  }
+  if (c.is_moe())
+    j["expert_weight_bytes"] = expert_bytes;  // bytes_per_step.weights: the rest + their routed share
   if (peaks)
     j["peaks"] = {{"memory_bytes_per_second", peaks->memory_bytes_per_s},
                   {"matmul_flops_per_second", peaks->matmul_flops_per_s}, {"how", peaks->how}};
@@ -431,14 +483,16 @@ int run_bench(BenchOptions& o) {
     const std::string test = r.n_seqs > 1 || r.test.rfind("batched", 0) == 0
                                  ? fmt::format("{}{}", r.test, r.prefill_tps > 0 ? fmt::format(" (prefill {:.0f} t/s)", r.prefill_tps)
                                                                                   : std::string(" (synthetic context)"))
-                                 : r.test;
-    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} | {} |\n",
-               c.arch_name, weight_bytes / 1048576.0, device_name(m->decoder->device()), m->pool->n_threads(),
+                             : r.depth > 0 ? r.test + " (synthetic context)"
+                                           : r.test;
+    fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} | {} | {} |\n",
+               c.arch_name, weight_bytes / 1048576.0, device_name(model.device()), m->pool->n_threads(),
                on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "f16/bf16",
                kv_dtype_name(m->kv->geometry().dtype), test, r.attention, r.mean(), r.stddev(), roof,
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.score_bytes / 1e6) : "-",
                decode ? fmt::format("{:.1f}", r.kv_bytes / 1e6) : "-",
+               decode && m->hybrid ? fmt::format("{:.1f}", r.state_bytes / 1e6) : "-",
                r.tiered ? fmt::format("{:.2f}", r.fetch_bytes / 1e6) : "-",
                r.tiered ? fmt::format("{:.3f}", r.hit_rate()) : "-");
     nlohmann::ordered_json jr{{"test", r.test}, {"n_tokens", r.n_tokens}, {"depth", r.depth},
@@ -446,6 +500,7 @@ int run_bench(BenchOptions& o) {
                               {"samples", r.tps}, {"bytes_per_step", {{"weights", r.weight_bytes},
                                                                       {"sketch", r.score_bytes},
                                                                       {"kv", r.kv_bytes},
+                                                                      {"state", r.state_bytes},
                                                                       {"fetch", r.fetch_bytes}}},
                               {"keys_selected_share", r.keys_selected_share}};
     if (r.test.rfind("batched", 0) == 0) {
@@ -463,7 +518,7 @@ int run_bench(BenchOptions& o) {
                            {"resident_bytes_per_step", r.resident_bytes}};
     j["results"].push_back(jr);
   }
-  if (const std::string prof = m->decoder->backend().profile_report(); !prof.empty()) fmt::print("\n{}", prof);
+  if (const std::string prof = model.backend().profile_report(); !prof.empty()) fmt::print("\n{}", prof);
   fmt::print("\n{}\n", j.dump());
   if (!o.json_path.empty()) std::ofstream(o.json_path) << j.dump(2) << "\n";
   return 0;
@@ -491,7 +546,8 @@ void register_bench(CLI::App& app, std::function<int()>& run) {
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   cmd->add_option("--batched-synthetic-above", o->batched_synthetic_above,
-                  "--batched prompts longer than this are synthetic context (random KV), not prefilled")
+                  "--batched prompts longer than this are synthetic context (random KV; hybrids: and a seed "
+                  "recurrent state), not prefilled")
       ->capture_default_str();
   cmd->add_option("--ubatch", o->ubatch, "Most tokens per prefill step of a --batched test")
       ->check(CLI::Range(1, 1 << 20))

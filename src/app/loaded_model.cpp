@@ -254,25 +254,31 @@ std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const LanguageModel&
   return std::make_unique<KvCache>(g, n_pages, KvCache::kDefaultMaxLeases, host_pages);
 }
 
+// --load-format dummy: the random-weight GGUF of --config's shape (model/dummy_model.h).
+static Result<std::unique_ptr<gguf::File>> make_dummy_file(const ModelOptions& opt) {
+  if (opt.config.empty())
+    return make_error(StatusCode::kInvalidArgument, "--load-format dummy needs --config FILE (a Hugging Face "
+                      "config.json, e.g. configs/llama-3.1-8b.json)");
+  if (!opt.model.empty())
+    return make_error(StatusCode::kInvalidArgument, "--load-format dummy makes random weights: drop --model {}",
+                      opt.model);
+  DummyModelSpec spec;
+  spec.config_path = opt.config;
+  HS_ASSIGN_OR_RETURN(spec.weight_type, parse_dummy_dtype(opt.dummy_dtype));
+  spec.vocab_path = opt.vocab == "synthetic" ? std::string() : opt.vocab;
+  spec.seed = opt.dummy_seed;
+  ThreadPool fill_pool(opt.threads);
+  const auto t0 = std::chrono::steady_clock::now();
+  HS_ASSIGN_OR_RETURN(auto file, make_dummy_model(spec, fill_pool));
+  spdlog::info("dummy model: {} ({:.2f} GB of random weights made in {:.1f} s)", file->path(),
+               static_cast<double>(file->file_size()) / 1e9,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return file;
+}
+
 Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device device) {
   if (opt.load_format == "dummy") {
-    if (opt.config.empty())
-      return make_error(StatusCode::kInvalidArgument, "--load-format dummy needs --config FILE (a Hugging Face "
-                        "config.json, e.g. configs/llama-3.1-8b.json)");
-    if (!opt.model.empty())
-      return make_error(StatusCode::kInvalidArgument, "--load-format dummy makes random weights: drop --model {}",
-                        opt.model);
-    DummyModelSpec spec;
-    spec.config_path = opt.config;
-    HS_ASSIGN_OR_RETURN(spec.weight_type, parse_dummy_dtype(opt.dummy_dtype));
-    spec.vocab_path = opt.vocab == "synthetic" ? std::string() : opt.vocab;
-    spec.seed = opt.dummy_seed;
-    ThreadPool fill_pool(opt.threads);
-    const auto t0 = std::chrono::steady_clock::now();
-    HS_ASSIGN_OR_RETURN(auto file, make_dummy_model(spec, fill_pool));
-    spdlog::info("dummy model: {} ({:.2f} GB of random weights made in {:.1f} s)", file->path(),
-                 static_cast<double>(file->file_size()) / 1e9,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    HS_ASSIGN_OR_RETURN(auto file, make_dummy_file(opt));
     return Decoder::create(std::move(file), device);
   }
   if (opt.model.empty())
@@ -283,33 +289,32 @@ Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device de
 
 Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
   ModelPair p;
-  // The hybrid ops exist on the CPU backend only (the base Backend refuses them at the first step).
-  auto cpu_only = [&](const ModelConfig& c) -> Status {
-    if (device == Device::kCpu) return Status::ok();
-    return make_error(StatusCode::kUnsupported, "{} (hybrid Gated-DeltaNet) runs on --device cpu only so far",
-                      c.arch_name);
+  // A GGUF (read or made) of either kind, by its architecture.
+  auto either = [&](std::unique_ptr<gguf::File> file) -> Result<ModelPair> {
+    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
+    if (c.is_hybrid()) {
+      HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
+    } else {
+      HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device));
+    }
+    return std::move(p);
   };
   if (opt.load_format == "gguf" && !opt.model.empty() && std::filesystem::is_directory(opt.model)) {
     if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
     HS_ASSIGN_OR_RETURN(auto file, load_hf_model(opt.model));
-    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
-    HS_RETURN_IF_ERROR(cpu_only(c));
     HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
     return p;
   }
   if (opt.load_format == "gguf" && !opt.model.empty()) {
     if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
     HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(opt.model));
-    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
-    if (c.is_hybrid()) {
-      HS_RETURN_IF_ERROR(cpu_only(c));
-      HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
-    } else {
-      HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device));
-    }
-    return p;
+    return either(std::move(file));
   }
-  HS_ASSIGN_OR_RETURN(p.decoder, load_decoder(opt, device));
+  if (opt.load_format == "dummy") {  // a hybrid config (qwen3_5, qwen3_next) makes a hybrid model
+    HS_ASSIGN_OR_RETURN(auto file, make_dummy_file(opt));
+    return either(std::move(file));
+  }
+  HS_ASSIGN_OR_RETURN(p.decoder, load_decoder(opt, device));  // its error: --model is missing
   return p;
 }
 
@@ -335,6 +340,16 @@ Result<std::unique_ptr<RecurrentPool>> make_state_pool(HybridDecoder& model, KvC
                n_checkpoints, model.state_bytes_per_slot() / 1048576.0,
                static_cast<double>(model.state_bytes_per_slot()) * (n_slots + n_checkpoints) / 1048576.0);
   return pool;
+}
+
+Status remake_state_pool(LoadedModel& m, int32_t n_slots, int32_t n_checkpoints) {
+  if (!m.hybrid) return Status::ok();
+  // Detach before the old pool dies (the model must not keep its address), and let it unhook
+  // from the KV cache before the new one chains whatever listener is left.
+  HS_RETURN_IF_ERROR(m.hybrid->set_states(nullptr));
+  m.states.reset();
+  HS_ASSIGN_OR_RETURN(m.states, make_state_pool(*m.hybrid, *m.kv, n_slots, n_checkpoints));
+  return Status::ok();
 }
 
 Status require_decoder(const LoadedModel& m, std::string_view command) {

@@ -71,7 +71,7 @@ void add_sampling_options(CLI::App* cmd, SamplingOptions& opt);
 // The model a file holds: exactly one of the two is set.
 struct ModelPair {
   std::unique_ptr<Decoder> decoder;       // llama, gemma3, qwen2
-  std::unique_ptr<HybridDecoder> hybrid;  // qwen35
+  std::unique_ptr<HybridDecoder> hybrid;  // qwen35, qwen3next
   LanguageModel& model() const { return decoder ? static_cast<LanguageModel&>(*decoder) : *hybrid; }
 };
 
@@ -126,6 +126,9 @@ Result<std::unique_ptr<Tokenizer>> make_model_tokenizer(const ModelOptions& opt,
 // (n_slots + n_checkpoints) x state_bytes_per_slot, allocated now).
 Result<std::unique_ptr<RecurrentPool>> make_state_pool(HybridDecoder& model, KvCache& kv, int32_t n_slots,
                                                        int32_t n_checkpoints);
+// Replaces m's recurrent-state pool (hybrid models; nothing otherwise) by make_state_pool's of
+// n_slots live slots and n_checkpoints checkpoints. No sequence may hold a slot of the old one.
+Status remake_state_pool(LoadedModel& m, int32_t n_slots, int32_t n_checkpoints);
 // For the commands that need a Decoder's extras: an error naming the command for hybrid models.
 Status require_decoder(const LoadedModel& m, std::string_view command);
 // What to call the model in logs, JSON and /v1/models: the GGUF's stem, or "dummy-<config stem>-<dtype>".
