@@ -213,7 +213,7 @@ class Backend {
   // path here when one is attached.
   virtual Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) = 0;
 
-  // ---- hybrid (Gated DeltaNet) ops: CPU so far; the base class refuses them ------------
+  // ---- hybrid (Gated DeltaNet) ops: CPU and CUDA; the base class refuses them -----------
   // Recurrent state is a per-layer Tensor [n_slots][slot floats] in this backend's memory;
   // sequence s of the plan uses row plan.state_slots[s]. A sequence whose first token of the
   // step is at position 0 starts from zeros (its slot's old contents are ignored), so a slot
@@ -254,7 +254,7 @@ class Backend {
     return hybrid_unsupported("rope_partial", x, head_dim, rot_dims, theta, neox);
   }
 
-  // ---- mixture of experts (qwen3next): CPU so far; the base class refuses them -------------
+  // ---- mixture of experts (qwen3next): CPU and CUDA (16-bit experts); the base class refuses them
   // The router: per row of logits [n][n_experts] f32 (x · ffn_gate_inpᵀ), the softmax over the
   // experts, the n_used most probable (ties: the lower id first), their probabilities renormalised
   // to sum 1 when p.norm_topk. ids: [n][n_used] I32 (best first), weights: [n][n_used] f32.

@@ -25,7 +25,7 @@
 // The engine drives it through LanguageModel (model/language_model.h) once set_states() has
 // attached the pool of its KvCache: the pool's n_total() slots (live + checkpoints) are the
 // state memory, and the pool's checkpoint copies are this decoder's copy_state().
-// Not yet: sparse attention, CUDA ops, MTP.
+// Runs on the CPU and CUDA backends (CUDA: MoE experts in 16-bit). Not yet: sparse attention, MTP.
 // Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the
 // full layers, 4 · n_v · k_dim · v_dim flops per linear layer for the delta rule; state memory
 // n_linear · ((kernel - 1) · conv_dim + n_v · k_dim · v_dim) · 4 bytes per slot.

@@ -119,7 +119,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_, &moe_h_, &xsplit_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
   (void)cudaFree(sketch_base_);
   (void)cudaFree(basis_dev_);
@@ -484,6 +484,35 @@ Status CudaBackend::read_kv_pages(int layer, void* host) {
   return Status::ok();
 }
 
+void CudaBackend::fill_seq_tables(const ForwardPlan& plan, int32_t* rows, int32_t* slot, int32_t* fresh,
+                                  int32_t* indptr) {
+  const int64_t n = plan.n_tokens();
+  const size_t n_seqs = plan.seqs.size();
+  const bool indexed = n_seqs > 0 && static_cast<int64_t>(plan.seq_index.size()) == n;
+  const bool slotted = plan.state_slots.size() == n_seqs;
+  int32_t n_active = 0;
+  indptr[0] = 0;
+  if (indexed) {
+    // Counting sort of the rows by sequence (stable: batch order within a sequence).
+    std::vector<int32_t>& count = seq_count_;
+    count.assign(n_seqs + 1, 0);
+    for (int64_t i = 0; i < n; ++i) ++count[plan.seq_index[i] + 1];
+    std::vector<int32_t>& first = seq_first_;
+    first.assign(n_seqs, -1);
+    for (size_t s = 0; s < n_seqs; ++s) {
+      if (count[s + 1] == 0) continue;
+      slot[n_active] = slotted ? plan.state_slots[s] : 0;
+      indptr[n_active + 1] = indptr[n_active] + count[s + 1];
+      first[s] = indptr[n_active];
+      ++n_active;
+    }
+    std::vector<int32_t> fill(first);
+    for (int64_t i = 0; i < n; ++i) rows[fill[plan.seq_index[i]]++] = static_cast<int32_t>(i);
+    for (int32_t j = 0; j < n_active; ++j) fresh[j] = plan.positions[rows[indptr[j]]] == 0 ? 1 : 0;
+  }
+  for (int64_t j = n_active + 1; j <= n; ++j) indptr[j] = indptr[n_active];  // padding: empty sequences
+}
+
 Status CudaBackend::begin_step(const ForwardPlan& plan) {
   clear_input_tag();
   HS_CUDA(cudaSetDevice(device_));
@@ -510,6 +539,12 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
       return make_error(StatusCode::kInvalidArgument, "cuda begin_step: logit row {} is {}, the step has {} tokens", j,
                         plan.logit_rows[j], n);
 
+  // The hybrid ops check the slots against their state tensors, but a replayed graph runs no op:
+  // every plan is held to the fewest slots a state tensor had.
+  for (size_t s = 0; s < plan.state_slots.size(); ++s)
+    if (plan.state_slots[s] < 0 || plan.state_slots[s] >= state_rows_seen_)
+      return make_error(StatusCode::kInvalidArgument, "cuda begin_step: sequence {} has state slot {} of {}", s,
+                        plan.state_slots[s], state_rows_seen_);
   if (plan.kv) HS_RETURN_IF_ERROR(bind_kv(*plan.kv));
   if (plan.kv && sparse_) HS_RETURN_IF_ERROR(bind_sparse_pages());
   bool kv_ready = false;
@@ -557,8 +592,11 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   cap_tokens_ = std::max(cap_tokens_, pow2(std::max<size_t>(static_cast<size_t>(n), n_logits)));
   cap_indptr_ = std::max(cap_indptr_, pow2(n_indptr));
   cap_pages_ = std::max(cap_pages_, pow2(n_indices));
-  const size_t total_ints = 5 * cap_tokens_ + cap_indptr_ + cap_pages_;
-  const size_t bytes = (5 * cap_tokens_ + cap_indptr_ + n_indices) * sizeof(int32_t);  // what is copied
+  // Then the hybrid ops' active-sequence tables (hybrid_kernels.h): [rows][slot][fresh] of
+  // cap_tokens_ each and [indptr] of 2 * cap_tokens_ (n + 1 entries).
+  constexpr size_t kTokenRegions = 10;
+  const size_t total_ints = kTokenRegions * cap_tokens_ + cap_indptr_ + cap_pages_;
+  const size_t bytes = (kTokenRegions * cap_tokens_ + cap_indptr_ + n_indices) * sizeof(int32_t);  // what is copied
   // Which tokens select this step (GPU sparse attention; all zero without it).
   std::vector<int32_t>& sparse_flags = sparse_flags_;
   plan_sparse_step(plan, sparse_flags);
@@ -591,8 +629,9 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
       std::memset(h + 2 * cap_tokens_, 0, static_cast<size_t>(n) * sizeof(int32_t));
     put(3 * cap_tokens_, plan.logit_rows.data(), n_logits);
     put(4 * cap_tokens_, sparse_flags.data(), static_cast<size_t>(n));
-    put(5 * cap_tokens_, plan.page_indptr.data(), n_indptr);
-    put(5 * cap_tokens_ + cap_indptr_, plan.page_indices.data(), n_indices);
+    fill_seq_tables(plan, h + 5 * cap_tokens_, h + 6 * cap_tokens_, h + 7 * cap_tokens_, h + 8 * cap_tokens_);
+    put(kTokenRegions * cap_tokens_, plan.page_indptr.data(), n_indptr);
+    put(kTokenRegions * cap_tokens_ + cap_indptr_, plan.page_indices.data(), n_indices);
     HS_CUDA(cudaMemcpyAsync(tables_dev_.ptr, tables_host_, bytes, cudaMemcpyHostToDevice, stream_));
     HS_CUDA(cudaEventRecord(tables_copied_, stream_));
   }
@@ -602,7 +641,11 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   d_seq_index_ = d + 2 * cap_tokens_;
   d_logit_rows_ = d + 3 * cap_tokens_;
   d_sparse_tok_ = d + 4 * cap_tokens_;
-  d_page_indptr_ = d + 5 * cap_tokens_;
+  d_act_rows_ = d + 5 * cap_tokens_;
+  d_act_slot_ = d + 6 * cap_tokens_;
+  d_act_fresh_ = d + 7 * cap_tokens_;
+  d_act_indptr_ = d + 8 * cap_tokens_;
+  d_page_indptr_ = d + kTokenRegions * cap_tokens_;
   d_page_indices_ = d_page_indptr_ + cap_indptr_;
 
   // Loading is over once steps run: give back the upload staging and threads.

@@ -23,6 +23,7 @@
 // every entry point that starts work: alloc, prepare_*, copies, begin_step).
 #pragma once
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/hybrid_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_layout.h"
@@ -84,6 +86,14 @@ class CudaBackend final : public Backend {
   // 8B shape's batch-8 decode 1,348 t/s against 817 (docs/benchmarks.md, session 9).
   static constexpr int64_t kMaxGemv16Rows = 2;
 
+  // MatmulPrecision::kExact: precise matmuls, each input split into two 16-bit terms (x = hi + lo)
+  // and two GEMMs summed on cuBLAS (~16 mantissa bits of x instead of 8; twice the matmul work,
+  // no GEMV kernels). Any other precision: one 16-bit input (the default, what bench measures).
+  void set_matmul_precision(MatmulPrecision p) override { precise_ = p == MatmulPrecision::kExact; }
+  MatmulPrecision matmul_precision() const override {
+    return precise_ ? MatmulPrecision::kExact : kDefaultMatmulPrecision;
+  }
+
   Status embedding(const Tensor& table, Tensor out) override;
   Status matmul(const Tensor& w, const Tensor& x, Tensor y) override;
   Status matmul_multi(std::span<const Tensor> ws, const Tensor& x, std::span<const Tensor> ys) override;
@@ -102,6 +112,21 @@ class CudaBackend final : public Backend {
   Status logit_rows(const Tensor& src, Tensor dst) override;
   Status kv_write(int layer, const Tensor& k, const Tensor& v) override;
   Status attention(int layer, const Tensor& q, Tensor out, const AttentionParams& p) override;
+
+  // Hybrid (Gated DeltaNet) and MoE ops (cuda_hybrid.cpp, kernels in hybrid.cu): the per-sequence
+  // ones read the step's active-sequence tables; MoE experts take 16-bit (bf16 / f16) weights.
+  Status conv1d_causal(const Tensor& x, const Tensor& w, int kernel, Tensor state, Tensor out) override;
+  Status gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                          Tensor state, Tensor out, const DeltaRuleParams& p) override;
+  Status l2_norm(Tensor x, int head_dim, float eps, float scale) override;
+  Status rms_norm_gated(const Tensor& x, const Tensor& z, const Tensor& w, float eps, Tensor out) override;
+  Status sigmoid_mul(Tensor x, const Tensor& gate) override;
+  Status delta_gates(Tensor a, Tensor b, const Tensor& ssm_a, const Tensor& dt_bias) override;
+  Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) override;
+  Status moe_route(const Tensor& logits, Tensor ids, Tensor weights, const MoeParams& p) override;
+  Status moe_experts(const Tensor& x, const Tensor& gate_exps, const Tensor& up_exps, const Tensor& down_exps,
+                     const Tensor& ids, const Tensor& weights, Tensor out, const MoeParams& p) override;
+  Status add_sigmoid_gated(Tensor x, const Tensor& y, const Tensor& gate) override;
 
   // Device-to-device copy of 2 GiB and a 8192^3 bf16 cuBLAS GEMM (fp32 accumulate), best of 5 each
   // (cuda_peaks.cpp).
@@ -158,7 +183,9 @@ class CudaBackend final : public Backend {
   struct FreeOnError;
   Status bind_kv(const KvCache& kv);
   // y = x16 · wᵀ with w f16 or bf16 and x16 the input converted to w's dtype.
-  Status gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y);
+  Status gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y, bool accumulate = false);
+  // y = x · wᵀ through the hi / lo split of x (set_matmul_precision(kExact)).
+  Status matmul_precise(const Tensor& w, const Tensor& x, Tensor y);
   // y = x · wᵀ for one weight of any prepared form: the GEMV kernels for up to kMaxGemvRows
   // rows of quantized weights and kMaxGemv16Rows of 16-bit ones (unless HS_CUDA_GEMV=0), else cuBLAS on the f16 /
   // bf16 weight or on a dequantized f16 copy of a quantized one (wdq_). `converted` is the dtype
@@ -179,6 +206,13 @@ class CudaBackend final : public Backend {
   // kv_write's checks of (layer, k, v); the layer's view of the device KV copy.
   Result<KvLayerView> kv_write_view(int layer, const Tensor& k, const Tensor& v, const char* op) const;
   Status need_step(const char* op) const;
+  // begin_step: the active-sequence tables of hybrid_kernels.h into the pinned staging (each
+  // region n entries, indptr n + 1).
+  void fill_seq_tables(const ForwardPlan& plan, int32_t* rows, int32_t* slot, int32_t* fresh, int32_t* indptr);
+  // The hybrid ops' checks: a recurrent-state tensor of slot_floats per slot that every plan
+  // sequence's slot fits; the step's active-sequence tables.
+  Status check_state(const Tensor& state, int64_t slot_floats, const char* op) const;
+  SeqTables seq_tables() const;
 
   int device_ = 0;
   int n_sm_ = 1;
@@ -215,6 +249,15 @@ class CudaBackend final : public Backend {
   const int32_t* d_page_indptr_ = nullptr;
   const int32_t* d_page_indices_ = nullptr;
   const int32_t* d_logit_rows_ = nullptr;
+  const int32_t* d_act_rows_ = nullptr;    // hybrid_kernels.h SeqTables
+  const int32_t* d_act_slot_ = nullptr;
+  const int32_t* d_act_fresh_ = nullptr;
+  const int32_t* d_act_indptr_ = nullptr;
+  std::vector<int32_t> seq_count_, seq_first_;  // fill_seq_tables' scratch
+  mutable int64_t state_rows_seen_ = INT64_MAX;  // fewest slots of any state tensor a hybrid op checked
+  Scratch moe_h_;  // [n * n_used][n_ff] f32: the routed rows' silu(gate) * up (moe_experts)
+  bool precise_ = false;  // set_matmul_precision(kExact)
+  Scratch xsplit_;        // [2][n][n_in] 16-bit: hi then lo of a precise matmul's input
   bool in_step_ = false;
   bool kv_ready_ = false;   // plan has a KV cache, sequences and a page table covering its tokens
   int32_t max_pos1_ = 0;    // max over tokens of positions[i] + 1, rounded up to its bucket

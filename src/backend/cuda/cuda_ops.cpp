@@ -102,19 +102,42 @@ void CudaBackend::clear_input_tag_if_written(const Tensor& y) {
   if (overlaps(qx_tag_)) qx_tag_ = InputTag{};
 }
 
-Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y) {
+Status CudaBackend::gemm16(const Tensor& w, const void* xb, int64_t n, Tensor y, bool accumulate) {
   const cudaDataType_t t = w.dtype == DType::F16 ? CUDA_R_16F : CUDA_R_16BF;
   const int64_t lda = w.row_stride / 2, ldc = y.row_stride / 4;
   if (w.rows > INT_MAX || w.cols > INT_MAX || n > INT_MAX || lda > INT_MAX || ldc > INT_MAX)
     return make_error(StatusCode::kUnsupported, "cuda matmul: {} x {} over {} rows exceeds cuBLAS's int sizes", w.rows,
                       w.cols, n);
-  const float one = 1.0f, zero = 0.0f;
+  const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   // Column-major view: yᵀ [n_out x n] = wᵀᵀ · xᵀ, with w stored as a [n_in x n_out] matrix.
   HS_CUBLAS(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), static_cast<int>(n),
                          static_cast<int>(w.cols), &one, w.data, t, static_cast<int>(lda), xb, t,
-                         static_cast<int>(w.cols), &zero, y.data, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
+                         static_cast<int>(w.cols), &beta, y.data, CUDA_R_32F, static_cast<int>(ldc), CUBLAS_COMPUTE_32F,
                          CUBLAS_GEMM_DEFAULT));
   return Status::ok();
+}
+
+Status CudaBackend::matmul_precise(const Tensor& w, const Tensor& x, Tensor y) {
+  Tensor w16 = w;
+  if (const std::optional<QuantKind> qk = quant_kind_of(w.dtype)) {
+    HS_RETURN_IF_ERROR(grow(wdq_, static_cast<size_t>(w.rows) * static_cast<size_t>(w.cols) * 2,
+                            "the f16 copy of a quantized weight (precise matmul)"));
+    HS_RETURN_IF_ERROR(launched(launch_dequantize_quant(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
+                                                        static_cast<uint16_t*>(wdq_.ptr), stream_),
+                                "matmul (dequantize)"));
+    w16 = Tensor::matrix(wdq_.ptr, DType::F16, w.rows, w.cols, Device::kCuda);
+  }
+  if (w16.dtype != DType::BF16 && w16.dtype != DType::F16)
+    return make_error(StatusCode::kInvalidArgument, "cuda matmul: weight {} is not a prepared 16-bit or quantized weight",
+                      shape(w));
+  const size_t elems = static_cast<size_t>(x.rows) * static_cast<size_t>(x.cols);
+  HS_RETURN_IF_ERROR(grow(xsplit_, 2 * elems * 2, "the hi / lo copies of a precise matmul's input"));
+  uint16_t* hi = static_cast<uint16_t*>(xsplit_.ptr);
+  uint16_t* lo = hi + elems;
+  HS_RETURN_IF_ERROR(launched(launch_f32_split16(crows_of(x), hi, lo, w16.dtype == DType::BF16, stream_),
+                              "matmul (precise input split)"));
+  HS_RETURN_IF_ERROR(gemm16(w16, hi, x.rows, y));
+  return gemm16(w16, lo, x.rows, y, /*accumulate=*/true);
 }
 
 namespace {
@@ -182,6 +205,7 @@ std::optional<Status> CudaBackend::gemm16_mma(std::span<const Tensor> ws, const 
 
 Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType& converted) {
   if (w.rows == 0) return Status::ok();
+  if (precise_) return matmul_precise(w, x, y);
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
   if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
     if (qk && x.rows <= kMaxQuantWarpRows && quant_warp_) {  // batch 1-2: warp per row, dp2a on int16 x
@@ -257,6 +281,10 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   for (const Tensor& y : ys) clear_input_tag_if_written(y);
   if (x.cols == 0) {
     for (const Tensor& y : ys) HS_RETURN_IF_ERROR(launched(launch_scale(rows_of(y), 0.0f, stream_), "matmul_multi"));
+    return Status::ok();
+  }
+  if (precise_) {  // each weight through the hi / lo split
+    for (size_t i = 0; i < ws.size(); ++i) HS_RETURN_IF_ERROR(matmul_precise(ws[i], x, ys[i]));
     return Status::ok();
   }
   // Batch 1-2 of 16-bit weights: all of them (q/k/v, gate/up) in one warp-per-row launch.

@@ -327,6 +327,18 @@ __global__ void f32_to_f16_kernel(CRows x, __half* __restrict__ out) {
   HS_ROWS_LOOP(x.rows, x.cols) out[r * x.cols + c] = __float2half_rn(fminf(fmaxf(x.p[r * x.stride + c], -65504.0f), 65504.0f));
 }
 
+// x = hi + lo in two 16-bit terms (precise matmuls): hi = to16(x), lo = to16(x - hi) (exact in f32).
+__global__ void f32_split16_kernel(CRows x, uint16_t* __restrict__ hi, uint16_t* __restrict__ lo, bool bf16) {
+  pdl_wait();
+  HS_ROWS_LOOP(x.rows, x.cols) {
+    const float v = x.p[r * x.stride + c];
+    const uint16_t h = to16(v, bf16);
+    const float hv = bf16 ? bf16_bits_to_f32(h) : __half2float(__ushort_as_half(h));
+    hi[r * x.cols + c] = h;
+    lo[r * x.cols + c] = to16(__fsub_rn(v, hv), bf16);
+  }
+}
+
 // dst segment i = columns [off_i, off_i + cols_i) of src (segments back to back, up to 3).
 struct SplitDst {
   Rows d[3];
@@ -535,6 +547,12 @@ cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s) {
   if (empty(x.rows, x.cols)) return cudaSuccess;
   if (x.stride == x.cols) x = CRows{x.p, 1, x.rows * x.cols, x.rows * x.cols};
   launch_chain(f32_to_bf16_kernel, grid_for(x.rows, x.cols), kThreads, 0, s, x, out);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_f32_split16(CRows x, uint16_t* hi, uint16_t* lo, bool bf16, cudaStream_t s) {
+  if (empty(x.rows, x.cols)) return cudaSuccess;
+  f32_split16_kernel<<<grid_for(x.rows, x.cols), kThreads, 0, s>>>(x, hi, lo, bf16);
   return cudaGetLastError();
 }
 

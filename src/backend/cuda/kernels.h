@@ -88,6 +88,9 @@ cudaError_t launch_softcap(Rows x, float cap, cudaStream_t s);       // x = cap 
 cudaError_t launch_gather_rows(CRows src, const int32_t* rows, Rows dst, cudaStream_t s);
 // out [x.rows][x.cols] contiguous bf16 bits = round-to-nearest-even(x).
 cudaError_t launch_f32_to_bf16(CRows x, uint16_t* out, cudaStream_t s);
+// x = hi + lo as two dense [rows][cols] 16-bit matrices (bf16, or f16 saturating), each rounded
+// to nearest even: a GEMM over each, summed, sees x to ~16 bits of mantissa (precise matmuls).
+cudaError_t launch_f32_split16(CRows x, uint16_t* hi, uint16_t* lo, bool bf16, cudaStream_t s);
 // f32 -> f16 bits, round to nearest, saturating at +-65504. out: [rows][cols] dense.
 cudaError_t launch_f32_to_f16(CRows x, uint16_t* out, cudaStream_t s);
 // out[i] = f16 table row tokens[i] as f32.
