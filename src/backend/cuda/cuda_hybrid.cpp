@@ -105,9 +105,9 @@ Status CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Ten
     return make_error(StatusCode::kInvalidArgument,
                       "cuda {}: q {} k {} v {} g {} beta {} out {} for {} k heads x {} / {} v heads x {}", op, shape(q),
                       shape(k), shape(v), shape(g), shape(beta), shape(out), dp.n_k_heads, dp.k_dim, dp.n_v_heads, dp.v_dim);
-  if (delta_rule_smem_bytes(dp.k_dim, dp.v_dim) > delta_rule_max_smem_bytes())
-    return make_error(StatusCode::kUnsupported, "cuda {}: a head state of {} x {} floats exceeds the {} B of shared "
-                      "memory a block may have", op, dp.k_dim, dp.v_dim, delta_rule_max_smem_bytes());
+  if (dp.k_dim > kMaxDeltaKDim)
+    return make_error(StatusCode::kUnsupported, "cuda {}: key heads of {} exceed the {} the kernel holds in registers",
+                      op, dp.k_dim, kMaxDeltaKDim);
   HS_RETURN_IF_ERROR(check_state(state, int64_t{dp.n_v_heads} * dp.k_dim * dp.v_dim, op));
   const DeltaArgs a{dp.n_k_heads, dp.n_v_heads, dp.k_dim, dp.v_dim, dp.v_tiled};
   return launched(launch_gated_delta_rule(crows_of(q), crows_of(k), crows_of(v), crows_of(g), crows_of(beta), state.f32(),

@@ -21,6 +21,8 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
+constexpr int kDeltaThreads = 128;  // 4 warps x 8 columns x 4 lanes a column
+constexpr int kDeltaCols = 32;      // columns of a head one CTA owns
 
 __device__ __forceinline__ float silu_f(float z) { return __fmul_rn(z, sigmoid_f(z)); }
 
@@ -90,53 +92,95 @@ __global__ void conv1d_kernel(CRows x, const float* __restrict__ w, int K, float
 
 // ---- the gated delta rule -------------------------------------------------------------------
 
-// grid (sequences, v-heads); the head's state S [k_dim][v_dim] in shared memory, then q and k of
-// the token. Thread c owns column c of S (bank-conflict free), so a token needs no reduction
-// across threads: u = Sᵀk, delta, S += k deltaᵀ and o = Sᵀq are all per column.
-__global__ void delta_rule_kernel(CRows q, CRows k, CRows v, CRows g, CRows beta, float* state, int64_t state_cols,
-                                  Rows out, DeltaArgs a, SeqTables t) {
-  extern __shared__ float sm[];
+// grid (sequences, v-heads, column blocks of kDeltaCols); 4 warps of 8 columns, 4 lanes per
+// column (lane = 4 * column + r). Lane r holds rows r, r + 4, ... of its column of the head's
+// state S [k_dim][v_dim] in registers (R of them), so S is read from and written to global
+// memory once per step; the two dot products of a token (u = Sᵀk, o = Sᵀq) are 4-lane sums by
+// shuffle. q / k of the token are staged in shared memory (double-buffered: the next token's
+// are loaded while this one is computed, one barrier a token); v, g and beta of the next token
+// are prefetched into registers. Rows past k_dim hold zeros in S, q and k.
+template <int R>
+__global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRows k, CRows v, CRows g, CRows beta,
+                                                                   float* state, int64_t state_cols, Rows out,
+                                                                   DeltaArgs a, SeqTables t) {
+  __shared__ float qk[2][2][4 * R];  // [buffer][q, k][row]
   const int64_t j = blockIdx.x;
   const int h = static_cast<int>(blockIdx.y);
   const int32_t b = t.indptr[j], e = t.indptr[j + 1];
   if (b >= e) return;
   const int dk = a.k_dim, dv = a.v_dim;
-  float* S = sm;             // [dk][dv]
-  float* qs = S + dk * dv;   // [dk]
-  float* ks = qs + dk;       // [dk]
+  const int lane = threadIdx.x & 31, r = lane & 3;
+  const int c = static_cast<int>(blockIdx.z) * kDeltaCols + (threadIdx.x >> 5) * 8 + (lane >> 2);
+  const bool col_ok = c < dv;
   const int kh = a.v_tiled ? h % a.n_k_heads : h / (a.n_v_heads / a.n_k_heads);
   float* gs = state + static_cast<int64_t>(t.slot[j]) * state_cols + static_cast<int64_t>(h) * dk * dv;
   const bool fresh = t.fresh[j] != 0;
-  for (int i = threadIdx.x; i < dk * dv; i += blockDim.x) S[i] = fresh ? 0.0f : gs[i];
-  for (int32_t r = b; r < e; ++r) {
-    const int64_t row = t.rows[r];
-    __syncthreads();  // the last token's q / k are no longer read
-    for (int i = threadIdx.x; i < dk; i += blockDim.x) {
-      qs[i] = q.p[row * q.stride + static_cast<int64_t>(kh) * dk + i];
-      ks[i] = k.p[row * k.stride + static_cast<int64_t>(kh) * dk + i];
-    }
-    __syncthreads();
-    const float ex = expf(g.p[row * g.stride + h]);
-    const float bt = beta.p[row * beta.stride + h];
-    for (int c = threadIdx.x; c < dv; c += blockDim.x) {
-      float u = 0.0f;
-      for (int i = 0; i < dk; ++i) {
-        const float s = __fmul_rn(S[i * dv + c], ex);
-        S[i * dv + c] = s;
-        u = __fadd_rn(u, __fmul_rn(ks[i], s));
-      }
-      const float d = __fmul_rn(bt, __fsub_rn(v.p[row * v.stride + static_cast<int64_t>(h) * dv + c], u));
-      float o = 0.0f;
-      for (int i = 0; i < dk; ++i) {
-        const float s = __fadd_rn(S[i * dv + c], __fmul_rn(ks[i], d));
-        S[i * dv + c] = s;
-        o = __fadd_rn(o, __fmul_rn(qs[i], s));
-      }
-      out.p[row * out.stride + static_cast<int64_t>(h) * dv + c] = o;
-    }
+  float S[R];
+#pragma unroll
+  for (int m = 0; m < R; ++m) {
+    const int i = r + 4 * m;
+    S[m] = (!fresh && col_ok && i < dk) ? gs[static_cast<int64_t>(i) * dv + c] : 0.0f;
   }
+  for (int i = dk + static_cast<int>(threadIdx.x); i < 4 * R; i += kDeltaThreads)
+    qk[0][0][i] = qk[0][1][i] = qk[1][0][i] = qk[1][1][i] = 0.0f;
+  const int64_t qk_col = static_cast<int64_t>(kh) * dk, v_col = static_cast<int64_t>(h) * dv + c;
+  auto stage = [&](int32_t rr, int buf) {
+    const int64_t row = t.rows[rr];
+    for (int i = threadIdx.x; i < dk; i += kDeltaThreads) {
+      qk[buf][0][i] = q.p[row * q.stride + qk_col + i];
+      qk[buf][1][i] = k.p[row * k.stride + qk_col + i];
+    }
+  };
+  auto fetch = [&](int32_t rr, float& ex, float& bt, float& vc) {
+    const int64_t row = t.rows[rr];
+    ex = expf(g.p[row * g.stride + h]);
+    bt = beta.p[row * beta.stride + h];
+    vc = col_ok ? v.p[row * v.stride + v_col] : 0.0f;
+  };
+  stage(b, 0);
+  float ex, bt, vc;
+  fetch(b, ex, bt, vc);
   __syncthreads();
-  for (int i = threadIdx.x; i < dk * dv; i += blockDim.x) gs[i] = S[i];
+  int buf = 0;
+  for (int32_t rr = b; rr < e; ++rr) {
+    const int64_t row = t.rows[rr];
+    float nex = 0.0f, nbt = 0.0f, nvc = 0.0f;
+    if (rr + 1 < e) {  // the other buffer was last read before the previous barrier
+      stage(rr + 1, buf ^ 1);
+      fetch(rr + 1, nex, nbt, nvc);
+    }
+    const float* qs = qk[buf][0];
+    const float* ks = qk[buf][1];
+    float u = 0.0f;
+#pragma unroll
+    for (int m = 0; m < R; ++m) {
+      S[m] *= ex;
+      u = fmaf(ks[r + 4 * m], S[m], u);
+    }
+    u += __shfl_xor_sync(0xffffffffu, u, 1);
+    u += __shfl_xor_sync(0xffffffffu, u, 2);
+    const float d = bt * (vc - u);
+    float o = 0.0f;
+#pragma unroll
+    for (int m = 0; m < R; ++m) {
+      S[m] = fmaf(ks[r + 4 * m], d, S[m]);
+      o = fmaf(qs[r + 4 * m], S[m], o);
+    }
+    o += __shfl_xor_sync(0xffffffffu, o, 1);
+    o += __shfl_xor_sync(0xffffffffu, o, 2);
+    if (r == 0 && col_ok) out.p[row * out.stride + v_col] = o;
+    ex = nex;
+    bt = nbt;
+    vc = nvc;
+    buf ^= 1;
+    __syncthreads();
+  }
+  if (!col_ok) return;
+#pragma unroll
+  for (int m = 0; m < R; ++m) {
+    const int i = r + 4 * m;
+    if (i < dk) gs[static_cast<int64_t>(i) * dv + c] = S[m];
+  }
 }
 
 // ---- norms and gates ----------------------------------------------------------------------------
@@ -330,38 +374,23 @@ cudaError_t launch_conv1d_causal(CRows x, const float* w, int kernel, float* sta
   return cudaGetLastError();
 }
 
-size_t delta_rule_smem_bytes(int k_dim, int v_dim) {
-  return (static_cast<size_t>(k_dim) * v_dim + 2 * static_cast<size_t>(k_dim)) * sizeof(float);
-}
-
-size_t delta_rule_max_smem_bytes() {
-  static const size_t bytes = [] {
-    int dev = 0, optin = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return size_t{48} << 10;
-    }
-    return static_cast<size_t>(optin);
-  }();
-  return bytes;
+template <int R>
+void launch_delta_rule_rows(CRows q, CRows k, CRows v, CRows g, CRows beta, float* state, int64_t state_cols,
+                            Rows out, DeltaArgs a, SeqTables t, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(t.n_grid), static_cast<unsigned>(a.n_v_heads),
+                  static_cast<unsigned>((a.v_dim + kDeltaCols - 1) / kDeltaCols));
+  delta_rule_kernel<R><<<grid, kDeltaThreads, 0, s>>>(q, k, v, g, beta, state, state_cols, out, a, t);
 }
 
 cudaError_t launch_gated_delta_rule(CRows q, CRows k, CRows v, CRows g, CRows beta, float* state, int64_t state_cols,
                                     Rows out, DeltaArgs a, SeqTables t, cudaStream_t s) {
   if (q.rows == 0 || t.n_grid == 0 || a.n_v_heads == 0) return cudaSuccess;
-  const size_t smem = delta_rule_smem_bytes(a.k_dim, a.v_dim);
-  if (smem > delta_rule_max_smem_bytes()) return cudaErrorInvalidValue;
-  static size_t opted = 0;  // the attribute is set once, on the first (eager) step, never inside a capture
-  if (smem > (size_t{48} << 10) && opted < smem) {
-    const cudaError_t e = cudaFuncSetAttribute(delta_rule_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               static_cast<int>(delta_rule_max_smem_bytes()));
-    if (e != cudaSuccess) return e;
-    opted = delta_rule_max_smem_bytes();
-  }
-  const int threads = std::min(256, std::max(32, (a.v_dim + 31) / 32 * 32));
-  delta_rule_kernel<<<dim3(static_cast<unsigned>(t.n_grid), static_cast<unsigned>(a.n_v_heads), 1), threads, smem, s>>>(
-      q, k, v, g, beta, state, state_cols, out, a, t);
+  if (a.k_dim < 1 || a.k_dim > kMaxDeltaKDim || a.v_dim < 1) return cudaErrorInvalidValue;
+  if (a.k_dim <= 16) launch_delta_rule_rows<4>(q, k, v, g, beta, state, state_cols, out, a, t, s);
+  else if (a.k_dim <= 32) launch_delta_rule_rows<8>(q, k, v, g, beta, state, state_cols, out, a, t, s);
+  else if (a.k_dim <= 64) launch_delta_rule_rows<16>(q, k, v, g, beta, state, state_cols, out, a, t, s);
+  else if (a.k_dim <= 128) launch_delta_rule_rows<32>(q, k, v, g, beta, state, state_cols, out, a, t, s);
+  else launch_delta_rule_rows<64>(q, k, v, g, beta, state, state_cols, out, a, t, s);
   return cudaGetLastError();
 }
 

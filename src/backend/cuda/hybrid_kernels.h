@@ -9,12 +9,14 @@
 // with the total, so a launch sized by the step's token count (what a CUDA graph keys on) covers
 // every sequence and the padding blocks exit.
 //
-// Numerics follow backend/cpu/delta_rule.cpp's operation order (the recurrent form for every
-// token: the CPU's chunked prefill is the same recurrence regrouped, equal up to rounding);
-// norms accumulate squares in double like the CPU.
+// Numerics: the delta rule runs the recurrent form for every token (the CPU's chunked prefill is
+// the same recurrence regrouped), its dot products summed in 4 partial sums of k_dim / 4 rows
+// (fused multiply-adds), so it equals the CPU up to rounding; norms accumulate squares in double
+// like the CPU.
 // Cost: conv one thread per (sequence, channel), K - 1 floats of history in registers; the delta
-// rule one CTA per (sequence, v-head) with the head's [k_dim][v_dim] state in shared memory
-// (64 KiB at 128 x 128), 4 · k_dim · v_dim flops per token, tokens in sequence; MoE one warp per
+// rule one CTA per (sequence, v-head, 32 columns), each column's k_dim floats of state in 4
+// lanes' registers (read and written once per step), 4 · k_dim · v_dim flops per token, tokens
+// in sequence; MoE one warp per
 // (routed row, n_ff row) for gate / up and per (token, n_embd column) for down: each routed row
 // reads its expert's weights (fine for decode; a prefill of many rows rereads them, from L2
 // mostly: grouped GEMMs are the next step, docs/hybrid-models.md).
@@ -43,9 +45,9 @@ constexpr int kMaxConvKernel = 8;
 cudaError_t launch_conv1d_causal(CRows x, const float* w, int kernel, float* state, int64_t state_cols, Rows out,
                                  SeqTables t, cudaStream_t s);
 
-// Shared memory the delta-rule kernel needs for one head, and the largest it may have.
-size_t delta_rule_smem_bytes(int k_dim, int v_dim);
-size_t delta_rule_max_smem_bytes();
+// Widest key head the delta-rule kernel takes: its state column lives in 4 lanes' registers,
+// k_dim / 4 floats each (Qwen3.5 / Qwen3-Next: 128).
+constexpr int kMaxDeltaKDim = 256;
 struct DeltaArgs {
   int n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0;
   bool v_tiled = true;
