@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "formats/gguf_builder.h"
 #include "formats/safetensors.h"
+#include "formats/safetensors_checkpoint.h"
 #include "tokenizer/hf_tokenizer_json.h"
 
 namespace hs {
@@ -158,7 +159,7 @@ Result<DType> matrix_type(const safetensors::TensorInfo& t) {
 
 class Converter {
  public:
-  Converter(const safetensors::File& st, const HfShape& s) : st_(st), s_(s) {}
+  Converter(const safetensors::Checkpoint& st, const HfShape& s) : st_(st), s_(s) {}
 
   Status find_prefix() {
     for (const char* p : {"model.language_model.", "model.", ""})
@@ -398,7 +399,7 @@ class Converter {
   }
 
  private:
-  const safetensors::File& st_;
+  const safetensors::Checkpoint& st_;
   const HfShape& s_;
   std::string prefix_;
   std::vector<OutTensor> out_;
@@ -408,7 +409,7 @@ class Converter {
 
 static Result<std::unique_ptr<gguf::File>> load_hf_model_impl(const std::string& dir) {
   HS_ASSIGN_OR_RETURN(HfShape s, read_config(dir + "/config.json"));
-  HS_ASSIGN_OR_RETURN(auto st, safetensors::File::open(dir + "/model.safetensors"));
+  HS_ASSIGN_OR_RETURN(auto st, safetensors::Checkpoint::open_dir(dir));
   Converter conv(*st, s);
   HS_RETURN_IF_ERROR(conv.convert());
   return conv.build(fmt::format("{} from {}", s.next ? "qwen3next" : "qwen35", dir), dir);

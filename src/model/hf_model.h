@@ -21,7 +21,8 @@
 // A tokenizer.json beside the weights (tokenizer/hf_tokenizer_json.h) becomes the file's
 // tokenizer.* keys; without one the model takes --vocab.
 // Cost: the weights are copied once into the GGUF buffer (host RAM of the checkpoint's size
-// while loading; the safetensors mapping is closed afterwards). Single-file checkpoints only.
+// while loading; the safetensors mappings are closed afterwards). One file (model.safetensors)
+// or sharded (model.safetensors.index.json; formats/safetensors_checkpoint.h).
 #pragma once
 
 #include <memory>
@@ -32,7 +33,7 @@
 
 namespace hs {
 
-// `dir` holds config.json and model.safetensors (and optionally tokenizer.json,
+// `dir` holds config.json and model.safetensors or its index and shards (and optionally tokenizer.json,
 // tokenizer_config.json, chat_template.jinja).
 Result<std::unique_ptr<gguf::File>> load_hf_model(const std::string& dir);
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "formats/safetensors.h"
@@ -371,6 +372,47 @@ TEST_P(HybridGoldenBatch, MissingOrMisshapenTensorIsNamed) {
     EXPECT_NE(m.status().message().find(name == drop ? "missing" : "shape"), std::string::npos) << m.status().message();
     std::filesystem::remove_all(dir);
   }
+}
+
+// The same checkpoint saved as shards (model.safetensors.index.json + 3 files, tensors dealt
+// round-robin as save_pretrained's size cut would spread them) converts to the same GGUF: every
+// tensor's name, type, shape and bytes.
+TEST_P(HybridGoldenBatch, ShardedCheckpointEqualsOneFile) {
+  const std::string model = GetParam(), src = fixture_dir(model);
+  auto st_or = safetensors::File::open(src + "/model.safetensors");
+  ASSERT_TRUE(st_or.is_ok());
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("hs_hybrid_sharded_" + model);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  std::vector<safetensors::TensorWrite> shards[3];
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  int i = 0;
+  for (const auto& t : (*st_or)->tensors()) {
+    const int sh = i++ % 3;
+    shards[sh].push_back({t.name, t.dtype, t.shape, std::span<const uint8_t>(t.data, t.n_bytes)});
+    index["weight_map"][t.name] = fmt::format("model-{:05d}-of-00003.safetensors", sh + 1);
+  }
+  for (int sh = 0; sh < 3; ++sh)
+    ASSERT_TRUE(safetensors::write((dir / fmt::format("model-{:05d}-of-00003.safetensors", sh + 1)).string(),
+                                   shards[sh], {})
+                    .is_ok());
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(1);
+  auto one = load_hf_model(src);
+  auto sharded = load_hf_model(dir.string());
+  ASSERT_TRUE(one.is_ok()) << one.status().to_string();
+  ASSERT_TRUE(sharded.is_ok()) << sharded.status().to_string();
+  const auto& a = (*one)->tensors();
+  const auto& b = (*sharded)->tensors();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t j = 0; j < a.size(); ++j) {
+    EXPECT_EQ(a[j].name, b[j].name);
+    EXPECT_EQ(a[j].type, b[j].type) << a[j].name;
+    EXPECT_EQ(a[j].shape_string(), b[j].shape_string()) << a[j].name;
+    ASSERT_EQ(a[j].n_bytes, b[j].n_bytes) << a[j].name;
+    EXPECT_EQ(std::memcmp(a[j].data, b[j].data, a[j].n_bytes), 0) << a[j].name;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Decode steps replayed from CUDA graphs give bitwise the logits of the same steps run eagerly:
