@@ -343,6 +343,91 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
   }
 }
 
+// The K split: every split count at every rows-per-warp within the reference bound; a given plan
+// bitwise the same on a second launch and whatever the warps per CTA (the partials are summed in
+// split order, not arrival order); the counters left at zero; y padding untouched; a forced split
+// without buffers refused, a planned one run unsplit.
+TEST_F(QuantWarpGemv, SplitKMatchesReferenceAndIsDeterministic) {
+  const std::vector<Shape> shapes = {{300, 14336}, {37, 4096}, {1031, 6144}, {5, 96}};
+  const float sc[2] = {1.0f, 1e5f};
+  const size_t n_counters = 4096, n_partials = size_t{cuda::kMaxQuantWarpSplit} * cuda::kMaxQuantWarpRows * 1031;
+  DevBuf counters(n_counters * 4), partials(n_partials * 4);
+  ASSERT_TRUE(counters.p && partials.p);
+  ASSERT_EQ(cudaMemset(counters.p, 0, n_counters * 4), cudaSuccess);
+  ASSERT_EQ(cudaMemset(partials.p, 0xFF, n_partials * 4), cudaSuccess);  // NaN: a partial never written shows
+  const cuda::QuantWarpSplit split{partials.as<float>(), n_partials, counters.as<uint32_t>(), n_counters};
+  int split_launches = 0;
+  for (QuantKind k : kKinds) {
+    for (const Shape& sh : shapes) {
+      if (!cuda::quant_cols_valid(k, sh.cols)) continue;
+      QuantWeights qw(k, sh.rows, sh.cols, rng_);
+      ASSERT_NE(qw.dev.p, nullptr);
+      for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+        const auto x = make_x(rng_, ntok, sh.cols, sc);
+        for (int rpw : {1, 2, 4}) {
+          for (int ks : {2, 3, 5, 8}) {
+            std::vector<float> first;
+            for (int wpc : {1, 8}) {
+              for (int rep = 0; rep < 2; ++rep) {
+                cuda::QuantWarpPlan p;
+                p.rows_per_warp = rpw;
+                p.warps_per_cta = wpc;
+                p.k_split = ks;
+                const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
+                                         std::to_string(wpc) + " split " + std::to_string(ks);
+                const Check r = run_check(
+                    k, qw, x, ntok, sh.cols, 0, sh.rows + 2,
+                    [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
+                      return cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), sh.rows, sh.cols, qw.row_bytes,
+                                                          xr, yr, scratch, nullptr, &p, false, &split);
+                    },
+                    what);
+                ++split_launches;
+                EXPECT_EQ(r.bad, 0) << what;
+                if (first.empty()) {
+                  first = r.y;
+                } else if (r.y.size() == first.size()) {
+                  EXPECT_EQ(std::memcmp(r.y.data(), first.data(), first.size() * 4), 0)
+                      << what << " rep " << rep << ": not bitwise equal to the first launch of this split";
+                }
+                std::vector<uint32_t> c(n_counters);
+                ASSERT_EQ(cudaMemcpy(c.data(), counters.p, n_counters * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+                ASSERT_EQ(std::count(c.begin(), c.end(), 0u), static_cast<std::ptrdiff_t>(n_counters))
+                    << what << ": counters not back at zero";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(split_launches, 0);
+  // A forced split of a long row needs the buffers; the planner's runs unsplit without them.
+  const QuantKind k = QuantKind::kQ4_0;
+  QuantWeights qw(k, 64, 4096, rng_);
+  const float one[1] = {1.0f};
+  const auto x = make_x(rng_, 1, 4096, one);
+  cuda::QuantWarpPlan p;
+  p.k_split = 4;
+  const cudaError_t forced = [&] {
+    DevBuf dx(4096 * 4), dy(64 * 4), ds(cuda::gemv_quant_warp_scratch_bytes(4096, 1));
+    cudaMemcpy(dx.p, x.data(), 4096 * 4, cudaMemcpyHostToDevice);
+    return cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), 64, 4096, qw.row_bytes,
+                                        cuda::CRows{dx.as<float>(), 1, 4096, 4096}, cuda::Rows{dy.as<float>(), 1, 64, 64},
+                                        ds.p, nullptr, &p);
+  }();
+  EXPECT_EQ(forced, cudaErrorInvalidValue) << "a forced K split without its buffers";
+  const cuda::QuantWarpPlan planned = cuda::plan_gemv_quant_warp(k, 64, 4096, 1, 132);
+  EXPECT_GT(planned.k_split, 1) << "64 rows on 132 SMs: the planner should split";
+  const Check r = run_check(
+      k, qw, x, 1, 4096, 0, 64,
+      [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
+        return cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), 64, 4096, qw.row_bytes, xr, yr, scratch, nullptr);
+      },
+      "planned split, no buffers");
+  EXPECT_EQ(r.bad, 0);
+}
+
 // A captured graph (three launches on different x, PDL edges inside) replays to the eager bits.
 // Several weights sharing x in one launch (q / k / v): each output bitwise equal to the weight
 // launched alone under the same plan (a row's sum order depends only on rows per warp), a weight
@@ -350,7 +435,7 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
 // rows) within the bound of the reference.
 TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
   const int64_t cols = 4096;
-  const int64_t rows[] = {300, 0, 37, 64};  // launched as {300, 37, 64} and {300, 0, 37}
+  const int64_t rows[] = {300, 0, 37, 64};  // launched as {300, 37, 64}, {300, 0, 37} and all four
   const float sc[2] = {1.0f, 1e5f};
   for (QuantKind k : kKinds) {
     if (!cuda::quant_cols_valid(k, cols)) continue;
@@ -363,7 +448,8 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
       ASSERT_EQ(cudaMemcpy(dx.p, x.data(), x.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
       const cuda::CRows xr{dx.as<float>(), ntok, cols, cols};
       for (int rpw : {1, 2, 4}) {
-        for (const std::vector<int>& pick : {std::vector<int>{0, 2, 3}, std::vector<int>{0, 1, 2}}) {
+        for (const std::vector<int>& pick :
+             {std::vector<int>{0, 2, 3}, std::vector<int>{0, 1, 2}, std::vector<int>{0, 1, 2, 3}}) {
           cuda::QuantWarpPlan p;
           p.rows_per_warp = rpw;
           p.warps_per_cta = 4;
