@@ -119,7 +119,7 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &qsplit_, &sel_, &scores_, &moe_h_, &xsplit_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_, &moe_h_, &xsplit_}) (void)cudaFree(s->ptr);
   (void)cudaFree(kv_base_);
   (void)cudaFree(sketch_base_);
   (void)cudaFree(basis_dev_);
@@ -164,23 +164,6 @@ Status CudaBackend::grow(Scratch& s, size_t bytes, std::string_view what) {
   HS_RETURN_IF_ERROR(device_malloc(&s.ptr, want, what));
   s.bytes = want;
   return Status::ok();
-}
-
-const QuantWarpSplit* CudaBackend::quant_split() {
-  if (qsplit_view_.counters) return &qsplit_view_;
-  if (qsplit_.ptr) return nullptr;  // an earlier allocation failed part way
-  // The planner splits only launches of < 8 waves of warps (16 resident an SM) at <= 4 rows a warp.
-  const size_t counters = size_t{8} * 16 * static_cast<size_t>(std::max(1, n_sm_));
-  const size_t partials = size_t{kMaxQuantWarpSplit} * kMaxQuantWarpRows * 4 * counters;
-  const size_t bytes = (counters + partials) * 4;
-  if (!grow(qsplit_, bytes, "the quantized GEMV's K-split partials").is_ok()) return nullptr;
-  if (cudaMemsetAsync(qsplit_.ptr, 0, bytes, stream_) != cudaSuccess || cudaStreamSynchronize(stream_) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  auto* base = static_cast<uint32_t*>(qsplit_.ptr);
-  qsplit_view_ = QuantWarpSplit{reinterpret_cast<float*>(base + counters), partials, base, counters};
-  return &qsplit_view_;
 }
 
 Result<Buffer> CudaBackend::alloc(size_t bytes, std::string_view what) {

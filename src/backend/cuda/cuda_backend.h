@@ -33,7 +33,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/hybrid_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
@@ -323,13 +322,6 @@ class CudaBackend final : public Backend {
   bool has_flash_range_ = false;
   Scratch wdq_;    // [rows][cols] f16: a quantized weight dequantized for a large-batch matmul
   Scratch qx_;     // gemv_quant_warp's int16 copy of x (gemv_quant_warp_scratch_bytes)
-  // gemv_quant_warp's K-split buffers, allocated zeroed on the first quantized GEMV and kept
-  // (the counters must stay zero between launches): [counters][partials], quant_split().
-  Scratch qsplit_;
-  QuantWarpSplit qsplit_view_;
-  // The split buffers for launch_gemv_quant_warp (null when they cannot be allocated: the GEMV
-  // then runs unsplit). Sized for every split the planner makes on this device.
-  const QuantWarpSplit* quant_split();
   Scratch xb_;     // [n][n_in] bf16 / f16: matmul input
   // Which f32 tensor xb_ holds the 16-bit copy of (convert_input, or written beside its f32
   // output by rms_norm / add_rms_norm / glu for the matmul after them): a matmul of that tensor

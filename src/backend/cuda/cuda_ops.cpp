@@ -214,8 +214,7 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
                               "the int16 copy of a quantized matmul's input"));
       const bool ready = qx_.ptr == before && quant_tag_holds(x, w.dtype);  // records written beside x
       const cudaError_t e = launch_gemv_quant_warp(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
-                                                   crows_of(x), rows_of(y), qx_.ptr, stream_, nullptr, ready,
-                                                   quant_split());
+                                                   crows_of(x), rows_of(y), qx_.ptr, stream_, nullptr, ready);
       if (e != cudaErrorInvalidValue) {
         set_quant_tag(x, w.dtype);
         return launched(e, "matmul (quantized GEMV, warp per row)");
@@ -306,8 +305,7 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
     QuantWarpOut outs[kMaxQuantWarpWeights];
     for (size_t i = 0; i < ws.size(); ++i) outs[i] = QuantWarpOut{ws[i].as<const uint8_t>(), ws[i].rows, rows_of(ys[i])};
     const cudaError_t e = launch_gemv_quant_warp_multi(*qk, static_cast<int>(ws.size()), outs, x.cols, ws[0].row_stride,
-                                                       crows_of(x), qx_.ptr, stream_, nullptr, ready,
-                                                       quant_split());
+                                                       crows_of(x), qx_.ptr, stream_, nullptr, ready);
     if (e != cudaErrorInvalidValue) {
       set_quant_tag(x, ws[0].dtype);
       return launched(e, "matmul_multi (quantized GEMV, warp per row)");

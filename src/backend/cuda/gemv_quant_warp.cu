@@ -60,7 +60,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cfloat>
-#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
@@ -151,19 +150,12 @@ struct MainSeg {
   float* y = nullptr;
   int64_t y_stride = 0;
   int64_t warp_begin = 0;
-  int64_t row_begin = 0;  // its first row among all segments' (the partials' row index)
 };
 
 struct MainArgs {
   MainSeg seg[kMaxQuantWarpWeights];
   int n_seg = 1;
-  int64_t warps = 0;           // all segments' warps, times split
-  int64_t row_warps = 0;       // warps of one split (all segments)
-  int split = 1;               // K splits S: warp gw works on split gw / row_warps
-  int split_u = 0;             // u-steps of a split (a multiple of U; the last one may be short)
-  int64_t total_rows = 0;      // all segments' rows
-  float* part = nullptr;       // split > 1: partial sums [S][T][total_rows]
-  unsigned* count = nullptr;   // split > 1: arrivals per row-group warp [row_warps], left at 0
+  int64_t warps = 0;           // all segments' warps
   int64_t row_bytes = 0;
   int groups = 0;              // G
   int nu = 0;                  // u-steps
@@ -299,23 +291,20 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
   constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
   const int lane = threadIdx.x & 31;
   const int qd = lane >> 2, t = lane & 3;
-  const int64_t gw_all = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (gw_all >= a.warps) return;
-  const int sp = a.split > 1 ? static_cast<int>(gw_all / a.row_warps) : 0;  // the warp's K split
-  const int64_t gw = gw_all - sp * a.row_warps;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (gw >= a.warps) return;
   // The warp's weight (selects by comparison: no dynamic indexing of the parameter block).
   const int si = (a.n_seg > 1 && gw >= a.seg[1].warp_begin) + (a.n_seg > 2 && gw >= a.seg[2].warp_begin) +
                  (a.n_seg > 3 && gw >= a.seg[3].warp_begin);
-  auto pick = [&](auto MainSeg::*f) { return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f; };
+  auto pick = [&](auto MainSeg::*f) {
+    return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f;
+  };
   const uint8_t* const wbase = pick(&MainSeg::w);
   const int64_t rows = pick(&MainSeg::rows);
   float* const y = pick(&MainSeg::y);
   const int64_t y_stride = pick(&MainSeg::y_stride);
   const int64_t row0 = (gw - pick(&MainSeg::warp_begin)) * R;
-  const int64_t prow0 = pick(&MainSeg::row_begin) + row0;  // row0 among all segments' rows
   if (row0 >= rows) return;
-  const int ub = sp * a.split_u;                             // this split's u-steps [ub, ue)
-  const int ue = a.split > 1 ? min(a.nu, ub + a.split_u) : a.nu;
   // Per-lane bases at u-step 0 (group qd): quants, scales, Q4_K's (d, dmin).
   const uint8_t* wq[R];
   const uint8_t* ws[R];
@@ -323,14 +312,14 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
 #pragma unroll
   for (int i = 0; i < R; ++i) {
     const uint8_t* row = wbase + min(row0 + i, rows - 1) * a.row_bytes;  // past the end: a copy
-    wq[i] = row + 16 * lane + 512 * ub;
-    ws[i] = row + a.scale_off + SB * qd + 8 * SB * ub;
-    wd[i] = row + a.dm_off + 4 * (qd >> 1) + 16 * ub;
+    wq[i] = row + 16 * lane;
+    ws[i] = row + a.scale_off + SB * qd;
+    wd[i] = row + a.dm_off + 4 * (qd >> 1);
   }
   XPtrs xp;
-  xp.x = a.s + 16 * lane + kStep * ub;
-  xp.d = a.s + xrec(K).d + (K == kQ80 ? 8 : 16) * qd + kStep * ub;
-  xp.s = a.s + xrec(K).s + 16 * qd + 4 * t + kStep * ub;
+  xp.x = a.s + 16 * lane;
+  xp.d = a.s + xrec(K).d + (K == kQ80 ? 8 : 16) * qd;
+  xp.s = a.s + xrec(K).s + 16 * qd + 4 * t;
 
   float acc[R][T];
 #pragma unroll
@@ -338,10 +327,11 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
 #pragma unroll
     for (int k = 0; k < T; ++k) acc[i][k] = 0.0f;
 
+  const int nu = a.nu;
   const int groups = a.groups;
-  for (int u0 = ub; u0 < ue; u0 += U) {
+  for (int u0 = 0; u0 < nu; u0 += U) {
     WRegs w[U][R];
-    if (8 * (u0 + U) <= groups && u0 + U <= ue) {
+    if (8 * (u0 + U) <= groups) {
       // Full trip: every lane's group exists; offsets are compile-time.
 #pragma unroll
       for (int u = 0; u < U; ++u)
@@ -350,10 +340,10 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
           load_w<K>(w[u][i], wq[i] + 512 * u, ws[i] + 8 * SB * u, wd[i] + 16 * u);
     } else {
       // Last trip: lanes past the last group re-read it (their x is zero, so they add 0);
-      // u-steps past the row (or the split) are not loaded (nor computed).
+      // u-steps past the row are not loaded (nor computed).
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        if (u0 + u < ue) {
+        if (u0 + u < nu) {
           const int g = min(8 * (u0 + u) + qd, groups - 1) - 8 * u0;  // relative to the trip
 #pragma unroll
           for (int i = 0; i < R; ++i)
@@ -365,10 +355,10 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
         }
       }
     }
-    if (u0 == ub) pdl_wait();  // x scratch is written by the quantize kernel
+    if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      if (u0 + u < ue) {
+      if (u0 + u < nu) {
         XPtrs p;
         p.x = xp.x + kStep * u;
         p.d = xp.d + kStep * u;
@@ -410,32 +400,10 @@ __global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
   }
 #pragma unroll
   for (int m = 16 >> kLogV; m > 0; m >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], m);
-  const bool holder = (lane & ((32 >> kLogV) - 1)) == 0;  // lanes holding one (row, token) sum
-  const int hi = idx / T, hk = idx % T;
-  const bool live = holder && row0 + hi < rows;
-  if (a.split == 1) {
-    if (live) y[hk * y_stride + row0 + hi] = v[0];
-    return;
+  if ((lane & ((32 >> kLogV) - 1)) == 0) {
+    const int i = idx / T, k = idx % T;
+    if (row0 + i < rows) y[k * y_stride + row0 + i] = v[0];
   }
-  // Split K: the partial goes to part[sp]; the last of the S warps of this row group to arrive
-  // sums the S partials in split order (deterministic whatever the arrival order), writes y and
-  // puts the counter back to 0 (threadFenceReduction's pattern).
-  float* const part = a.part + (static_cast<int64_t>(sp) * T + hk) * a.total_rows + prow0 + hi;
-  if (live) *part = v[0];
-  __threadfence();
-  __syncwarp();
-  unsigned arrived = 0;
-  if (lane == 0) arrived = atomicAdd(a.count + gw, 1u);
-  arrived = __shfl_sync(0xffffffffu, arrived, 0);
-  if (arrived != static_cast<unsigned>(a.split - 1)) return;
-  __threadfence();
-  if (live) {
-    const float* p0 = a.part + static_cast<int64_t>(hk) * a.total_rows + prow0 + hi;
-    float sum = 0.0f;
-    for (int j = 0; j < a.split; ++j) sum += __ldcg(p0 + static_cast<int64_t>(j) * T * a.total_rows);
-    y[hk * y_stride + row0 + hi] = sum;
-  }
-  if (lane == 0) a.count[gw] = 0;
 }
 
 // ---- host side -------------------------------------------------------------------------------
@@ -498,15 +466,7 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
 
 bool plan_ok(const QuantWarpPlan& p) {
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
-         (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8) &&
-         p.k_split >= 1 && p.k_split <= kMaxQuantWarpSplit;
-}
-
-// u-steps per split for k_split splits of nu u-steps at R rows a warp (a multiple of U, so only
-// the last split has a short trip); the splits that are not empty: ceil(nu / split_u).
-int split_u_steps(int nu, int k_split, int r) {
-  const int u = kLoadsInFlight / r;
-  return ((nu + k_split - 1) / k_split + u - 1) / u * u;
+         (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
 }
 
 }  // namespace
@@ -522,34 +482,8 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   // Small matrices (the k / v projections) are latency-bound: at least 2 warps an SM.
   while (r > 1 && rows / r < 2 * int64_t{n_sm}) r /= 2;
   p.rows_per_warp = r;
-  // K split: few rows leave the last wave of warps part-empty (5120 rows at R = 2 are 2,560
-  // warps against the 2,112 an H200 holds: 1.2 waves, so ~40 % of the second wave's slots idle)
-  // and a small matrix alone is latency-bound; S splits of the columns make S times as many
-  // shorter warps. Pick the S (each split >= 1 full trip) whose wave count W = warps S / resident
-  // fills its last wave best (W / ceil W), taking a larger S only for a gain over 5 %.
-  const int64_t row_warps = (rows + r - 1) / r;
-  const int64_t resident = 16 * int64_t{n_sm};  // __launch_bounds__(256, 2): 16 warps an SM
-  const int nu = x_steps(static_cast<int>(k), cols);
-  auto fill = [&](int64_t w) {
-    const double waves = static_cast<double>(w) / static_cast<double>(resident);
-    return waves / std::ceil(waves);
-  };
-  double best = fill(row_warps);
-  static const bool split_on = [] {  // HS_CUDA_KSPLIT=0: never split (the A/B of docs/benchmarks.md)
-    const char* e = std::getenv("HS_CUDA_KSPLIT");
-    return !(e && e[0] == '0');
-  }();
-  for (int sk = 2; split_on && sk <= kMaxQuantWarpSplit && row_warps < 8 * resident; ++sk) {
-    const int su = split_u_steps(nu, sk, r);
-    if ((nu + su - 1) / su != sk) continue;
-    const double f = fill(row_warps * sk);
-    if (f > 1.05 * best) {
-      best = f;
-      p.k_split = sk;
-    }
-  }
   // Small CTAs (no shared memory, no barriers) balance the SMs' share of rows to ~1/8 of a CTA.
-  const int64_t warps = row_warps * p.k_split;
+  const int64_t warps = (rows + r - 1) / r;
   p.warps_per_cta = 8;
   while (p.warps_per_cta > 2 && (warps + p.warps_per_cta - 1) / p.warps_per_cta < 8 * int64_t{n_sm})
     p.warps_per_cta /= 2;
@@ -574,7 +508,7 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows) {
 
 cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
                                          int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
-                                         const QuantWarpPlan* plan, bool x_ready, const QuantWarpSplit* split) {
+                                         const QuantWarpPlan* plan, bool x_ready) {
   if (n_w < 1 || n_w > kMaxQuantWarpWeights || !outs) return cudaErrorInvalidValue;
   const int kk = static_cast<int>(k);
   if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24)) return cudaErrorInvalidValue;
@@ -593,19 +527,8 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   const QuantRowLayout rl = quant_row_layout(k, cols);
   if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
   const int n_tok = static_cast<int>(x.rows);
-  QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
+  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
   if (!plan_ok(p)) return cudaErrorInvalidValue;
-  const int nu = x_steps(kk, cols);
-  const int split_u = split_u_steps(nu, p.k_split, p.rows_per_warp);
-  const int n_split = (nu + split_u - 1) / split_u;
-  int64_t row_warps = 0;
-  for (int i = 0; i < n_w; ++i) row_warps += (outs[i].rows + p.rows_per_warp - 1) / p.rows_per_warp;
-  if (n_split > 1 && (!split || !split->partials || !split->counters ||
-                      split->partial_floats < static_cast<size_t>(n_split * n_tok * total_rows) ||
-                      split->n_counters < static_cast<size_t>(row_warps))) {
-    if (plan) return cudaErrorInvalidValue;  // a forced split needs its buffers
-    p.k_split = 1;                           // the planner's: run unsplit
-  }
 
   QuantXArgs qa;
   qa.x = x.p;
@@ -615,7 +538,7 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   qa.nu = x_steps(kk, cols);
   MainArgs a;
   a.n_seg = 0;
-  int64_t warps = 0, rows_before = 0;
+  int64_t warps = 0;
   for (int i = 0; i < n_w; ++i) {
     if (outs[i].rows == 0) continue;  // nothing to write
     MainSeg& g = a.seg[a.n_seg++];
@@ -624,19 +547,9 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
     g.y = outs[i].y.p;
     g.y_stride = outs[i].y.stride;
     g.warp_begin = warps;
-    g.row_begin = rows_before;
-    rows_before += g.rows;
     warps += (g.rows + p.rows_per_warp - 1) / p.rows_per_warp;
   }
-  a.row_warps = warps;
-  a.total_rows = rows_before;
-  if (p.k_split > 1) {
-    a.split = n_split;
-    a.split_u = split_u;
-    a.part = split->partials;
-    a.count = split->counters;
-  }
-  a.warps = warps * a.split;
+  a.warps = warps;
   a.row_bytes = w_row_bytes;
   a.groups = static_cast<int>(rl.groups);
   a.scale_off = rl.scale_offset;
@@ -653,11 +566,11 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
 
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                    CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan,
-                                   bool x_ready, const QuantWarpSplit* split) {
+                                   bool x_ready) {
   if (rows <= 0 || x.rows <= 0) return cudaSuccess;
   if (!w || !y.p) return cudaErrorInvalidValue;
   const QuantWarpOut o{w, rows, y};
-  return launch_gemv_quant_warp_multi(k, 1, &o, cols, w_row_bytes, x, scratch, s, plan, x_ready, split);
+  return launch_gemv_quant_warp_multi(k, 1, &o, cols, w_row_bytes, x, scratch, s, plan, x_ready);
 }
 
 cudaError_t launch_quantize_x_records(QuantKind k, CRows x, void* scratch, cudaStream_t s) {

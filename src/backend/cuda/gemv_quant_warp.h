@@ -45,8 +45,6 @@ constexpr int kMaxQuantWarpRows = 2;
 // Weights sharing x that one launch_gemv_quant_warp_multi takes (q / k / v; a Gated-DeltaNet
 // layer's qkv / z / beta / alpha).
 constexpr int kMaxQuantWarpWeights = 4;
-// Most K splits of one launch (QuantWarpPlan::k_split).
-constexpr int kMaxQuantWarpSplit = 8;
 
 // How a launch is cut (plan_gemv_quant_warp picks one; tests / benchmarks may force another).
 // rows_per_warp: weight rows a warp owns (1, 2 or 4; they share every x load);
@@ -57,28 +55,13 @@ constexpr int kMaxQuantWarpSplit = 8;
 //   the stream (it waits for that grid's completion before reading x; saves part of one launch
 //   gap when the predecessor is a kernel). Off by default; only valid when the weights are not
 //   written by that predecessor (the main kernel's early weight loads could then race it).
-// k_split: the columns cut into up to k_split parts (1..kMaxQuantWarpSplit), each part's warps
-//   summing theirs into a partial; the last of a row group's warps to finish adds the partials
-//   in part order (so a given plan is deterministic) and writes y. Needs a QuantWarpSplit.
 struct QuantWarpPlan {
   int rows_per_warp = 2;
   int warps_per_cta = 4;
   bool pdl = true;
   bool pdl_x = false;
-  int k_split = 1;
 };
-// The K split's device buffers: partials [k_split][x.rows][all weights' rows] f32 and one
-// counter per warp of a split (>= all weights' ceil(rows / rows_per_warp)), all zero when first
-// handed over; every launch leaves them zero again. Used by one launch at a time (stream order).
-struct QuantWarpSplit {
-  float* partials = nullptr;
-  size_t partial_floats = 0;
-  uint32_t* counters = nullptr;
-  size_t n_counters = 0;
-};
-// n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count. Picks k_split > 1
-// for matrices whose warps fill their last wave badly (launch_gemv_quant_warp runs it unsplit
-// when no QuantWarpSplit, or too small a one, is passed).
+// n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);
 
 // Device scratch bytes for x of n_rows tokens of `cols` columns, any kind (a multiple of 256).
@@ -98,8 +81,7 @@ size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows);
 // griddepcontrol.wait). The caller guarantees the records are x's (CudaBackend's input tags).
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                    CRows x, Rows y, void* scratch, cudaStream_t s,
-                                   const QuantWarpPlan* plan = nullptr, bool x_ready = false,
-                                   const QuantWarpSplit* split = nullptr);
+                                   const QuantWarpPlan* plan = nullptr, bool x_ready = false);
 
 // One weight of launch_gemv_quant_warp_multi: w [rows] device rows, y [x.rows][rows] (strided).
 struct QuantWarpOut {
@@ -115,8 +97,7 @@ struct QuantWarpOut {
 // 0 rows is skipped.
 cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols,
                                          int64_t w_row_bytes, CRows x, void* scratch, cudaStream_t s,
-                                         const QuantWarpPlan* plan = nullptr, bool x_ready = false,
-                                         const QuantWarpSplit* split = nullptr);
+                                         const QuantWarpPlan* plan = nullptr, bool x_ready = false);
 
 // x [rows][cols] f32 -> its records in `scratch` (>= gemv_quant_warp_scratch_bytes), as the
 // launches above write them: what a test compares an op's OutQ records with.
