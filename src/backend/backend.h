@@ -73,12 +73,24 @@ struct AttentionParams {
 
 enum class GluKind { kSilu, kGeluTanh };  // out = act(gate) * up
 
+// What gated_delta_rule applies to its inputs first when given one (a Gated-DeltaNet layer's
+// l2_norm of q and k and its delta_gates, the same math as those ops, so a backend can do them
+// in the rule's own kernel): q, k <- l2_norm(·, k_dim, l2_eps, scale) with scale q_scale for q
+// and 1 for k; g <- ssm_a ⊙ softplus(g + dt_bias), beta <- sigmoid(beta) (ssm_a, dt_bias:
+// [n_v_heads] f32, prepare_vector). q, k, g and beta hold unspecified values afterwards.
+struct DeltaPrologue {
+  float l2_eps = 0.0f;
+  float q_scale = 1.0f;
+  Tensor ssm_a, dt_bias;
+};
+
 // The gated delta rule's head layout (backend gated_delta_rule).
 struct DeltaRuleParams {
   int n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0;
   // v-head h reads k-head h % n_k_heads (tiled: llama.cpp's qwen35 files, and ours) or
   // h / (n_v_heads / n_k_heads) (grouped: transformers, qwen3next files).
   bool v_tiled = true;
+  const DeltaPrologue* prologue = nullptr;  // null: q, k, g, beta arrive normalised and gated
 };
 
 // A mixture-of-experts FFN's routing (backend moe_route / moe_experts).
@@ -226,8 +238,8 @@ class Backend {
   }
   // The gated delta rule per sequence and v-head (models-and-gguf.md §1): chunked (64) for a
   // sequence with several step tokens, recurrent for one. q, k: [n][n_k_heads * k_dim]
-  // (L2-normalised, q scaled); v, out: [n][n_v_heads * v_dim]; g, beta: [n][n_v_heads];
-  // state: [n_slots][n_v_heads * k_dim * v_dim], per head [k_dim][v_dim].
+  // (L2-normalised, q scaled; raw with a p.prologue); v, out: [n][n_v_heads * v_dim]; g, beta:
+  // [n][n_v_heads]; state: [n_slots][n_v_heads * k_dim * v_dim], per head [k_dim][v_dim].
   virtual Status gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                   const Tensor& beta, Tensor state, Tensor out, const DeltaRuleParams& p) {
     return hybrid_unsupported("gated_delta_rule", q, k, v, g, beta, state, out, p);

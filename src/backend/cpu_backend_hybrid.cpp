@@ -103,6 +103,11 @@ Status CpuBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Tens
                       dp.n_v_heads, dp.v_dim);
   const int64_t head_state = int64_t{dp.k_dim} * dp.v_dim;
   HS_RETURN_IF_ERROR(check_state(state, dp.n_v_heads * head_state, op));
+  if (const DeltaPrologue* pr = dp.prologue) {  // the layer's own ops, in place
+    HS_RETURN_IF_ERROR(l2_norm(q, dp.k_dim, pr->l2_eps, pr->q_scale));
+    HS_RETURN_IF_ERROR(l2_norm(k, dp.k_dim, pr->l2_eps, 1.0f));
+    HS_RETURN_IF_ERROR(delta_gates(g, beta, pr->ssm_a, pr->dt_bias));
+  }
   build_seq_rows();
   const ForwardPlan& p = *plan_;
   const int64_t n_seqs = static_cast<int64_t>(p.seqs.size());

@@ -278,10 +278,10 @@ Status HybridDecoder::linear_mixer(int il, int64_t n) {
   HS_RETURN_IF_ERROR(b.conv1d_causal(qkv, L.ssm_conv, c.ssm_conv_kernel, conv_state_[L.state_layer], conv));
   const int64_t kd = c.ssm_key_dim();
   const Tensor q = columns(conv, 0, kd), k = columns(conv, kd, kd), v = columns(conv, 2 * kd, c.ssm_value_dim());
-  HS_RETURN_IF_ERROR(b.l2_norm(q, c.ssm_k_dim, kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.ssm_k_dim))));
-  HS_RETURN_IF_ERROR(b.l2_norm(k, c.ssm_k_dim, kL2NormEps, 1.0f));
-  HS_RETURN_IF_ERROR(b.delta_gates(g, beta, L.ssm_a, L.ssm_dt_bias));
-  const DeltaRuleParams dp{c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_v_tiled};
+  // q, k L2-normalised (q scaled) and the gates, inside the rule (one kernel on CUDA).
+  const DeltaPrologue pro{kL2NormEps, 1.0f / std::sqrt(static_cast<float>(c.ssm_k_dim)), L.ssm_a, L.ssm_dt_bias};
+  DeltaRuleParams dp{c.ssm_n_k_heads, c.ssm_n_v_heads, c.ssm_k_dim, c.ssm_v_dim, c.ssm_v_tiled};
+  dp.prologue = &pro;
   HS_RETURN_IF_ERROR(b.gated_delta_rule(q, k, v, g, beta, delta_state_[L.state_layer], core, dp));
   HS_RETURN_IF_ERROR(b.rms_norm_gated(core, z, L.ssm_norm, c.rms_eps, core));
   return b.matmul(L.ssm_out, core, o);

@@ -494,15 +494,30 @@ TEST_F(HybridOps, GatedDeltaRule) {
   struct Case {
     int nk, nv, dk, dv;
     bool tiled, strided;  // strided: q | k | v column slices of one matrix, g | beta of another, out padded
+    bool prologue = false;  // raw q, k, g, beta with a DeltaPrologue (the CPU: l2_norm + delta_gates first)
   };
   const Case cases[] = {
       {2, 4, 128, 128, true, false},
       {2, 4, 128, 128, false, true},
       {2, 6, 16, 32, false, true},
       {2, 6, 16, 32, true, false},
+      {2, 4, 128, 128, true, false, true},
+      {2, 6, 64, 48, false, true, true},
+      {1, 2, 256, 40, true, false, true},
   };
   for (const Case& c : cases) {
-    const DeltaRuleParams dp{c.nk, c.nv, c.dk, c.dv, c.tiled};
+    DeltaRuleParams dp{c.nk, c.nv, c.dk, c.dv, c.tiled};
+    Tensor ssm_a[2], dt_bias[2];
+    DeltaPrologue pro[2];
+    if (c.prologue) {
+      std::vector<float> a = uniform(rng_, static_cast<size_t>(c.nv), -1.0f, 1.0f);
+      for (float& x : a) x = -std::exp(x);  // -exp(A_log), as the loader stores it
+      prepare_both(a, ssm_a);
+      prepare_both(normal(rng_, static_cast<size_t>(c.nv)), dt_bias);
+      if (HasFatalFailure()) return;
+      for (int which = 0; which < 2; ++which)
+        pro[which] = DeltaPrologue{1e-6f, 1.0f / std::sqrt(static_cast<float>(c.dk)), ssm_a[which], dt_bias[which]};
+    }
     const int64_t qk = int64_t{c.nk} * c.dk, vw = int64_t{c.nv} * c.dv, nv = c.nv;
     const int64_t slot_floats = vw * c.dk;
     // Where each operand lives: (host matrix, first column); matrix widths.
@@ -539,11 +554,18 @@ TEST_F(HybridOps, GatedDeltaRule) {
     if (HasFatalFailure()) return;
     const std::string shape = "k" + std::to_string(c.nk) + "x" + std::to_string(c.dk) + " v" + std::to_string(c.nv) +
                               "x" + std::to_string(c.dv) + (c.tiled ? " tiled" : " grouped") +
-                              (c.strided ? " strided " : " ");
+                              (c.strided ? " strided" : "") + (c.prologue ? " prologue " : " ");
     for (const ScenarioStep& sc : scenario()) {
       const auto step = make_step(sc.parts, sc.interleave, *pool_);
       const int64_t n = step->plan.n_tokens();
-      const DeltaInputs in = delta_inputs(rng_, n, dp);
+      DeltaInputs in = delta_inputs(rng_, n, dp);
+      if (c.prologue) {  // raw: the projections' outputs before the norms and gates
+        const int64_t qkn = static_cast<int64_t>(in.q.size());
+        in.q = normal(rng_, static_cast<size_t>(qkn), 2.0f);
+        in.k = normal(rng_, static_cast<size_t>(qkn), 0.5f);
+        in.g = normal(rng_, in.g.size(), 2.0f);
+        in.beta = normal(rng_, in.beta.size(), 2.0f);
+      }
       std::vector<std::vector<float>> hosts;
       for (int64_t wd : widths) hosts.push_back(normal(rng_, static_cast<size_t>(n * wd)));
       put_cols(in.q, n, qk, hosts[wq.mat], widths[wq.mat], wq.col);
@@ -564,6 +586,7 @@ TEST_F(HybridOps, GatedDeltaRule) {
         if (HasFatalFailure()) return;
         auto view = [&](const Where& w, int64_t cols) { return col_slice(mats[w.mat].t, w.col, cols); };
         HS_ASSERT_OK(b.begin_step(step->plan));
+        dp.prologue = c.prologue ? &pro[which] : nullptr;
         const Status op = b.gated_delta_rule(view(wq, qk), view(wk, qk), view(wv, vw), view(wg, nv), view(wb, nv),
                                              state[which].t, col_slice(om.t, out_col, vw), dp);
         const Status end = b.end_step();

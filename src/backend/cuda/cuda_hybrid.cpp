@@ -109,7 +109,15 @@ Status CudaBackend::gated_delta_rule(const Tensor& q, const Tensor& k, const Ten
     return make_error(StatusCode::kUnsupported, "cuda {}: key heads of {} exceed the {} the kernel holds in registers",
                       op, dp.k_dim, kMaxDeltaKDim);
   HS_RETURN_IF_ERROR(check_state(state, int64_t{dp.n_v_heads} * dp.k_dim * dp.v_dim, op));
-  const DeltaArgs a{dp.n_k_heads, dp.n_v_heads, dp.k_dim, dp.v_dim, dp.v_tiled};
+  DeltaArgs a{dp.n_k_heads, dp.n_v_heads, dp.k_dim, dp.v_dim, dp.v_tiled};
+  if (const DeltaPrologue* pr = dp.prologue) {
+    HS_RETURN_IF_ERROR(check_vector(pr->ssm_a, dp.n_v_heads, op, "ssm_a"));
+    HS_RETURN_IF_ERROR(check_vector(pr->dt_bias, dp.n_v_heads, op, "dt_bias"));
+    a.ssm_a = pr->ssm_a.f32();
+    a.dt_bias = pr->dt_bias.f32();
+    a.l2_eps = pr->l2_eps;
+    a.q_scale = pr->q_scale;
+  }
   return launched(launch_gated_delta_rule(crows_of(q), crows_of(k), crows_of(v), crows_of(g), crows_of(beta), state.f32(),
                                           state.cols, rows_of(out), a, seq_tables(), stream_),
                   op);

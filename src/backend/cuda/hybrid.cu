@@ -98,12 +98,17 @@ __global__ void conv1d_kernel(CRows x, const float* __restrict__ w, int K, float
 // memory once per step; the two dot products of a token (u = Sᵀk, o = Sᵀq) are 4-lane sums by
 // shuffle. q / k of the token are staged in shared memory (double-buffered: the next token's
 // are loaded while this one is computed, one barrier a token); v, g and beta of the next token
-// are prefetched into registers. Rows past k_dim hold zeros in S, q and k.
+// are prefetched into registers. Rows past k_dim hold zeros in S, q and k. With the prologue
+// (a.ssm_a set) the staging also sums each warp's squares of q and k (double, as l2_norm_kernel),
+// every lane applies the head's 1 / sqrt(sum + eps) to the elements it reads, and the gates come
+// from raw g / beta as delta_gates_kernel computes them: no separate norm or gate launches.
 template <int R>
 __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRows k, CRows v, CRows g, CRows beta,
                                                                    float* state, int64_t state_cols, Rows out,
                                                                    DeltaArgs a, SeqTables t) {
-  __shared__ float qk[2][2][4 * R];  // [buffer][q, k][row]
+  __shared__ float qk[2][2][4 * R];               // [buffer][q, k][row]
+  __shared__ double ssq[2][2][kDeltaThreads / 32];  // prologue: [buffer][q, k][warp] sums of squares
+  const bool norm = a.ssm_a != nullptr;
   const int64_t j = blockIdx.x;
   const int h = static_cast<int>(blockIdx.y);
   const int32_t b = t.indptr[j], e = t.indptr[j + 1];
@@ -124,18 +129,44 @@ __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRow
   for (int i = dk + static_cast<int>(threadIdx.x); i < 4 * R; i += kDeltaThreads)
     qk[0][0][i] = qk[0][1][i] = qk[1][0][i] = qk[1][1][i] = 0.0f;
   const int64_t qk_col = static_cast<int64_t>(kh) * dk, v_col = static_cast<int64_t>(h) * dv + c;
-  auto stage = [&](int32_t rr, int buf) {
+  auto stage = [&](int32_t rr, int buf) {  // every thread of the CTA calls it (warp sums)
     const int64_t row = t.rows[rr];
+    double sq = 0, sk = 0;
     for (int i = threadIdx.x; i < dk; i += kDeltaThreads) {
-      qk[buf][0][i] = q.p[row * q.stride + qk_col + i];
-      qk[buf][1][i] = k.p[row * k.stride + qk_col + i];
+      const float qv = q.p[row * q.stride + qk_col + i], kv = k.p[row * k.stride + qk_col + i];
+      qk[buf][0][i] = qv;
+      qk[buf][1][i] = kv;
+      sq += static_cast<double>(qv) * qv;
+      sk += static_cast<double>(kv) * kv;
+    }
+    if (norm) {
+      sq = warp_sum(sq);
+      sk = warp_sum(sk);
+      if (lane == 0) {
+        ssq[buf][0][threadIdx.x >> 5] = sq;
+        ssq[buf][1][threadIdx.x >> 5] = sk;
+      }
     }
   };
   auto fetch = [&](int32_t rr, float& ex, float& bt, float& vc) {
     const int64_t row = t.rows[rr];
-    ex = expf(g.p[row * g.stride + h]);
-    bt = beta.p[row * beta.stride + h];
+    float gv = g.p[row * g.stride + h], bv = beta.p[row * beta.stride + h];
+    if (norm) {  // delta_gates_kernel's math
+      const float x = __fadd_rn(gv, a.dt_bias[h]);
+      gv = __fmul_rn(a.ssm_a[h], x > 20.0f ? x : log1pf(expf(x)));
+      bv = sigmoid_f(bv);
+    }
+    ex = expf(gv);
+    bt = bv;
     vc = col_ok ? v.p[row * v.stride + v_col] : 0.0f;
+  };
+  // l2_norm_kernel's scale factors of the staged q / k (1 without the prologue).
+  auto inv_norm = [&](int buf, int which) {
+    if (!norm) return 1.0f;
+    double ss = 0;
+#pragma unroll
+    for (int w = 0; w < kDeltaThreads / 32; ++w) ss += ssq[buf][which][w];
+    return static_cast<float>(1.0 / sqrt(ss + a.l2_eps));
   };
   stage(b, 0);
   float ex, bt, vc;
@@ -151,11 +182,19 @@ __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRow
     }
     const float* qs = qk[buf][0];
     const float* ks = qk[buf][1];
+    const float iq = inv_norm(buf, 0), ik = inv_norm(buf, 1);
+    // q / k element i as l2_norm_kernel leaves it (x * inv, then q * q_scale).
+    auto kn = [&](int i) { return norm ? __fmul_rn(ks[i], ik) : ks[i]; };
+    auto qn = [&](int i) {
+      if (!norm) return qs[i];
+      const float y = __fmul_rn(qs[i], iq);
+      return a.q_scale != 1.0f ? __fmul_rn(y, a.q_scale) : y;
+    };
     float u = 0.0f;
 #pragma unroll
     for (int m = 0; m < R; ++m) {
       S[m] *= ex;
-      u = fmaf(ks[r + 4 * m], S[m], u);
+      u = fmaf(kn(r + 4 * m), S[m], u);
     }
     u += __shfl_xor_sync(0xffffffffu, u, 1);
     u += __shfl_xor_sync(0xffffffffu, u, 2);
@@ -163,8 +202,8 @@ __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRow
     float o = 0.0f;
 #pragma unroll
     for (int m = 0; m < R; ++m) {
-      S[m] = fmaf(ks[r + 4 * m], d, S[m]);
-      o = fmaf(qs[r + 4 * m], S[m], o);
+      S[m] = fmaf(kn(r + 4 * m), d, S[m]);
+      o = fmaf(qn(r + 4 * m), S[m], o);
     }
     o += __shfl_xor_sync(0xffffffffu, o, 1);
     o += __shfl_xor_sync(0xffffffffu, o, 2);

@@ -51,6 +51,11 @@ constexpr int kMaxDeltaKDim = 256;
 struct DeltaArgs {
   int n_k_heads = 0, n_v_heads = 0, k_dim = 0, v_dim = 0;
   bool v_tiled = true;
+  // The prologue (backend.h DeltaPrologue) when ssm_a is set: q, k L2-normalised as they are
+  // staged, the gates computed from raw g / beta (the l2_norm and delta_gates kernels' math).
+  const float* ssm_a = nullptr;    // [n_v_heads]
+  const float* dt_bias = nullptr;  // [n_v_heads]
+  float l2_eps = 0.0f, q_scale = 1.0f;
 };
 // The gated delta rule per (sequence, v-head); state: [slots][n_v * k_dim * v_dim] f32.
 cudaError_t launch_gated_delta_rule(CRows q, CRows k, CRows v, CRows g, CRows beta, float* state, int64_t state_cols,
