@@ -77,9 +77,9 @@ bench-serve: setup build
 asan:
 	@test -f build/asan/build.ninja || cmake --preset asan
 	cmake --build build/asan -j $(JOBS) --target hs_unit_tests
-	# Golden, EngineModel and SparseDecoder tests (real model forward passes) are left to the Release run: under ASan at -O0
+	# Golden, EngineModel, SparseDecoder and SparseHybrid tests (real model forward passes) are left to the Release run: under ASan at -O0
 	# they take many minutes and exercise no parsing or bounds logic that the other tests do not.
-	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel|SparseDecoder"
+	cd build/asan && ctest --output-on-failure -j $(JOBS) -E "Golden|EngineModel|SparseDecoder|SparseHybrid"
 
 # libFuzzer targets (tests/fuzz, clang + ASan + UBSan): build, seed from the fixtures, replay the
 # regression inputs, then fuzz each target for FUZZ_SECONDS (CI: the default, a short run;

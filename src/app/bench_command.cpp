@@ -104,10 +104,10 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kSeedStateKey = 0x5eedull;
 constexpr int kSeedStateTokens = 64;
 
-// The dense Decoder's sparse runtime (null: dense attention everywhere, or a hybrid model).
-SparseRuntime* sparse_of(const LoadedModel& m) { return m.decoder ? m.decoder->sparse() : nullptr; }
+// The model's sparse runtime (null: dense attention everywhere; hybrids: on the full-attention layers).
+SparseRuntime* sparse_of(const LoadedModel& m) { return m.model().sparse(); }
 void set_sparse(LoadedModel& m, SparseRuntime* rt) {
-  if (m.decoder) m.decoder->set_sparse(rt);
+  m.model().set_sparse(rt);
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab, std::mt19937& rng) {
@@ -277,11 +277,6 @@ int run_bench(BenchOptions& o) {
   LanguageModel& model = m->model();
   std::mt19937 rng(1234);
   if (m->hybrid) {
-    if (o.sparse_compare) {
-      fmt::print(stderr, "error: --sparse-compare: sparse attention is not built for hybrid ({}) models yet "
-                 "(docs/hybrid-models.md)\n", model.config().arch_name);
-      return 1;
-    }
     // A live state slot for each sequence of the largest test, and the seed state's checkpoint.
     int32_t slots = kDefaultResidentSeqs;
     for (const BatchedTest& t : batched) slots = std::max(slots, t.npl);

@@ -266,32 +266,35 @@ std::string first_number(const std::string& answer) {
   return std::regex_search(answer, m, kNumber) ? m.str() : std::string();
 }
 
-// Feeds the question and generates the answer one token per step on a fork of `hay`.
-Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int32_t>& question, int max_tokens,
-                        bool measure_recall, bool question_as_prefill) {
+// Feeds the question and generates the answer one token per step on a fork of `hay` (a hybrid
+// model's recurrent state: restored from the haystack's checkpoint `hay_state`).
+Result<std::string> ask(LoadedModel& m, const SeqKv& hay, uint64_t hay_state, const std::vector<int32_t>& question,
+                        int max_tokens, bool measure_recall, bool question_as_prefill) {
   SeqKv seq;
   seq.blocks = hay.blocks;
   for (int32_t b : seq.blocks) m.kv->pool().retain(b);
   seq.n_tokens = hay.n_tokens;
   SeqKv* seqs[] = {&seq};
   struct Release { KvCache& kv; SeqKv& s; ~Release() { kv.release(s); } } rel{*m.kv, seq};
+  if (m.states) HS_RETURN_IF_ERROR(m.states->restore(hay_state, seq));
+  LanguageModel& model = m.model();
   std::vector<float> logits;
-  const int V = m.decoder->config().n_vocab;
+  const int V = model.config().n_vocab;
   if (question_as_prefill) {  // one prefill batch: dense attention, as a follow-up prompt gets in serving
     Batch b;
     for (size_t i = 0; i < question.size(); ++i)
       b.add(question[i], seq.n_tokens + static_cast<int32_t>(i), 0, i + 1 == question.size());
-    HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+    HS_RETURN_IF_ERROR(model.forward_copy(b, seqs, *m.kv, *m.pool, logits));
   } else {  // one decode step per token: every question token attends sparsely too
     for (int32_t t : question) {
       Batch b;
       b.add(t, seq.n_tokens, 0, true);
-      HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+      HS_RETURN_IF_ERROR(model.forward_copy(b, seqs, *m.kv, *m.pool, logits));
     }
   }
   // Recall is measured on the answer tokens (the steps that retrieve), not while the
   // question is fed: the dense reference costs O(context) per step.
-  if (SparseRuntime* sp = m.decoder->sparse()) sp->set_measure_recall(measure_recall);
+  if (SparseRuntime* sp = model.sparse()) sp->set_measure_recall(measure_recall);
   std::vector<int32_t> out;
   for (int i = 0; i < max_tokens; ++i) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.begin() + V) - logits.begin());
@@ -299,9 +302,9 @@ Result<std::string> ask(LoadedModel& m, const SeqKv& hay, const std::vector<int3
     out.push_back(next);
     Batch b;
     b.add(next, seq.n_tokens, 0, true);
-    HS_RETURN_IF_ERROR(m.decoder->forward(b, seqs, *m.kv, *m.pool, logits));
+    HS_RETURN_IF_ERROR(model.forward_copy(b, seqs, *m.kv, *m.pool, logits));
   }
-  if (SparseRuntime* sp = m.decoder->sparse()) sp->set_measure_recall(false);
+  if (SparseRuntime* sp = model.sparse()) sp->set_measure_recall(false);
   return m.tokenizer->decode(out, true);
 }
 
@@ -356,8 +359,15 @@ int run_needle(EvalOptions& o) {
   o.model.sparse = "off";  // runtimes are built per configuration below
   auto m = load_model(o.model);
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
-  if (Status st = require_decoder(*m, "eval"); !st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
-  auto tmpl = chat_template_for_model(m->decoder->file());
+  LanguageModel& model = m->model();
+  // Hybrid models: one checkpoint of the recurrent state, the haystack's, that every question's
+  // fork starts from.
+  if (Status st = remake_state_pool(*m, kDefaultResidentSeqs, 1); !st.is_ok()) {
+    fmt::print(stderr, "error: {}\n", st.message());
+    return 1;
+  }
+  uint64_t hay_state = 0;  // the checkpoint key of the current haystack's state (a new one per case)
+  auto tmpl = chat_template_for_model(m->vocab_file());
   if (!tmpl.is_ok()) { fmt::print(stderr, "error: {}\n", tmpl.status().message()); return 1; }
   // One device tier for every sparse configuration (they share the chunk size). Each
   // question's fork ends with KvCache::release, which ends its lease and frees its slots.
@@ -415,10 +425,10 @@ int run_needle(EvalOptions& o) {
           runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(*rt));
         }
       // A fan-out observer: every runtime records the haystack's keys.
-      m->decoder->set_sparse(nullptr);
-      m->decoder->set_key_observer(
+      model.set_sparse(nullptr);
+      model.set_key_observer(
           [&](int layer, const float*, const float* k_post, const float*, const float* v, int64_t n) {
-            const ModelConfig& c = m->decoder->config();
+            const ModelConfig& c = model.config();
             for (auto& [name, rt] : runtimes)
               if (rt->layer_sparse(layer))
                 for (int64_t t = 0; t < n; ++t)
@@ -431,10 +441,14 @@ int run_needle(EvalOptions& o) {
         Batch b;
         for (size_t p = s; p < std::min(cs->prefix.size(), s + 512); ++p) b.add(cs->prefix[p], static_cast<int32_t>(p), 0, false);
         Status st = m->kv->reserve(hay, static_cast<int32_t>(s + b.size()));
-        if (st.is_ok()) st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
+        if (st.is_ok()) st = model.forward_copy(b, seqs, *m->kv, *m->pool, logits);
         if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
       }
-      m->decoder->set_key_observer({});
+      model.set_key_observer({});
+      if (m->states) {
+        auto saved = m->states->save(hay, ++hay_state);
+        if (!saved.is_ok()) { fmt::print(stderr, "error: {}\n", saved.status().message()); return 1; }
+      }
       const double prefill_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       spdlog::info("context {}: haystack {} tokens prefilled in {:.1f} s", context, hay.n_tokens, prefill_s);
 
@@ -447,11 +461,11 @@ int run_needle(EvalOptions& o) {
       auto run_config = [&](const std::string& name, SparseRuntime* rt) -> Result<ConfigResult> {
         ConfigResult r;
         r.name = name;
-        m->decoder->set_sparse(rt);
+        model.set_sparse(rt);
         if (rt) rt->reset_stats();
         const auto c0 = std::chrono::steady_clock::now();
         for (size_t i = 0; i < cs->needles.size(); ++i) {
-          HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, cs->questions[i], o.max_answer_tokens, rt != nullptr,
+          HS_ASSIGN_OR_RETURN(std::string ans, ask(*m, hay, hay_state, cs->questions[i], o.max_answer_tokens, rt != nullptr,
                                                       o.question_mode == "prefill"));
           const bool ok = ans.find(cs->needles[i].value) != std::string::npos;
           if (o.verbose) fmt::print(stderr, "[{}] {} → expected {}, got {:?}\n", name, cs->needles[i].name,
@@ -467,7 +481,7 @@ int run_needle(EvalOptions& o) {
           rt->set_measure_recall(false);
           r.stats = rt->stats();
         }
-        m->decoder->set_sparse(nullptr);
+        model.set_sparse(nullptr);
         return r;
       };
       std::vector<ConfigResult> results;

@@ -2,7 +2,8 @@
 // per-(layer, kv head) key sketch basis by PCA of real keys.
 //
 // The corpus is tokenized and run through the model in windows (prefill only, dense); a key
-// observer on the decoder hands every layer's keys, before and after RoPE, to SketchFitter.
+// observer on the model hands every KV layer's keys (a hybrid model's full-attention layers),
+// before and after RoPE, to SketchFitter.
 // One window in ten is held out: the command reports, per layer, the share of the held-out
 // post-RoPE key energy (about the mean) that the fitted basis keeps — the quantity that
 // decides whether to fit before or after RoPE (the sketch scores post-RoPE keys, because the
@@ -129,8 +130,11 @@ int run_fit(FitOptions& o) {
   o.model.ctx_size = std::max(o.model.ctx_size, o.window + 16);
   auto m = load_model(o.model);
   if (!m.is_ok()) { fmt::print(stderr, "error: {}\n", m.status().message()); return 1; }
-  if (Status st = require_decoder(*m, "fit-sketch"); !st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
-  const ModelConfig& c = m->decoder->config();
+  LanguageModel& model = m->model();
+  const ModelConfig& c = model.config();
+  // Keys of the KV layers (a hybrid model's full-attention layers); the dense ones are fitted too.
+  const int n_kv_layers = m->kv->geometry().n_layer;
+  const std::vector<bool> sparse_layer = model.sparse_kv_layers();
   std::string text;
   for (const auto& f : o.corpus) {
     std::ifstream in(f, std::ios::binary);
@@ -149,8 +153,8 @@ int run_fit(FitOptions& o) {
     return 1;
   }
   const int kvd = c.kv_dim(), hd = c.head_dim, qd = c.q_dim(), group = c.n_head / c.n_head_kv;
-  SketchFitter post(c.n_layer, c.n_head_kv, hd), pre(c.n_layer, c.n_head_kv, hd);
-  const size_t n_pairs = static_cast<size_t>(c.n_layer) * c.n_head_kv;
+  SketchFitter post(n_kv_layers, c.n_head_kv, hd), pre(n_kv_layers, c.n_head_kv, hd);
+  const size_t n_pairs = static_cast<size_t>(n_kv_layers) * c.n_head_kv;
   HeldOut held{std::vector<std::vector<float>>(n_pairs), {}, {}};
   if (o.query_aware) {
     held.qmoment.assign(n_pairs, std::vector<double>(static_cast<size_t>(hd) * hd, 0.0));
@@ -164,30 +168,32 @@ int run_fit(FitOptions& o) {
   // positions d..d+window-1 (attention is relative, so the keys themselves are unchanged).
   const int max_pos = o.max_position > 0 ? o.max_position : c.n_ctx_train;
   std::mt19937_64 shift_rng(42);
-  const int half = hd / 2;
-  std::vector<float> rot_global(hd), rot_local(hd), shifted, shifted_q;  // [cos | sin], [n][kv_dim], [n][q_dim]
+  // Partial RoPE (qwen35: the first rope_dims of each head turn) shifts only those dims.
+  const int rot_dims = c.rope_dims > 0 ? c.rope_dims : hd, half = rot_dims / 2;
+  std::vector<float> rot_global(rot_dims), rot_local(rot_dims), shifted, shifted_q;  // [cos | sin], [n][kv_dim], [n][q_dim]
   auto draw_shift = [&] {
     const int span = std::max(0, max_pos - o.window);
     const int32_t d = span > 0 ? static_cast<int32_t>(shift_rng() % static_cast<uint64_t>(span)) : 0;
-    cpu::rope_table(d, c.rope_theta, hd, rot_global.data(), rot_global.data() + half);
-    cpu::rope_table(d, c.rope_theta_local, hd, rot_local.data(), rot_local.data() + half);
+    cpu::rope_table(d, c.rope_theta, rot_dims, rot_global.data(), rot_global.data() + half);
+    cpu::rope_table(d, c.rope_theta_local, rot_dims, rot_local.data(), rot_local.data() + half);
+  };
+  // Rotates each head of one token's row [n_heads][hd] by the drawn shift.
+  auto shift_row = [&](float* row, int n_heads, const std::vector<float>& rot) {
+    for (int h = 0; h < n_heads; ++h)
+      cpu::rope_apply(row + h * hd, 1, rot_dims, rot.data(), rot.data() + half, c.rope_style == RopeStyle::kNeox);
   };
   const bool want_pre = o.pre_rope || o.compare_rope, want_post = !o.pre_rope || o.compare_rope;
-  m->decoder->set_key_observer([&](int layer, const float* k_pre, const float* k_post_raw, const float* q_post_raw,
-                                   const float*, int64_t n) {
-    const bool swa = c.layer_is_swa[layer] && c.sliding_window > 0;
+  model.set_key_observer([&](int layer, const float* k_pre, const float* k_post_raw, const float* q_post_raw,
+                             const float*, int64_t n) {
+    const bool swa = !sparse_layer[layer];  // a sliding-window layer (gemma3): its local theta
     const std::vector<float>& rot = swa && c.rope_theta_local != c.rope_theta ? rot_local : rot_global;
     shifted.assign(k_post_raw, k_post_raw + n * kvd);
-    for (int64_t t = 0; t < n; ++t)
-      cpu::rope_apply(shifted.data() + t * kvd, c.n_head_kv, hd, rot.data(), rot.data() + half,
-                      c.rope_style == RopeStyle::kNeox);
+    for (int64_t t = 0; t < n; ++t) shift_row(shifted.data() + t * kvd, c.n_head_kv, rot);
     const float* k_post = shifted.data();
     const float* q_post = nullptr;
     if (o.query_aware) {  // the queries at the same shifted positions (q·k is unchanged: R(d)ᵀR(d) = I)
       shifted_q.assign(q_post_raw, q_post_raw + n * qd);
-      for (int64_t t = 0; t < n; ++t)
-        cpu::rope_apply(shifted_q.data() + t * qd, c.n_head, hd, rot.data(), rot.data() + half,
-                        c.rope_style == RopeStyle::kNeox);
+      for (int64_t t = 0; t < n; ++t) shift_row(shifted_q.data() + t * qd, c.n_head, rot);
       q_post = shifted_q.data();
     }
     for (int h = 0; h < c.n_head_kv; ++h) {
@@ -224,13 +230,13 @@ int run_fit(FitOptions& o) {
     for (size_t s = start; s < end; s += 512) {
       Batch b;
       for (size_t p = s; p < std::min(end, s + 512); ++p) b.add(toks[p], static_cast<int32_t>(p - start), 0, false);
-      Status st = m->decoder->forward(b, seqs, *m->kv, *m->pool, logits);
+      Status st = model.forward_copy(b, seqs, *m->kv, *m->pool, logits);
       if (!st.is_ok()) { fmt::print(stderr, "error: {}\n", st.message()); return 1; }
     }
     m->kv->release(seq);
     spdlog::info("fit-sketch: window {} ({} / {} tokens)", n_windows + 1, end, toks.size());
   }
-  m->decoder->set_key_observer({});
+  model.set_key_observer({});
   SketchFitter::Options fo;
   fo.rank = o.rank;
   fo.centered = !o.no_center;
@@ -264,8 +270,8 @@ int run_fit(FitOptions& o) {
              b_pre ? " kept energy, pre-RoPE fit |" : "",
              b_query ? " kept score, PCA fit | kept score, query-aware fit |" : "", b_pre ? "---|" : "",
              b_query ? "---|---|" : "");
-  for (int l = 0; l < c.n_layer; ++l)
-    fmt::print("| {}{} | {} |{}{}\n", l, c.layer_is_swa[l] && c.sliding_window > 0 ? " (local)" : "",
+  for (int l = 0; l < n_kv_layers; ++l)
+    fmt::print("| {}{} | {} |{}{}\n", l, !sparse_layer[l] ? " (local)" : "",
                b_post ? fmt::format("{:.4f}", kept_energy(*b_post, held, l)) : "-",
                b_pre ? fmt::format(" {:.4f} |", kept_energy(*b_pre, held, l)) : "",
                b_query ? fmt::format(" {:.4f} | {:.4f} |", kept_score(*b_post, held, l), kept_score(*b_query, held, l))

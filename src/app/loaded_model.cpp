@@ -104,14 +104,6 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
 }
 
-namespace {
-std::vector<bool> full_attention_layers(const ModelConfig& c) {
-  std::vector<bool> full;
-  for (int l = 0; l < c.n_layer; ++l) full.push_back(!(c.layer_is_swa[l] && c.sliding_window > 0));
-  return full;
-}
-}  // namespace
-
 std::string default_sketch_path(const std::string& model_path) {
   std::filesystem::path p(model_path);
   p.replace_extension(".sketch.safetensors");
@@ -127,10 +119,10 @@ SparseConfig resolved_sparse_config(const ModelOptions& opt, const KvCache& kv) 
 }
 
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m) {
-  return make_sparse_runtime(opt, *m.decoder, *m.kv);
+  return make_sparse_runtime(opt, m.model(), *m.kv);
 }
 
-Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const Decoder& dec,
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LanguageModel& dec,
                                                            const KvCache& kv) {
   const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
   std::string mode_name = opt.sparse;
@@ -156,7 +148,7 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   if (gpu && opt.sparse_rerank == "auto") {
     cfg.rerank_factor = 0;
   } else if (opt.sparse_rerank == "auto") {
-    const auto full = full_attention_layers(c);
+    const auto full = dec.sparse_kv_layers();
     const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
     const KvDtype kvt = kv.geometry().dtype;
     // Not with the oracle (exact already) nor the estimated tail (it reads the first stage's masses).
@@ -170,13 +162,15 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0);
   cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;
   cfg.tail_estimate = opt.sparse_tail == "estimate";
-  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
-                            kv_token_bytes(kv.geometry().dtype, c.head_dim), full_attention_layers(c)};
+  // Over the KV layers (a hybrid model's full-attention layers only).
+  const int n_kv_layers = kv.geometry().n_layer;
+  SparseRuntime::Geometry g{n_kv_layers, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
+                            kv_token_bytes(kv.geometry().dtype, c.head_dim), dec.sparse_kv_layers()};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch) {
     if (path == "random") {
       basis = std::make_unique<SketchBasis>(
-          random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, default_sketch_rank(c.head_dim), 1234));
+          random_sketch_basis(n_kv_layers, c.n_head_kv, c.head_dim, default_sketch_rank(c.head_dim), 1234));
     } else {
       auto b = SketchBasis::load(path);
       if (!b.is_ok())
@@ -197,18 +191,18 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
 
 Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
   HS_ASSIGN_OR_RETURN(m.sparse, make_sparse_runtime(opt, m));
-  if (m.sparse) m.decoder->set_sparse(m.sparse.get());
+  if (m.sparse) m.model().set_sparse(m.sparse.get());
   return Status::ok();
 }
 
-Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const Decoder& dec, KvCache& kv,
+Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const LanguageModel& dec, KvCache& kv,
                                                     const SparseConfig& sparse_cfg, int32_t resident_seqs) {
   // The CPU's hot-slot tier; on a GPU every KV page is on the device (docs/gpu-sparse.md).
   if (opt.device_kv_budget <= 0 || dec.device() != Device::kCpu) return std::unique_ptr<HotChunks>();
   HotChunks::Config cfg;
   cfg.budget_bytes = opt.device_kv_budget;
   cfg.chunk_tokens = sparse_cfg.chunk_tokens;
-  cfg.full_layer = full_attention_layers(dec.config());
+  cfg.full_layer = dec.sparse_kv_layers();
   cfg.resident_seqs = resident_seqs;
   cfg.sink_tokens = sparse_cfg.sink_tokens;
   cfg.window_tokens = sparse_cfg.window_tokens;
@@ -221,10 +215,10 @@ Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, con
 
 Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseConfig& sparse_cfg,
                           int32_t resident_seqs) {
-  m.decoder->set_hot_chunks(nullptr);
+  m.model().set_hot_chunks(nullptr);
   m.device_kv.reset();
-  HS_ASSIGN_OR_RETURN(m.device_kv, make_device_tier(opt, *m.decoder, *m.kv, sparse_cfg, resident_seqs));
-  m.decoder->set_hot_chunks(m.device_kv.get());
+  HS_ASSIGN_OR_RETURN(m.device_kv, make_device_tier(opt, m.model(), *m.kv, sparse_cfg, resident_seqs));
+  m.model().set_hot_chunks(m.device_kv.get());
   return Status::ok();
 }
 
@@ -352,12 +346,6 @@ Status remake_state_pool(LoadedModel& m, int32_t n_slots, int32_t n_checkpoints)
   return Status::ok();
 }
 
-Status require_decoder(const LoadedModel& m, std::string_view command) {
-  if (m.decoder) return Status::ok();
-  return make_error(StatusCode::kUnsupported, "{}: not yet for hybrid ({}) models (docs/hybrid-models.md)", command,
-                    m.model().config().arch_name);
-}
-
 std::string model_display_name(const ModelOptions& opt) {
   if (opt.load_format == "dummy")
     return fmt::format("dummy-{}-{}", std::filesystem::path(opt.config).stem().string(), opt.dummy_dtype);
@@ -381,11 +369,7 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
   m.kv = make_kv_cache(opt, m.model(), dtype, (opt.ctx_size + 15) / 16);
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   if (m.hybrid) {
-    if (opt.sparse != "auto" && opt.sparse != "off")
-      return make_error(StatusCode::kUnsupported, "--sparse {}: sparse attention is not built for hybrid models yet",
-                        opt.sparse);
     HS_ASSIGN_OR_RETURN(m.states, make_state_pool(*m.hybrid, *m.kv, kDefaultResidentSeqs, 0));
-    return m;
   }
   HS_RETURN_IF_ERROR(attach_sparse(opt, m));
   if (m.sparse) HS_RETURN_IF_ERROR(attach_device_tier(opt, m, m.sparse->config(), kDefaultResidentSeqs));

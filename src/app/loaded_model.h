@@ -95,19 +95,20 @@ std::string default_sketch_path(const std::string& model_path);
 // opt.sparse_cfg with the chunk size resolved for kv (--sparse-chunk 0: auto_chunk_tokens of
 // the KV dtype's token bytes).
 SparseConfig resolved_sparse_config(const ModelOptions& opt, const KvCache& kv);
-// Builds the sparse runtime `opt` asks for over m's decoder and KV cache (null for off).
+// Builds the sparse runtime `opt` asks for over m's model and KV cache (null for off): over the
+// KV layers (a hybrid model's full-attention layers), sparse where model.sparse_kv_layers() says.
 Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LoadedModel& m);
-Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const Decoder& dec,
+Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& opt, const LanguageModel& model,
                                                            const KvCache& kv);
-// make_sparse_runtime, kept in m.sparse and attached to m.decoder.
+// make_sparse_runtime, kept in m.sparse and attached to m.model().
 Status attach_sparse(const ModelOptions& opt, LoadedModel& m);
 // The device tier: opt.device_kv_budget bytes of hot chunk slots of C = sparse_cfg.chunk_tokens
 // tokens, after resident sinks + window rings for `resident_seqs` sequences (null for a zero
 // budget). It registers with kv as its lease listener: it must die before kv.
 inline constexpr int32_t kDefaultResidentSeqs = 4;  // generate / bench / eval (serve: max_num_seqs)
-Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const Decoder& dec, KvCache& kv,
+Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const LanguageModel& model, KvCache& kv,
                                                     const SparseConfig& sparse_cfg, int32_t resident_seqs);
-// make_device_tier, kept in m.device_kv and attached to m.decoder.
+// make_device_tier, kept in m.device_kv and attached to m.model().
 Status attach_device_tier(const ModelOptions& opt, LoadedModel& m, const SparseConfig& sparse_cfg,
                           int32_t resident_seqs = kDefaultResidentSeqs);
 
@@ -129,8 +130,6 @@ Result<std::unique_ptr<RecurrentPool>> make_state_pool(HybridDecoder& model, KvC
 // Replaces m's recurrent-state pool (hybrid models; nothing otherwise) by make_state_pool's of
 // n_slots live slots and n_checkpoints checkpoints. No sequence may hold a slot of the old one.
 Status remake_state_pool(LoadedModel& m, int32_t n_slots, int32_t n_checkpoints);
-// For the commands that need a Decoder's extras: an error naming the command for hybrid models.
-Status require_decoder(const LoadedModel& m, std::string_view command);
 // What to call the model in logs, JSON and /v1/models: the GGUF's stem, or "dummy-<config stem>-<dtype>".
 std::string model_display_name(const ModelOptions& opt);
 

@@ -147,17 +147,13 @@ int run_serve(ServeOptions& o) {
   ThreadPool pool(o.model.threads);
   // Sparse attention for long contexts (--sparse; auto: when the sketch file exists) and its
   // device tier, with resident sinks + window for every running sequence. Declared after kv:
-  // the tier is kv's lease listener and dies first.
+  // the tier is one of kv's lease listeners and dies first.
   // Hybrid models: a recurrent-state slot per running sequence and the prefix cache's state
-  // checkpoints (kv/prefix_cache.h), declared after kv (the pool is its lease listener).
+  // checkpoints (kv/prefix_cache.h), declared after kv (the pool is another lease listener).
   std::unique_ptr<RecurrentPool> states;
   Result<std::unique_ptr<SparseRuntime>> sparse = std::unique_ptr<SparseRuntime>();
   std::unique_ptr<HotChunks> device_tier;
   if (models->hybrid) {
-    if (o.model.sparse != "auto" && o.model.sparse != "off") {
-      spdlog::error("--sparse {}: sparse attention is not built for hybrid models yet", o.model.sparse);
-      return 1;
-    }
     const int32_t n_ckpt = o.no_prefix_caching ? 0
                            : o.state_checkpoints >= 0 ? o.state_checkpoints
                                                       : 2 * o.engine.max_num_seqs;
@@ -167,23 +163,22 @@ int run_serve(ServeOptions& o) {
       return 1;
     }
     states = std::move(*pool_or);
-  } else {
-    Decoder& dec = *models->decoder;
-    sparse = make_sparse_runtime(o.model, dec, kv);
-    if (!sparse.is_ok()) {
-      spdlog::error("{}", sparse.status().message());
+  }
+  // Sparse attention on the KV layers (a hybrid model's full-attention layers).
+  sparse = make_sparse_runtime(o.model, model, kv);
+  if (!sparse.is_ok()) {
+    spdlog::error("{}", sparse.status().message());
+    return 1;
+  }
+  if (*sparse) {
+    auto tier = make_device_tier(o.model, model, kv, (*sparse)->config(), o.engine.max_num_seqs);
+    if (!tier.is_ok()) {
+      spdlog::error("{}", tier.status().message());
       return 1;
     }
-    if (*sparse) {
-      auto tier = make_device_tier(o.model, dec, kv, (*sparse)->config(), o.engine.max_num_seqs);
-      if (!tier.is_ok()) {
-        spdlog::error("{}", tier.status().message());
-        return 1;
-      }
-      device_tier = std::move(*tier);
-      dec.set_sparse(sparse->get());
-      dec.set_hot_chunks(device_tier.get());
-    }
+    device_tier = std::move(*tier);
+    model.set_sparse(sparse->get());
+    model.set_hot_chunks(device_tier.get());
   }
   std::string template_origin;
   auto tmpl = chat_template_for_model(vocab_file ? *vocab_file : model.file(), &template_origin);

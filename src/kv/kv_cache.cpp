@@ -38,7 +38,7 @@ void KvCache::release(SeqKv& seq) {
   seq.n_tokens = 0;
   if (leases_.is_live(seq.lease)) {
     // Listener first (frees the copies keyed by this generation), then the generation moves on.
-    if (lease_listener_) lease_listener_->on_lease_end(seq.lease);
+    for (LeaseListener* l : lease_listeners_) l->on_lease_end(seq.lease);
     (void)leases_.release(seq.lease);
   }
   seq.lease = SeqLease{};

@@ -22,6 +22,7 @@
 // when the id is reused, and the LeaseListener (the hot chunk pool) frees its slots at once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string_view>
@@ -97,9 +98,18 @@ class KvCache {
   // The sequence's live lease, taken now if it has none. Error when every lease is in use.
   Result<SeqLease> lease(SeqKv& seq);
   const LeaseTable& leases() const { return leases_; }
-  // One listener (null: none); it must unregister before it dies.
-  void set_lease_listener(LeaseListener* l) { lease_listener_ = l; }
-  LeaseListener* lease_listener() const { return lease_listener_; }
+  // Listeners told of every lease end, in the order they were added (the device tier, the
+  // recurrent-state pool: several may listen at once). Each must remove itself before it dies.
+  void add_lease_listener(LeaseListener* l) {
+    if (l && !has_lease_listener(l)) lease_listeners_.push_back(l);
+  }
+  void remove_lease_listener(LeaseListener* l) {
+    std::erase(lease_listeners_, l);
+  }
+  bool has_lease_listener(const LeaseListener* l) const {
+    return std::find(lease_listeners_.begin(), lease_listeners_.end(), l) != lease_listeners_.end();
+  }
+  size_t n_lease_listeners() const { return lease_listeners_.size(); }
 
   // Store K and V ([head_dim] floats each) of (layer, kv head, position), converting to the
   // cache dtype. The position's page must be reserved.
@@ -130,7 +140,7 @@ class KvCache {
   BlockPool pool_;
   std::vector<std::vector<uint8_t>> layer_data_;  // [n_layer][n_blocks * page_bytes]
   LeaseTable leases_;
-  LeaseListener* lease_listener_ = nullptr;
+  std::vector<LeaseListener*> lease_listeners_;
 };
 
 }  // namespace hs

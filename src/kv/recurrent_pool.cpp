@@ -6,14 +6,12 @@
 namespace hs {
 
 RecurrentPool::RecurrentPool(KvCache& kv, int32_t n_slots, int32_t n_checkpoints)
-    : kv_(kv), next_(kv.lease_listener()), owner_(static_cast<size_t>(n_slots)),
+    : kv_(kv), owner_(static_cast<size_t>(n_slots)),
       slot_of_(static_cast<size_t>(kv.leases().capacity()), -1), ckpt_(static_cast<size_t>(std::max(0, n_checkpoints))) {
-  kv_.set_lease_listener(this);
+  kv_.add_lease_listener(this);
 }
 
-RecurrentPool::~RecurrentPool() {
-  if (kv_.lease_listener() == this) kv_.set_lease_listener(next_);
-}
+RecurrentPool::~RecurrentPool() { kv_.remove_lease_listener(this); }
 
 int32_t RecurrentPool::take_live_slot(const SeqLease& lease) {
   for (int32_t s = 0; s < n_slots(); ++s)
@@ -101,7 +99,6 @@ void RecurrentPool::on_lease_end(const SeqLease& lease) {
     }
     slot_of_[lease.id] = -1;
   }
-  if (next_) next_->on_lease_end(lease);
 }
 
 }  // namespace hs

@@ -9,8 +9,8 @@
 // index the backend's pages. Ids [0, n_slots) are live slots, [n_slots, n_total) checkpoints.
 // A sequence's live slot is found through its SeqLease (taken from the KvCache on first use)
 // and freed when that lease ends: KvCache::release, the one call every end of a sequence goes
-// through (finish, cancel, timeout, error, preemption), tells this pool as its LeaseListener (any
-// listener that was there before keeps being told). A slot's old contents never leak to its next
+// through (finish, cancel, timeout, error, preemption), tells this pool as one of its LeaseListeners (the
+// device tier may be another). A slot's old contents never leak to its next
 // owner: the backend ops start a sequence whose first step token is at position 0 from zeros.
 //
 // Checkpoints (kv/prefix_cache.h decides when): a copy of a live slot's state, named by the
@@ -43,8 +43,7 @@ class RecurrentPool final : public LeaseListener {
     bool operator==(const Checkpoint&) const = default;
   };
 
-  // Attaches to `kv` (which must outlive this pool) as its lease listener, chaining the
-  // listener already there.
+  // Adds itself to `kv`'s lease listeners (kv must outlive this pool); removes itself when it dies.
   RecurrentPool(KvCache& kv, int32_t n_slots, int32_t n_checkpoints = 0);
   ~RecurrentPool() override;
   RecurrentPool(const RecurrentPool&) = delete;
@@ -87,7 +86,6 @@ class RecurrentPool final : public LeaseListener {
   int32_t take_live_slot(const SeqLease& lease);
 
   KvCache& kv_;
-  LeaseListener* next_ = nullptr;
   Copier copy_;
   std::vector<SeqLease> owner_;       // [n_slots] lease holding each slot (invalid: free)
   std::vector<int32_t> slot_of_;      // [max_leases] slot of lease id, -1 none

@@ -96,25 +96,18 @@ Status Decoder::reserve_logits(int64_t rows) {
   return ws_.out.reserve(*backend_, config_.n_embd, config_.n_vocab, rows);
 }
 
-// Handed to the backend once, here, not every step; a backend without a sparse path refuses,
-// and forward() returns that refusal.
-void Decoder::set_sparse(SparseRuntime* rt) {
-  sparse_ = rt;
-  sparse_status_ = backend_->set_sparse(sparse_, hot_);
-}
-void Decoder::set_hot_chunks(HotChunks* h) {
-  hot_ = h;
-  sparse_status_ = backend_->set_sparse(sparse_, hot_);
+std::vector<bool> Decoder::sparse_kv_layers() const {
+  std::vector<bool> full(config_.n_layer);
+  for (int l = 0; l < config_.n_layer; ++l) full[l] = !(config_.layer_is_swa[l] && config_.sliding_window > 0);
+  return full;
 }
 
 Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
                                                 ThreadPool& pool) {
   const int64_t n = batch.size();
   if (n == 0) return std::span<float>();
-  if (key_observer_ && backend_->device() != Device::kCpu)
-    return make_error(StatusCode::kUnsupported, "the key observer (fit-sketch, eval recall) needs --device cpu");
+  HS_RETURN_IF_ERROR(sparse_ready());
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
-  HS_RETURN_IF_ERROR(sparse_status_);
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
   HS_RETURN_IF_ERROR(backend_->begin_step(plan_));

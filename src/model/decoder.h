@@ -55,22 +55,8 @@ class Decoder final : public LanguageModel {
   void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
   MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
 
-  // Sparse attention (null: dense everywhere). Not owned; must outlive the decoder's use.
-  // CPU only: on another backend a non-null runtime makes forward() fail, naming why.
-  void set_sparse(SparseRuntime* rt);
-  SparseRuntime* sparse() const { return sparse_; }
-  // Device tier of the sparse path (null: sparse attention reads the KV pages directly). Not
-  // owned. Used for the full-attention layers it has slots for, when its chunk size is the
-  // sparse runtime's (docs/sparse-attention.md). CPU only, as set_sparse.
-  void set_hot_chunks(HotChunks* h);
-  HotChunks* hot_chunks() const override { return hot_; }
-  // Called once per layer per forward with the step's keys before and after RoPE and its
-  // queries after RoPE (`hindsight fit-sketch`): k_pre, k_post [n][kv_dim], q_post [n][q_dim].
-  // CPU only (the pointers are host memory).
-  using KeyObserver =
-      std::function<void(int layer, const float* k_pre, const float* k_post, const float* q_post, const float* v,
-                         int64_t n)>;
-  void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
+  // Every layer may be sparse but gemma3's sliding-window ones.
+  std::vector<bool> sparse_kv_layers() const override;
 
   // Size the workspace for steps of up to max_tokens tokens (forward grows it when a step is
   // larger; call this at start with the scheduler's token budget to keep growth off the path).
@@ -116,10 +102,6 @@ class Decoder final : public LanguageModel {
   Workspace ws_;
   ForwardPlan plan_;
   std::vector<int32_t> next_pos_;
-  SparseRuntime* sparse_ = nullptr;
-  HotChunks* hot_ = nullptr;
-  Status sparse_status_;  // the backend's answer to the last set_sparse / set_hot_chunks
-  KeyObserver key_observer_;
 };
 
 }  // namespace hs

@@ -164,10 +164,10 @@ Status HybridDecoder::reserve(int64_t max_tokens) {
   // MoE-only buffers get width 1 in a dense model (carve_activations wants positive widths).
   const int64_t E = std::max(1, c.n_expert), k = std::max(1, c.n_expert_used), dm = c.is_moe() ? d : 1;
   Tensor* slots[] = {&ws_.x,    &ws_.h,          &ws_.o,      &ws_.qg,    &ws_.q,     &ws_.gate,  &ws_.att,
-                     &ws_.k,    &ws_.v,          &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv,  &ws_.conv,  &ws_.z,
-                     &ws_.core, &ws_.ssm_b,      &ws_.ssm_a,  &ws_.ssm_ba, &ws_.shexp, &ws_.shexp_gate,
+                     &ws_.k,    &ws_.v,          &ws_.k_pre,  &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv,  &ws_.conv,
+                     &ws_.z,    &ws_.core,       &ws_.ssm_b,  &ws_.ssm_a,  &ws_.ssm_ba, &ws_.shexp, &ws_.shexp_gate,
                      &ws_.router, &ws_.moe_w,    &ws_.moe_ids};
-  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv, 2 * nv, dm, 1, E, k, k};
+  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv, 2 * nv, dm, 1, E, k, k};
   static_assert(std::size(slots) == std::size(widths));
   HS_RETURN_IF_ERROR(carve_activations(*backend_, max_tokens, widths, slots, "the hybrid activation workspace", ws_.mem));
   ws_.moe_ids.dtype = DType::I32;  // carved as f32 rows of the same 4-byte width
@@ -204,6 +204,7 @@ Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<Se
                                                 RecurrentPool& states, ThreadPool& pool) {
   const int64_t n = batch.size();
   if (n == 0) return std::span<float>();
+  HS_RETURN_IF_ERROR(sparse_ready());
   if (&states.kv() != &kv)
     return make_error(StatusCode::kInvalidArgument, "hybrid forward: the recurrent pool is not over this KV cache");
   if (kv.geometry().n_layer != config_.n_attn_layers())
@@ -306,8 +307,11 @@ Status HybridDecoder::attention_mixer(int il, int64_t n) {
   HS_RETURN_IF_ERROR(b.copy(columns(per_head, hd, hd), gate.reshaped(hd)));
   HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
   HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
+  const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
+  if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
   HS_RETURN_IF_ERROR(b.rope_partial(q, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
   HS_RETURN_IF_ERROR(b.rope_partial(k, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+  if (key_observer_) key_observer_(L.kv_layer, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
   HS_RETURN_IF_ERROR(b.kv_write(L.kv_layer, k, v));
   const AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, 0};
   HS_RETURN_IF_ERROR(b.attention(L.kv_layer, q, att, ap));

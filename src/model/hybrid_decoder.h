@@ -25,7 +25,8 @@
 // The engine drives it through LanguageModel (model/language_model.h) once set_states() has
 // attached the pool of its KvCache: the pool's n_total() slots (live + checkpoints) are the
 // state memory, and the pool's checkpoint copies are this decoder's copy_state().
-// Runs on the CPU and CUDA backends (CUDA: MoE experts in 16-bit). Not yet: sparse attention, MTP.
+// Runs on the CPU and CUDA backends (CUDA: MoE experts in 16-bit). Sparse attention (LanguageModel::
+// set_sparse) and the key observer act on the full-attention layers, by KV layer. Not yet: MTP.
 // Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the
 // full layers, 4 · n_v · k_dim · v_dim flops per linear layer for the delta rule; state memory
 // n_linear · ((kernel - 1) · conv_dim + n_v · k_dim · v_dim) · 4 bytes per slot.
@@ -65,6 +66,8 @@ class HybridDecoder final : public LanguageModel {
   MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
   // The KvCache geometry this model needs: one layer per full-attention layer.
   KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const override;
+  // Every full-attention layer may be sparse (the KV layers are only those).
+  std::vector<bool> sparse_kv_layers() const override { return std::vector<bool>(config_.n_attn_layers(), true); }
   // Bytes of recurrent state per sequence slot.
   int64_t state_bytes_per_slot() const;
 
@@ -116,7 +119,7 @@ class HybridDecoder final : public LanguageModel {
     Tensor x, h, o;              // [n][n_embd]
     Tensor qg;                   // [n][2 · q_dim] q | gate per head
     Tensor q, gate, att;         // [n][q_dim]
-    Tensor k, v;                 // [n][kv_dim]
+    Tensor k, v, k_pre;          // [n][kv_dim] (k_pre: keys before RoPE, for the key observer)
     Tensor ffn_gate, ffn_up;     // [n][max(n_ff, n_ff_shexp)] (dense or shared-expert GLU)
     Tensor shexp, shexp_gate;    // [n][n_embd] shared expert out, [n][1] its gate logit (MoE)
     Tensor router, moe_w;        // [n][n_expert] router logits, [n][n_expert_used] weights (MoE)

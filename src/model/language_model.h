@@ -6,11 +6,13 @@
 // Gated-DeltaNet layers with a recurrent state slot per sequence, KV only on the full-attention
 // layers). The engine never asks which one it has: it reads kv_geometry() for the KvCache,
 // states() for the recurrent-state pool (null: none; then every sequence is its KV alone) and
-// calls forward(). Commands that need a Decoder's extras (sparse attention, the key observer of
-// fit-sketch) keep the concrete type.
+// calls forward(). Sparse attention and the key observer (fit-sketch, eval) live here too, in one
+// place for both: they act on the KV layers (kv_geometry()'s n_layer: every layer of a Decoder,
+// the full-attention layers of a HybridDecoder), which the backend indexes by KV layer.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -26,6 +28,7 @@ namespace hs {
 
 class HotChunks;
 class RecurrentPool;
+class SparseRuntime;
 
 class LanguageModel {
  public:
@@ -55,12 +58,51 @@ class LanguageModel {
     return Status::ok();
   }
 
-  // The device tier of the sparse path (null: none).
-  virtual HotChunks* hot_chunks() const { return nullptr; }
+  // Which KV layers sparse attention may select on ([kv_geometry().n_layer]; false: a sliding-
+  // window layer, always dense).
+  virtual std::vector<bool> sparse_kv_layers() const = 0;
+
+  // Sparse attention (null: dense everywhere). Not owned; must outlive the model's use. Handed
+  // to the backend once, here; a backend that cannot run it refuses, and forward() returns that
+  // refusal.
+  void set_sparse(SparseRuntime* rt) {
+    sparse_ = rt;
+    sparse_status_ = backend().set_sparse(sparse_, hot_);
+  }
+  SparseRuntime* sparse() const { return sparse_; }
+  // The device tier of the sparse path (null: sparse attention reads the KV pages directly). Not
+  // owned. Used for the layers it has slots for, when its chunk size is the sparse runtime's
+  // (docs/sparse-attention.md). CPU only.
+  void set_hot_chunks(HotChunks* h) {
+    hot_ = h;
+    sparse_status_ = backend().set_sparse(sparse_, hot_);
+  }
+  HotChunks* hot_chunks() const { return hot_; }
+
+  // Called once per KV layer per forward with the step's keys before and after RoPE and its
+  // queries after RoPE (`hindsight fit-sketch`, `eval needle`): k_pre, k_post, v [n][kv_dim],
+  // q_post [n][q_dim]. CPU only (the pointers are host memory): forward() refuses it elsewhere.
+  using KeyObserver = std::function<void(int kv_layer, const float* k_pre, const float* k_post, const float* q_post,
+                                         const float* v, int64_t n)>;
+  void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
   // The pool of recurrent-state slots (and prefix-cache checkpoints) the sequences' state comes
   // from; null for models without recurrent state. The engine admits at most its n_slots()
   // sequences at once.
   virtual RecurrentPool* states() const { return nullptr; }
+
+ protected:
+  // What forward() checks before a step: the backend's answer to the last set_sparse /
+  // set_hot_chunks, and the key observer's device.
+  Status sparse_ready() const {
+    if (key_observer_ && device() != Device::kCpu)
+      return make_error(StatusCode::kUnsupported, "the key observer (fit-sketch, eval recall) needs --device cpu");
+    return sparse_status_;
+  }
+
+  SparseRuntime* sparse_ = nullptr;
+  HotChunks* hot_ = nullptr;
+  Status sparse_status_;
+  KeyObserver key_observer_;
 };
 
 }  // namespace hs

@@ -48,7 +48,7 @@ Result<std::unique_ptr<HotChunks>> HotChunks::create(KvCache& kv, const Config& 
   std::unique_ptr<HotChunks> h(new HotChunks(kv, C, n_slots, full, cfg));
   if (!h->slot_bytes_ || (region_bytes > 0 && !h->region_bytes_))
     return make_error(StatusCode::kInvalidArgument, "hot chunks: cannot allocate {} bytes", h->bytes());
-  kv.set_lease_listener(h.get());
+  kv.add_lease_listener(h.get());
   return h;
 }
 
@@ -144,7 +144,7 @@ int32_t HotChunks::resident_regions_used() const {
 }
 
 HotChunks::~HotChunks() {
-  if (kv_.lease_listener() == this) kv_.set_lease_listener(nullptr);
+  kv_.remove_lease_listener(this);
 }
 
 const uint8_t* HotChunks::host_piece(const SeqKv& seq, int layer, int head, int32_t chunk) const {

@@ -63,7 +63,7 @@ class HotChunks final : public LeaseListener {
     int sink_tokens = 0;    // S
     int window_tokens = 0;  // W
   };
-  // Registers itself as `kv`'s lease listener; error when the budget does not pay for one
+  // Adds itself to `kv`'s lease listeners (removed when it dies); error when the budget does not pay for one
   // slot per full (layer, kv head).
   static Result<std::unique_ptr<HotChunks>> create(KvCache& kv, const Config& cfg);
   ~HotChunks() override;

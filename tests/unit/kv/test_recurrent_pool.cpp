@@ -19,7 +19,7 @@ struct CountingListener : LeaseListener {
 TEST(RecurrentPool, SlotsFollowLeases) {
   KvCache kv(KvGeometry{1, 1, 8, 16, KvDtype::kF32}, 8, /*max_leases=*/16);
   CountingListener before;
-  kv.set_lease_listener(&before);
+  kv.add_lease_listener(&before);
   {
     RecurrentPool pool(kv, 2);
     SeqKv a, b, c;
@@ -47,8 +47,9 @@ TEST(RecurrentPool, SlotsFollowLeases) {
     kv.release(c);
     EXPECT_EQ(pool.n_used(), 0);
   }
-  EXPECT_EQ(kv.lease_listener(), &before);  // restored when the pool dies
-  kv.set_lease_listener(nullptr);
+  EXPECT_TRUE(kv.has_lease_listener(&before));  // the pool removed only itself when it died
+  EXPECT_EQ(kv.n_lease_listeners(), 1u);
+  kv.remove_lease_listener(&before);
 }
 
 TEST(RecurrentPool, StormReturnsToBaseline) {

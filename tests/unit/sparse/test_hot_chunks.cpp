@@ -183,7 +183,7 @@ TEST(HotChunks, ReusedLeaseIdNeverReadsTheOldGenerationsSlots) {
   for (bool listener : {true, false}) {
     // Without the listener nobody frees the dead lease's slots: only the generation in the
     // key keeps the next sequence from hitting them.
-    f.kv.set_lease_listener(listener ? f.hot.get() : nullptr);
+    if (!listener) f.kv.remove_lease_listener(f.hot.get());
     SeqKv a;
     ASSERT_TRUE(f.kv.reserve(a, 400).is_ok());
     a.n_tokens = 400;
@@ -215,7 +215,7 @@ TEST(HotChunks, ReusedLeaseIdNeverReadsTheOldGenerationsSlots) {
     EXPECT_EQ(st.hits, 0);
     EXPECT_EQ(st.misses, 4 * 10);
     f.kv.release(b);
-    f.kv.set_lease_listener(f.hot.get());
+    f.kv.add_lease_listener(f.hot.get());
     // Whatever the dead generations left behind is evictable, never pinned.
     EXPECT_EQ(f.hot->slots_pinned(), 0);
   }
