@@ -90,7 +90,8 @@ void PrefixCache::save_state(int32_t n_computed, int32_t n_prompt, SeqKv& seq, P
   if (chain.page_hashes.size() < page) return;  // not registered (cannot happen after register_full_pages)
   const uint64_t h = chain.page_hashes[page - 1];
   bool saved = false;
-  auto c = states_->save(seq, h, &saved);
+  // The divergence checkpoint ends a prefix another conversation shares: kept over the others.
+  auto c = states_->save(seq, h, &saved, /*shared=*/n_computed == chain.split_at);
   if (!c.is_ok() || !saved) return;  // already checkpointed (by another sequence, or restored from)
   ++state_saves_;
   if (kept) return;

@@ -36,32 +36,52 @@ Result<int32_t> RecurrentPool::slot(SeqKv& seq, bool* fresh) {
                     n_slots());
 }
 
-Result<RecurrentPool::Checkpoint> RecurrentPool::save(SeqKv& seq, uint64_t key, bool* saved) {
+void RecurrentPool::set_shared(Ckpt& c, bool shared) {
+  if (c.shared == shared) return;
+  n_shared_ += shared ? 1 : -1;
+  c.shared = shared;
+}
+
+int32_t RecurrentPool::pick_victim() const {
+  const int32_t cap = static_cast<int32_t>(kMaxSharedShare * n_checkpoints());
+  // Unshared first, unless the shared ones already fill more than their share (or there is no
+  // unshared one): then the least recently used shared one.
+  const bool from_shared = n_shared_ > cap || n_shared_ == n_checkpoints();
+  int32_t victim = -1;
+  for (int32_t i = 0; i < n_checkpoints(); ++i) {
+    const Ckpt& c = ckpt_[i];
+    if (!c.used) return i;
+    if (c.shared != from_shared) continue;
+    if (victim < 0 || c.last_use < ckpt_[victim].last_use) victim = i;
+  }
+  return victim;
+}
+
+Result<RecurrentPool::Checkpoint> RecurrentPool::save(SeqKv& seq, uint64_t key, bool* saved, bool shared) {
   if (saved) *saved = false;
   if (ckpt_.empty()) return make_error(StatusCode::kUnsupported, "recurrent state: no checkpoint slots");
   if (!copy_) return make_error(StatusCode::kUnsupported, "recurrent state: no model attached to copy the state");
   if (auto it = by_key_.find(key); it != by_key_.end()) {
     Ckpt& c = ckpt_[it->second];
     c.last_use = ++clock_;
+    if (shared) set_shared(c, true);
     return Checkpoint{n_slots() + it->second, c.generation};
   }
   const SeqLease lease = seq.lease;
   const int32_t live = lease.valid() && lease.id < slot_of_.size() ? slot_of_[lease.id] : -1;
   if (live < 0 || !(owner_[live] == lease))
     return make_error(StatusCode::kInvalidArgument, "recurrent state: checkpoint of a sequence without a slot");
-  int32_t victim = -1;
-  for (int32_t i = 0; i < n_checkpoints(); ++i) {
-    if (!ckpt_[i].used) { victim = i; break; }
-    if (victim < 0 || ckpt_[i].last_use < ckpt_[victim].last_use) victim = i;
-  }
+  const int32_t victim = pick_victim();
   Ckpt& c = ckpt_[victim];
   if (c.used) by_key_.erase(c.key);
+  set_shared(c, false);
   c.used = false;
   ++c.generation;
   HS_RETURN_IF_ERROR(copy_(live, n_slots() + victim));
   c.used = true;
   c.key = key;
   c.last_use = ++clock_;
+  set_shared(c, shared);
   by_key_[key] = victim;
   if (saved) *saved = true;
   return Checkpoint{n_slots() + victim, c.generation};
@@ -77,6 +97,7 @@ Status RecurrentPool::restore(uint64_t key, SeqKv& seq) {
     return make_error(StatusCode::kInvalidArgument, "recurrent state: restore into a sequence that has state already");
   Ckpt& c = ckpt_[it->second];
   c.last_use = ++clock_;
+  set_shared(c, true);
   return copy_(n_slots() + it->second, live);
 }
 
@@ -86,6 +107,7 @@ void RecurrentPool::drop(const Checkpoint& h) {
   Ckpt& c = ckpt_[i];
   if (!c.used || c.generation != h.generation) return;
   by_key_.erase(c.key);
+  set_shared(c, false);
   c.used = false;
   ++c.generation;
 }

@@ -15,7 +15,12 @@
 //
 // Checkpoints (kv/prefix_cache.h decides when): a copy of a live slot's state, named by the
 // prefix hash of the page boundary it was taken at. They outlive the sequence; when all are in
-// use the least recently used one is overwritten. A Checkpoint handle carries the slot's
+// use one is overwritten by a two-class LRU: a *shared* checkpoint (saved at the end of a prefix
+// that another conversation was seen to share, or restored at least once) is kept over an
+// unshared one (a conversation's own prompt or rolling state, which may never be asked for
+// again), so the least recently used unshared checkpoint goes first. Shared ones fill at most
+// kMaxSharedShare of the slots: past that the least recently used shared one goes, so new
+// prefixes always find room. A Checkpoint handle carries the slot's
 // generation (bumped at every overwrite), so a stale handle can never drop or restore another
 // prefix's state. The copies are the model's (set_copier: HybridDecoder installs it).
 // Cost: O(1) per lookup (hash map), O(n_checkpoints) to find an LRU victim; one state copy
@@ -54,6 +59,9 @@ class RecurrentPool final : public LeaseListener {
   int32_t n_total() const { return n_slots() + n_checkpoints(); }
   int32_t n_used() const { return n_used_; }                 // live slots held
   int32_t n_checkpoints_used() const { return static_cast<int32_t>(by_key_.size()); }
+  int32_t n_checkpoints_shared() const { return n_shared_; }
+  // The share of the checkpoint slots shared checkpoints may fill before they evict each other.
+  static constexpr double kMaxSharedShare = 0.75;
   KvCache& kv() const { return kv_; }
   void set_copier(Copier c) { copy_ = std::move(c); }
 
@@ -64,12 +72,13 @@ class RecurrentPool final : public LeaseListener {
   // Checkpoints, by key (a prefix hash).
   bool has(uint64_t key) const { return by_key_.count(key) != 0; }
   // Copies seq's live state into a checkpoint named `key` (the least recently used one is
-  // overwritten when none is free); the existing one when `key` is already saved (*saved =
-  // false then). Error without a live slot, checkpoint slots or a copier.
-  Result<Checkpoint> save(SeqKv& seq, uint64_t key, bool* saved = nullptr);
+  // overwritten when none is free, by the two-class LRU above); the existing one when `key` is
+  // already saved (*saved = false then; `shared` still promotes it). Error without a live slot,
+  // checkpoint slots or a copier.
+  Result<Checkpoint> save(SeqKv& seq, uint64_t key, bool* saved = nullptr, bool shared = false);
   // Copies checkpoint `key` into seq's live slot (taken now: seq must be fresh, with no slot yet),
-  // after which the slot counts as resumed (slot() says fresh = false). Error when `key` is not
-  // saved or no live slot is free.
+  // after which the slot counts as resumed (slot() says fresh = false); the checkpoint becomes
+  // shared (it was reused). Error when `key` is not saved or no live slot is free.
   Status restore(uint64_t key, SeqKv& seq);
   // Frees the checkpoint if `c` still names it (a later overwrite makes c stale: then nothing).
   void drop(const Checkpoint& c);
@@ -80,10 +89,13 @@ class RecurrentPool final : public LeaseListener {
   struct Ckpt {
     uint64_t key = 0;
     bool used = false;
+    bool shared = false;
     uint32_t generation = 0;
     uint64_t last_use = 0;
   };
   int32_t take_live_slot(const SeqLease& lease);
+  int32_t pick_victim() const;  // a free checkpoint, else by the two-class LRU
+  void set_shared(Ckpt& c, bool shared);
 
   KvCache& kv_;
   Copier copy_;
@@ -93,6 +105,7 @@ class RecurrentPool final : public LeaseListener {
   std::vector<Ckpt> ckpt_;            // [n_checkpoints]
   std::unordered_map<uint64_t, int32_t> by_key_;  // key -> index into ckpt_
   uint64_t clock_ = 0;
+  int32_t n_shared_ = 0;  // used checkpoints with shared set
 };
 
 }  // namespace hs

@@ -85,6 +85,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_PDL")) pdl_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_MMA16")) mma16_ = std::atoi(e);
+  if (const char* e = std::getenv("HS_CUDA_DELTA_FUSED_MAX")) delta_fused_max_ = std::atoi(e);
   if (const char* e = std::getenv("HS_CUDA_MMA16_VARIANT")) mma16_variant_ = std::atoi(e);
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has

@@ -305,6 +305,7 @@ class CudaBackend final : public Backend {
   // the model (docs/benchmarks.md, session 11).
   int mma16_ = 0;
   int mma16_variant_ = -1;
+  int delta_fused_max_ = 64;  // gated_delta_rule: the prologue fused up to this many step tokens (HS_CUDA_DELTA_FUSED_MAX)
   // HS_CUDA_PDL=0 turns off: the 16-bit GEMVs (batch 1-2, and the tensor-core one) launched as
   // programmatic dependents, loading weights while the previous kernel (which lets them start
   // at its beginning, pdl.cuh) finishes. Measured: tg128 bf16 218 -> 228 t/s on the 8B shape.
