@@ -56,12 +56,14 @@ inline double decode_weight_bytes(const ModelConfig& c, int64_t weight_bytes, in
 }
 
 // K|V bytes the attentions of one decode step at n_keys read without sparse attention in the
-// layers with KV that `skip` (a model layer index -> bool) does not claim.
+// layers with KV that `skip` (a KV layer index -> bool: the sparse runtime's numbering, which
+// counts only the layers with KV) does not claim.
 template <typename Skip>
 double dense_kv_bytes(const ModelConfig& c, const KvGeometry& g, int32_t n_keys, Skip skip) {
   double bytes = 0;
-  for (int l = 0; l < c.n_layer; ++l) {
-    if (!layer_has_kv(c, l) || skip(l)) continue;
+  for (int l = 0, kv_layer = 0; l < c.n_layer; ++l) {
+    if (!layer_has_kv(c, l)) continue;
+    if (skip(kv_layer++)) continue;
     const bool swa = c.layer_is_swa[l] && c.sliding_window > 0;
     const int32_t keys = swa ? std::min(n_keys, c.sliding_window) : n_keys;
     bytes += static_cast<double>(keys) * g.n_kv_heads * kv_token_bytes(g.dtype, g.head_dim);

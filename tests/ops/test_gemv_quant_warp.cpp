@@ -314,12 +314,16 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
         for (int rpw : {1, 2, 4}) {
           std::vector<float> first;
           for (int wpc : {1, 2, 4, 8}) {
-            for (int pdl = 0; pdl < 3; ++pdl) {  // none, main kernel, both kernels
+            // pdl: none, main kernel, both kernels; 3: main kernel, compiled for 3 CTAs an SM (one
+            // token, R <= 2 only).
+            for (int pdl = 0; pdl < 4; ++pdl) {
+              if (pdl == 3 && (ntok != 1 || rpw > 2)) continue;
               cuda::QuantWarpPlan p;
               p.rows_per_warp = rpw;
               p.warps_per_cta = wpc;
               p.pdl = pdl >= 1;
-              p.pdl_x = pdl >= 2;
+              p.pdl_x = pdl == 2;
+              p.min_ctas_per_sm = pdl == 3 ? 3 : 2;
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
                                        std::to_string(wpc) + " pdl " + std::to_string(pdl);
               const Check r = run_check(
@@ -543,6 +547,10 @@ TEST_F(QuantWarpGemv, RefusesBadOperands) {
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
   bad.rows_per_warp = 2;
   bad.warps_per_cta = 16;
+  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
+  bad.warps_per_cta = 4;
+  bad.rows_per_warp = 4;
+  bad.min_ctas_per_sm = 3;  // 3 CTAs an SM: R <= 2 only
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
   // Empty shapes launch nothing.
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 0, 256, rb, x1, cuda::Rows{f, 1, 0, 0}, scratch.p, nullptr),

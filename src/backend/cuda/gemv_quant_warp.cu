@@ -62,6 +62,7 @@
 #include <cfloat>
 #include <cstdint>
 #include <cstdlib>
+#include <string_view>
 
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/pdl.cuh"
@@ -282,9 +283,11 @@ __device__ __forceinline__ void compute_step(const WRegs (&w)[R], const XPtrs& p
 // grid: ceil(rows / (R * warps)) CTAs of `warps` warps; warp w of CTA b owns rows
 // (b * warps + w) * R .. + R - 1. Each loop trip loads U u-steps of all R rows (R U = 8 16-byte
 // quant loads a lane in flight, plus their scales), then waits and computes them.
-template <int K, int T, int R>
-__global__ void __launch_bounds__(256, 2) gemv_quant_warp_kernel(MainArgs a) {
-  constexpr int U = kLoadsInFlight / R;  // u-steps per loop trip
+template <int K, int T, int R, int MinCtas>
+__global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs a) {
+  // u-steps per loop trip; 3 CTAs an SM (85 registers) keep 6 loads a lane in flight, not 8:
+  // 24 warps x 6 are more bytes in flight an SM than 16 x 8, and 8 would spill.
+  constexpr int U = MinCtas >= 3 ? (R == 1 ? 6 : 2) : kLoadsInFlight / R;
   constexpr int V = R * T;               // accumulators per lane
   constexpr int kLogV = V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
   constexpr int SB = kScaleBytes<K>;
@@ -427,22 +430,29 @@ cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, 
   return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args);
 }
 
-template <int K, int T, int R>
+template <int K, int T, int R, int MinCtas>
 cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) {
   static std::atomic<uint64_t> l1_set{0};
   const int64_t ctas = (a.warps + warps - 1) / warps;
   if (ctas > 0x7fffffff) return cudaErrorInvalidValue;
-  prefer_l1(gemv_quant_warp_kernel<K, T, R>, l1_set);
-  return launch(gemv_quant_warp_kernel<K, T, R>, dim3(static_cast<unsigned>(ctas), 1, 1),
+  prefer_l1(gemv_quant_warp_kernel<K, T, R, MinCtas>, l1_set);
+  return launch(gemv_quant_warp_kernel<K, T, R, MinCtas>, dim3(static_cast<unsigned>(ctas), 1, 1),
                 32 * static_cast<unsigned>(warps), pdl, s, a);
 }
 
 template <int K, int T>
 cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s) {
+  if constexpr (T == 1) {
+    if (p.min_ctas_per_sm == 3) switch (p.rows_per_warp) {
+      case 1: return launch_main<K, T, 1, 3>(a, p.warps_per_cta, p.pdl, s);
+      case 2: return launch_main<K, T, 2, 3>(a, p.warps_per_cta, p.pdl, s);
+      default: return cudaErrorInvalidValue;
+      }
+  }
   switch (p.rows_per_warp) {
-    case 1: return launch_main<K, T, 1>(a, p.warps_per_cta, p.pdl, s);
-    case 2: return launch_main<K, T, 2>(a, p.warps_per_cta, p.pdl, s);
-    case 4: return launch_main<K, T, 4>(a, p.warps_per_cta, p.pdl, s);
+    case 1: return launch_main<K, T, 1, 2>(a, p.warps_per_cta, p.pdl, s);
+    case 2: return launch_main<K, T, 2, 2>(a, p.warps_per_cta, p.pdl, s);
+    case 4: return launch_main<K, T, 4, 2>(a, p.warps_per_cta, p.pdl, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -464,7 +474,8 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
   return n_tok == 1 ? launch_rt<K, 1>(a, p, s) : launch_rt<K, 2>(a, p, s);
 }
 
-bool plan_ok(const QuantWarpPlan& p) {
+bool plan_ok(const QuantWarpPlan& p, int n_tok) {
+  if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2)) return false;
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
          (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
 }
@@ -496,6 +507,21 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return !(e && e[0] == '0');
   }();
   p.pdl_x = pdl_x;
+  // One token of Q4_0 / Q8_0: 24 resident warps an SM instead of 16 (compiled for 85 registers,
+  // fewer loads a lane in flight: see the kernel), so a 5,120-row matrix's 2,560 warps run in one
+  // wave of 3,168 rather than 1.2 of 2,112. Q4_K spills at 85. HS_CUDA_QW_CTAS: 2 keeps 16 warps,
+  // 3 (default) the planner's R, 3r1 one row a warp.
+  static const int ctas_mode = [] {
+    const char* e = std::getenv("HS_CUDA_QW_CTAS");
+    if (e && std::string_view(e) == "2") return 2;
+    if (e && std::string_view(e) == "3r1") return 4;
+    return 3;
+  }();
+  if (n_tok == 1 && k != QuantKind::kQ4_K && ctas_mode >= 3) {
+    p.min_ctas_per_sm = 3;
+    if (ctas_mode == 4) p.rows_per_warp = 1;
+    p.rows_per_warp = std::min(p.rows_per_warp, 2);
+  }
   return p;
 }
 
@@ -528,7 +554,7 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
   const int n_tok = static_cast<int>(x.rows);
   const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
-  if (!plan_ok(p)) return cudaErrorInvalidValue;
+  if (!plan_ok(p, n_tok)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;
   qa.x = x.p;

@@ -60,6 +60,9 @@ struct QuantWarpPlan {
   int warps_per_cta = 4;
   bool pdl = true;
   bool pdl_x = false;
+  // CTAs of 256 threads an SM the kernel is compiled for (__launch_bounds__'s minimum): 2 (up
+  // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM.
+  int min_ctas_per_sm = 2;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);

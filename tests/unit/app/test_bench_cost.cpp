@@ -119,6 +119,15 @@ TEST(BenchCost, HybridStateAndKvOfTheFullLayers) {
     EXPECT_EQ(g.n_layer, 2) << name;
     EXPECT_DOUBLE_EQ(dense_kv_bytes(*c, g, 100), g.n_layer * 100.0 * g.n_kv_heads * kv_token_bytes(g.dtype, g.head_dim))
         << name;
+    // The skip predicate gets KV layer indices (the sparse runtime's numbering): 0 and 1 here,
+    // never a model layer index (3 and 7 are the full-attention layers).
+    std::vector<int> asked;
+    const double kept = dense_kv_bytes(*c, g, 100, [&](int l) {
+      asked.push_back(l);
+      return l == 1;
+    });
+    EXPECT_EQ(asked, (std::vector<int>{0, 1})) << name;
+    EXPECT_DOUBLE_EQ(kept, 100.0 * g.n_kv_heads * kv_token_bytes(g.dtype, g.head_dim)) << name;
     // Weights: all of them for the dense FFN; the experts' routed share for MoE.
     const int64_t total = (*dec)->weight_bytes(), experts = expert_weight_bytes((*dec)->file());
     if (c->is_moe()) {
