@@ -22,6 +22,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/quant.h"
+#include "formats/gguf_builder.h"
 #include "formats/safetensors.h"
 #include "golden_check.h"
 #include "model/hf_model.h"
@@ -250,6 +252,137 @@ TEST_P(HybridGoldenBatch, GgufEqualsSafetensors) {
   std::printf("[hybrid golden] %s safetensors vs llama.cpp GGUF: max |logit diff| %.3e over %zu logits\n", model.c_str(),
               max_diff, runs[0].size());
   EXPECT_LT(max_diff, 1e-5f);
+}
+
+// `src` with every Q8_0 tensor replaced by its F32 dequantization (metadata and the other tensors
+// as they are), parsed from memory: the model a Q8_0 file stands for, in exact arithmetic.
+std::unique_ptr<gguf::File> dequantized_copy(const gguf::File& src) {
+  gguf::GgufBuilder b(3, src.alignment());
+  for (const auto& [k, v] : src.metadata()) b.kv_value(k, v);
+  std::vector<uint8_t> data;
+  for (const auto& t : src.tensors()) {
+    while (data.size() % src.alignment()) data.push_back(0);
+    const bool deq = t.type == DType::Q8_0;
+    std::vector<uint64_t> ne(t.ne, t.ne + t.n_dims);
+    b.tensor(t.name, ne, static_cast<uint32_t>(deq ? DType::F32 : t.type), data.size());
+    if (deq) {
+      std::vector<float> f(static_cast<size_t>(t.n_elements()));
+      EXPECT_TRUE(dequantize_row(t.type, t.data, t.n_bytes, f.data(), t.n_elements()).is_ok()) << t.name;
+      const auto* p = reinterpret_cast<const uint8_t*>(f.data());
+      data.insert(data.end(), p, p + f.size() * 4);
+    } else {
+      data.insert(data.end(), t.data, t.data + t.n_bytes);
+    }
+  }
+  b.data(data);
+  auto f = gguf::File::from_bytes(b.bytes());
+  EXPECT_TRUE(f.is_ok()) << f.status().to_string();
+  return f.is_ok() ? std::move(*f) : nullptr;
+}
+
+// The Q8_0 GGUF (tools/reference/gen_hybrid_quant_gguf.py: llama-quantize's tensor choice, gguf-py's
+// reference quantizer) puts every hybrid matrix in a quantized type (attention, the Gated-DeltaNet
+// projections incl. the 4-row beta / alpha, FFN, 3-D experts, the shared expert and its gate, the
+// embedding and output). Exact part: each quantized tensor as this loader reads it, dequantized,
+// has the sums and first values gguf-py's own dequantization gave (<model>-tiny-q8_0.json). Model
+// part: with exact matmuls the Q8_0 file gives the logits of its own F32 dequantization (built in
+// memory; measured max |diff| 0 for qwen35, 1.2e-4 for qwen3next), so the quantized kernels run
+// the model the file stands for; and those logits follow the bf16 file's (= transformers', KL
+// 7e-10) within the quantization noise of these tiny random models, which is large (a 16-bit
+// rounding of the matmul inputs alone gives KL 1.2e-3, docs/hybrid-models.md): measured mean KL
+// 4.4e-2 (qwen35) / 0.17 (qwen3next: router near-ties flip), top-1 equal 60/62 / 60/72 where the
+// bf16 file's margin > 1 nat. Those bounds sit above the noise and far below what a misread
+// tensor gives (KL ~ log 1024 = 6.9).
+TEST_P(HybridGoldenBatch, Q8_0GgufFollowsTheBf16File) {
+  const std::string model = GetParam();
+  const std::string dir = fixture_dir(model);
+  auto q8 = HybridDecoder::load(dir + "/" + model + "-tiny-q8_0.gguf");
+  ASSERT_TRUE(q8.is_ok()) << q8.status().to_string();
+  auto bf = HybridDecoder::load(dir + "/" + model + "-tiny-bf16.gguf");
+  ASSERT_TRUE(bf.is_ok()) << bf.status().to_string();
+  auto deq_file = dequantized_copy((*q8)->file());
+  ASSERT_TRUE(deq_file);
+  auto deq = HybridDecoder::create(std::move(deq_file));
+  ASSERT_TRUE(deq.is_ok()) << deq.status().to_string();
+  (*q8)->set_matmul_precision(MatmulPrecision::kExact);
+  (*deq)->set_matmul_precision(MatmulPrecision::kExact);
+  const nlohmann::json ref = nlohmann::json::parse(std::ifstream(dir + "/" + model + "-tiny-q8_0.json"))["tensors"];
+  int64_t quantized = 0;
+  for (const auto& t : (*q8)->file().tensors()) {
+    if (t.type != DType::Q8_0) continue;
+    ++quantized;
+    ASSERT_TRUE(ref.contains(t.name)) << t.name;
+    const auto& r = ref[t.name];
+    std::vector<float> d(static_cast<size_t>(t.n_elements()));
+    ASSERT_TRUE(dequantize_row(t.type, t.data, t.n_bytes, d.data(), t.n_elements()).is_ok()) << t.name;
+    double sum = 0, sumsq = 0;
+    for (float v : d) {
+      sum += v;
+      sumsq += static_cast<double>(v) * v;
+    }
+    EXPECT_EQ(static_cast<int64_t>(d.size()), r["n"].get<int64_t>()) << t.name;
+    EXPECT_NEAR(sum, r["sum"].get<double>(), 1e-9 * std::max(1.0, r["sumsq"].get<double>())) << t.name;
+    EXPECT_NEAR(sumsq, r["sumsq"].get<double>(), 1e-9 * r["sumsq"].get<double>()) << t.name;
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(d[i], r["first"][i].get<float>()) << t.name << " value " << i;
+  }
+  EXPECT_EQ(quantized, static_cast<int64_t>(ref.size()));  // every tensor the tool quantized, and only those
+  EXPECT_GT(quantized, 60);
+
+  int k = 0;
+  const std::vector<Case> cases = load_cases(model, k);
+  const int V = (*q8)->config().n_vocab;
+  double kl_sum = 0;
+  float max_deq_diff = 0;
+  int64_t n_pos = 0, top1_checked = 0, top1_equal = 0;
+  for (const Case& gc : cases) {
+    std::vector<std::vector<float>> runs;
+    for (HybridDecoder* dec : {q8->get(), bf->get(), deq->get()}) {
+      ThreadPool pool;
+      KvCache kv(dec->kv_geometry(), 256);
+      RecurrentPool states(kv, 1);
+      SeqKv seq;
+      SeqKv* seqs[] = {&seq};
+      std::vector<float> all, logits;
+      for (size_t start = 0; start < gc.tokens.size(); start += kChunk) {
+        Batch b;
+        for (size_t i = start; i < std::min(gc.tokens.size(), start + kChunk); ++i)
+          b.add(gc.tokens[i], static_cast<int32_t>(i), 0, true);
+        ASSERT_TRUE(dec->forward(b, seqs, kv, states, pool, logits).is_ok());
+        all.insert(all.end(), logits.begin(), logits.end());
+      }
+      kv.release(seq);
+      runs.push_back(std::move(all));
+    }
+    for (size_t i = 0; i < runs[0].size(); ++i) max_deq_diff = std::max(max_deq_diff, std::fabs(runs[0][i] - runs[2][i]));
+    for (size_t p = 0; p < gc.tokens.size(); ++p) {
+      float* q = runs[0].data() + p * V;  // Q8_0
+      float* r = runs[1].data() + p * V;  // bf16
+      golden::log_softmax(q, V);
+      golden::log_softmax(r, V);
+      double kl = 0;
+      for (int v = 0; v < V; ++v) kl += std::exp(static_cast<double>(r[v])) * (static_cast<double>(r[v]) - q[v]);
+      kl_sum += kl;
+      ++n_pos;
+      const int32_t top = argmax(r, V);
+      float second = -INFINITY;
+      for (int v = 0; v < V; ++v)
+        if (v != top) second = std::max(second, r[v]);
+      if (r[top] - second > 1.0f) {
+        ++top1_checked;
+        top1_equal += argmax(q, V) == top;
+      }
+    }
+  }
+  const double mean_kl = kl_sum / static_cast<double>(n_pos);
+  std::printf("[hybrid golden] %s Q8_0 GGUF: %lld tensors equal gguf-py's dequantization; logits vs its F32 "
+              "dequantization: max |diff| %.3e; vs the bf16 file: mean KL %.3e over %lld positions, top-1 equal "
+              "%lld/%lld where its margin > 1\n",
+              model.c_str(), static_cast<long long>(quantized), max_deq_diff, mean_kl, static_cast<long long>(n_pos),
+              static_cast<long long>(top1_equal), static_cast<long long>(top1_checked));
+  EXPECT_LT(max_deq_diff, 1e-3f);  // the quantized kernels compute the dequantized model
+  EXPECT_LT(mean_kl, 0.5);         // quantization noise, far from chance (6.9)
+  ASSERT_GT(top1_checked, 0);
+  EXPECT_GE(static_cast<double>(top1_equal), 0.75 * static_cast<double>(top1_checked));
 }
 
 // Four prompts in one batch (interleaved, different lengths), then two decode steps of all four
