@@ -85,6 +85,7 @@ class LanguageModel {
   using KeyObserver = std::function<void(int kv_layer, const float* k_pre, const float* k_post, const float* q_post,
                                          const float* v, int64_t n)>;
   void set_key_observer(KeyObserver fn) { key_observer_ = std::move(fn); }
+
   // The pool of recurrent-state slots (and prefix-cache checkpoints) the sequences' state comes
   // from; null for models without recurrent state. The engine admits at most its n_slots()
   // sequences at once.
