@@ -14,9 +14,9 @@
 #include <random>
 #include <thread>
 
-#include "backend/cpu_sparse_kernels.h"
 #include "engine/engine.h"
 #include "model/decoder.h"
+#include "sparse_model_util.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/sparse_runtime.h"
 
@@ -30,28 +30,12 @@ std::unique_ptr<Decoder> load() {
   return d.is_ok() ? std::move(*d) : nullptr;
 }
 
-std::unique_ptr<SparseRuntime> make_runtime(const Decoder& dec, const KvCache& kv, SparseMode mode, int budget,
-                                            int min_context = 0, bool group_mass = false, bool tail = false,
-                                            int chunk_tokens = 16, int rerank = 0) {
-  const ModelConfig& c = dec.config();
-  SparseConfig cfg;
-  cfg.rerank_factor = rerank;
-  cfg.chunk_mass_scale = group_mass ? c.attn_scale : 0.0f;
-  cfg.chunk_tokens = chunk_tokens;
-  cfg.tail_estimate = tail;
-  cfg.budget_tokens = budget;
-  cfg.min_context = min_context;
-  cfg.sink_tokens = 16;
-  cfg.window_tokens = 32;
-  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
-                            kv_token_bytes(kv.geometry().dtype, c.head_dim), std::vector<bool>(c.n_layer, true)};
-  std::unique_ptr<SketchBasis> basis;
-  if (mode == SparseMode::kSketch)
-    basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 16, 99));
-  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis), &cpu_sparse_kernels(), &kv, c.attn_scale);
-  EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
-  return rt.is_ok() ? std::move(*rt) : nullptr;
-}
+using test::make_sparse_runtime;
+// The runtime over SmolLM2's 30 layers (make_sparse_runtime's defaults: random rank-16 sketches).
+auto make_runtime = [](const Decoder& dec, const KvCache& kv, SparseMode mode, int budget, int min_context = 0,
+                       bool group_mass = false, bool tail = false, int chunk_tokens = 16, int rerank = 0) {
+  return make_sparse_runtime(dec, kv, mode, budget, min_context, group_mass, tail, chunk_tokens, rerank);
+};
 
 // Prefill `prompt`, then `steps` greedy decode steps; returns every decode logits row.
 // With `forced`, step s feeds forced[s] instead of the argmax; `fed` gets the tokens fed.
@@ -215,21 +199,9 @@ TEST(SparseDecoder, ExactRerank) {
   EXPECT_GT(st.score_bytes, st.sparse_heads * 3 * 128 * c.head_dim * 2);  // the shortlist's K rows, f16
 }
 
-// A device tier of `slots` hot slots per (layer, kv head) on `kv` (C = 16), plus resident
-// sinks (16 tokens) and a window ring (32 tokens, as make_runtime) for `resident_seqs`.
-std::unique_ptr<HotChunks> make_tier(const Decoder& dec, KvCache& kv, int64_t slots, int32_t resident_seqs = 0) {
-  const ModelConfig& c = dec.config();
-  HotChunks::Config cfg;
-  cfg.chunk_tokens = 16;
-  cfg.resident_seqs = resident_seqs;
-  cfg.sink_tokens = 16;
-  cfg.window_tokens = 32;
-  const int64_t piece = PieceLayout::make(kv.geometry().dtype, c.head_dim, 16).bytes;
-  cfg.budget_bytes = (slots + resident_seqs * (1 + 3)) * c.n_layer * c.n_head_kv * piece;
-  auto h = HotChunks::create(kv, cfg);
-  EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-  return h.is_ok() ? std::move(*h) : nullptr;
-}
+auto make_tier = [](const Decoder& dec, KvCache& kv, int64_t slots, int32_t resident_seqs = 0) {
+  return test::make_device_tier(dec, kv, slots, resident_seqs);
+};
 
 TEST(SparseDecoder, DeviceTierBudgetCoveringContextEqualsDenseBitwise) {
   auto dec = load();

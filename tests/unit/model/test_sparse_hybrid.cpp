@@ -14,10 +14,10 @@
 #include <random>
 #include <thread>
 
-#include "backend/cpu_sparse_kernels.h"
 #include "engine/engine.h"
 #include "model/dummy_model.h"
 #include "model/hybrid_decoder.h"
+#include "sparse_model_util.h"
 #include "sparse/hot_chunks.h"
 #include "sparse/sparse_runtime.h"
 
@@ -32,41 +32,15 @@ std::unique_ptr<HybridDecoder> load() {
   return d.is_ok() ? std::move(*d) : nullptr;
 }
 
-// Over the KV layers (the full-attention ones), as make_sparse_runtime does.
+// Rank-64 sketches of head_dim 256 over the 2 KV layers (sparse_model_util.h).
 std::unique_ptr<SparseRuntime> make_runtime(const HybridDecoder& dec, const KvCache& kv, SparseMode mode, int budget,
                                             int min_context = 0) {
-  const ModelConfig& c = dec.config();
-  const int n_kv_layers = kv.geometry().n_layer;
-  SparseConfig cfg;
-  cfg.chunk_tokens = 16;
-  cfg.budget_tokens = budget;
-  cfg.min_context = min_context;
-  cfg.sink_tokens = 16;
-  cfg.window_tokens = 32;
-  SparseRuntime::Geometry g{n_kv_layers, c.n_head_kv, c.head_dim, kv.geometry().page_tokens, kv.pool().n_blocks(),
-                            kv_token_bytes(kv.geometry().dtype, c.head_dim), dec.sparse_kv_layers()};
-  std::unique_ptr<SketchBasis> basis;
-  if (mode == SparseMode::kSketch)
-    basis = std::make_unique<SketchBasis>(random_sketch_basis(n_kv_layers, c.n_head_kv, c.head_dim, 64, 99));
-  auto rt = SparseRuntime::create(mode, cfg, g, std::move(basis), &cpu_sparse_kernels(), &kv, c.attn_scale);
-  EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
-  return rt.is_ok() ? std::move(*rt) : nullptr;
+  return test::make_sparse_runtime(dec, kv, mode, budget, min_context, false, false, 16, 0, /*sketch_rank=*/64);
 }
-
-std::unique_ptr<HotChunks> make_tier(const HybridDecoder& dec, KvCache& kv, int64_t slots, int32_t resident_seqs = 0) {
-  const ModelConfig& c = dec.config();
-  HotChunks::Config cfg;
-  cfg.chunk_tokens = 16;
-  cfg.resident_seqs = resident_seqs;
-  cfg.sink_tokens = 16;
-  cfg.window_tokens = 32;
-  cfg.full_layer = dec.sparse_kv_layers();
-  const int64_t piece = PieceLayout::make(kv.geometry().dtype, c.head_dim, 16).bytes;
-  cfg.budget_bytes = (slots + resident_seqs * (1 + 3)) * kv.geometry().n_layer * c.n_head_kv * piece;
-  auto h = HotChunks::create(kv, cfg);
-  EXPECT_TRUE(h.is_ok()) << h.status().to_string();
-  return h.is_ok() ? std::move(*h) : nullptr;
-}
+using test::make_device_tier;
+auto make_tier = [](const HybridDecoder& dec, KvCache& kv, int64_t slots, int32_t resident_seqs = 0) {
+  return make_device_tier(dec, kv, slots, resident_seqs);
+};
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int n) {
   std::vector<int32_t> p;
