@@ -279,6 +279,7 @@ TEST_F(QuantWarpGemv, MatchesReference) {
       ASSERT_NE(qw.dev.p, nullptr);
       double worst_rel = 0, worst_bound = 0;
       for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+        if (!cuda::quant_warp_takes(k, ntok)) continue;  // Q4_K: 1-2 tokens
         for (const auto& sc : scales) {
           const auto x = make_x(rng_, ntok, sh.cols, sc);
           const bool odd = ntok == 1 && sc[0] == 1.0f ? false : true;  // strided, unaligned x and padded y
@@ -310,6 +311,7 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
       QuantWeights qw(k, sh.rows, sh.cols, rng_);
       ASSERT_NE(qw.dev.p, nullptr);
       for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+        if (!cuda::quant_warp_takes(k, ntok)) continue;  // Q4_K: 1-2 tokens
         const auto x = make_x(rng_, ntok, sh.cols, sc);
         for (int rpw : {1, 2, 4}) {
           std::vector<float> first;
@@ -361,6 +363,7 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
     std::vector<std::unique_ptr<QuantWeights>> qw;
     for (int64_t r : rows) qw.push_back(std::make_unique<QuantWeights>(k, std::max<int64_t>(r, 1), cols, rng_));
     for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+        if (!cuda::quant_warp_takes(k, ntok)) continue;  // Q4_K: 1-2 tokens
       const auto x = make_x(rng_, ntok, cols, sc);
       DevBuf dx(x.size() * 4), ds(cuda::gemv_quant_warp_scratch_bytes(cols, ntok));
       ASSERT_TRUE(dx.p && ds.p);
@@ -624,6 +627,7 @@ TEST_F(QuantWarpGemv, Bandwidth) {
       ASSERT_NE(w.p, nullptr);
       HS_CU(cudaMemset(w.p, 0x11, bytes * copies));
       for (int ntok = 1; ntok <= cuda::kMaxQuantWarpRows; ++ntok) {
+        if (!cuda::quant_warp_takes(k, ntok)) continue;  // Q4_K: 1-2 tokens
         const cuda::CRows xr{x.as<float>(), ntok, sh.cols, sh.cols};
         const cuda::Rows yr{y.as<float>(), ntok, sh.rows, sh.rows};
         const cuda::QuantWarpPlan ap = cuda::plan_gemv_quant_warp(k, sh.rows, sh.cols, ntok, n_sm);

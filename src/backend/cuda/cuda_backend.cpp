@@ -9,6 +9,7 @@
 // scratch buffers have reached the largest step's size.
 // Cost: prepare_weight is host dequantization (all cores) + one 16 MiB copy per chunk,
 // overlapped; begin_step is O(tokens + pages) host checks and one copy of the tables.
+#include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -86,6 +87,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_PDL")) pdl_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_MMA16")) mma16_ = std::atoi(e);
   if (const char* e = std::getenv("HS_CUDA_DELTA_FUSED_MAX")) delta_fused_max_ = std::atoi(e);
+  if (const char* e = std::getenv("HS_CUDA_QW_ROWS")) quant_warp_rows_ = std::clamp(std::atoi(e), 0, kMaxQuantWarpRows);
   if (const char* e = std::getenv("HS_CUDA_MMA16_VARIANT")) mma16_variant_ = std::atoi(e);
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has

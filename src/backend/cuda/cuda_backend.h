@@ -305,6 +305,9 @@ class CudaBackend final : public Backend {
   // the model (docs/benchmarks.md, session 11).
   int mma16_ = 0;
   int mma16_variant_ = -1;
+  // Activation rows up to which quantized matmuls take the dp2a warp GEMV (more: the tensor-core
+  // GEMV of gemv.cu, then dequantize + cuBLAS). HS_CUDA_QW_ROWS (2: session 16's rule).
+  int quant_warp_rows_ = 8;  // kMaxQuantWarpRows (gemv_quant_warp.h)
   int delta_fused_max_ = 64;  // gated_delta_rule: the prologue fused up to this many step tokens (HS_CUDA_DELTA_FUSED_MAX)
   // HS_CUDA_PDL=0 turns off: the 16-bit GEMVs (batch 1-2, and the tensor-core one) launched as
   // programmatic dependents, loading weights while the previous kernel (which lets them start

@@ -81,7 +81,7 @@ Result<CudaBackend::Copy16> CudaBackend::out16_for(const Tensor& out) {
 }
 
 Result<OutQ> CudaBackend::outq_for(const Tensor& out) {
-  if (!earlyq_ || !quant_warp_ || !quant_in_ || quant_in_mixed_ || out.rows < 1 || out.rows > kMaxQuantWarpRows ||
+  if (!earlyq_ || !quant_warp_ || !quant_in_ || quant_in_mixed_ || out.rows < 1 || out.rows > kMaxQuantWarpRecordRows ||
       out.cols > kMaxOutQCols)
     return OutQ{};
   const std::optional<QuantKind> k = quant_kind_of(*quant_in_);
@@ -208,7 +208,7 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
   if (precise_) return matmul_precise(w, x, y);
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
   if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
-    if (qk && x.rows <= kMaxQuantWarpRows && quant_warp_) {  // batch 1-2: warp per row, dp2a on int16 x
+    if (qk && x.rows <= quant_warp_rows_ && quant_warp_) {  // batch 1-8: warp per row, dp2a on int16 x
       const void* before = qx_.ptr;
       HS_RETURN_IF_ERROR(grow(qx_, gemv_quant_warp_scratch_bytes(w.cols, static_cast<int>(x.rows)),
                               "the int16 copy of a quantized matmul's input"));
@@ -295,7 +295,7 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   }
   // Batch 1-2 of quantized weights of one kind: x quantized once, one launch over all of them.
   if (const std::optional<QuantKind> qk = quant_kind_of(ws[0].dtype);
-      qk && quant_warp_ && x.rows <= kMaxQuantWarpRows && ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
+      qk && quant_warp_ && x.rows <= quant_warp_rows_ && ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
       std::all_of(ws.begin(), ws.end(),
                   [&](const Tensor& w) { return w.dtype == ws[0].dtype && w.row_stride == ws[0].row_stride; })) {
     const void* before = qx_.ptr;

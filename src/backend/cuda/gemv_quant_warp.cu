@@ -123,6 +123,7 @@ __device__ __forceinline__ uint32_t compu(const uint4& v, int j) {
 struct QuantXArgs {
   const float* x = nullptr;
   int64_t x_stride = 0, cols = 0;
+  int rows = 1;          // x rows; a padded token slot (gridDim.y > rows) repeats the last row
   uint8_t* s = nullptr;  // scratch [nu][n_tok][xrec(K).bytes]
   int nu = 0;            // u-steps
 };
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
   const int64_t b = static_cast<int64_t>(blockIdx.x) * 8 + (threadIdx.x >> 5);  // block of the token
   const int tok = blockIdx.y;
   const int64_t col = 32 * b + lane;
-  const float v = col < a.cols ? a.x[tok * a.x_stride + col] : 0.0f;
+  const float v = col < a.cols ? a.x[min(tok, a.rows - 1) * a.x_stride + col] : 0.0f;
   quant_x::store_block<K>(v, lane, b, tok, gridDim.y, a.s);
 }
 
@@ -163,6 +164,7 @@ struct MainArgs {
   int64_t scale_off = 0;       // quant_layout.h: 64 G
   int64_t dm_off = 0;          // Q4_K: 72 G
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
+  int n_tok = 1;               // tokens written (T may be one more: a padded slot)
 };
 
 // What a lane loads of one row for one u-step.
@@ -224,14 +226,21 @@ __device__ __forceinline__ void compute_step(const WRegs (&w)[R], const XPtrs& p
       }
     }
   } else {
-    float4 dx[T], mdx[T];
-    int4 c0[T];
+    // Up to 2 tokens the per-token scales of the u-step (dx, mdx, Q4_0's c0: 12 registers a token)
+    // are loaded once up front; from 3 tokens they are loaded per block j where they are used
+    // (scalar L1 loads, broadcast within the lane quad), so Q4 at 4 tokens does not spill.
+    constexpr bool kLazy = T > 2;
+    constexpr int TE = kLazy ? 1 : T;  // register copies held
+    float4 dx[TE], mdx[TE];
+    int4 c0[TE];
     float sx[T];
 #pragma unroll
     for (int k = 0; k < T; ++k) {
-      dx[k] = ld_xf4(p.d + k * Z.bytes);
-      mdx[k] = ld_xf4(p.d + k * Z.bytes + 128);
-      if constexpr (K == kQ40) c0[k] = __ldg(reinterpret_cast<const int4*>(p.x + k * Z.bytes + Z.c));
+      if constexpr (!kLazy) {
+        dx[k] = ld_xf4(p.d + k * Z.bytes);
+        mdx[k] = ld_xf4(p.d + k * Z.bytes + 128);
+        if constexpr (K == kQ40) c0[k] = __ldg(reinterpret_cast<const int4*>(p.x + k * Z.bytes + Z.c));
+      }
       if constexpr (K == kQ4K) sx[k] = __ldg(reinterpret_cast<const float*>(p.s + k * Z.bytes));
     }
     float dw[R][4];
@@ -268,8 +277,17 @@ __device__ __forceinline__ void compute_step(const WRegs (&w)[R], const XPtrs& p
 #pragma unroll
       for (int k = 0; k < T; ++k) {
         const uint4 xv = ld_x16(p.x + k * Z.bytes + j * 512);
-        const int cst = K == kQ40 ? compi(c0[k], j) : static_cast<int>(kMagicBits);
-        const float dxj = comp(dx[k], j), mdxj = comp(mdx[k], j);
+        int cst;
+        float dxj, mdxj;
+        if constexpr (kLazy) {
+          cst = K == kQ40 ? __ldg(reinterpret_cast<const int*>(p.x + k * Z.bytes + Z.c) + j) : static_cast<int>(kMagicBits);
+          dxj = __ldg(reinterpret_cast<const float*>(p.d + k * Z.bytes) + j);
+          mdxj = __ldg(reinterpret_cast<const float*>(p.d + k * Z.bytes + 128) + j);
+        } else {
+          cst = K == kQ40 ? compi(c0[k], j) : static_cast<int>(kMagicBits);
+          dxj = comp(dx[k], j);
+          mdxj = comp(mdx[k], j);
+        }
 #pragma unroll
         for (int i = 0; i < R; ++i) {
           const float f = __int_as_float(dot8(xv, lo[i], hi[i], cst));  // 1.5 * 2^23 + S exactly
@@ -289,7 +307,8 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   // 24 warps x 6 are more bytes in flight an SM than 16 x 8, and 8 would spill.
   constexpr int U = MinCtas >= 3 ? (R == 1 ? 6 : 2) : kLoadsInFlight / R;
   constexpr int V = R * T;               // accumulators per lane
-  constexpr int kLogV = V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
+  static_assert((V & (V - 1)) == 0 && V <= 16, "the reduce-scatter takes a power of two up to 16 values");
+  constexpr int kLogV = V >= 16 ? 4 : V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
   constexpr int SB = kScaleBytes<K>;
   constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
   const int lane = threadIdx.x & 31;
@@ -405,7 +424,7 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   for (int m = 16 >> kLogV; m > 0; m >>= 1) v[0] += __shfl_xor_sync(0xffffffffu, v[0], m);
   if ((lane & ((32 >> kLogV) - 1)) == 0) {
     const int i = idx / T, k = idx % T;
-    if (row0 + i < rows) y[k * y_stride + row0 + i] = v[0];
+    if (row0 + i < rows && k < a.n_tok) y[k * y_stride + row0 + i] = v[0];
   }
 }
 
@@ -471,7 +490,10 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
     const cudaError_t e = launch_quantize<K>(qa, n_tok, p.pdl_x, s);
     if (e != cudaSuccess) return e;
   }
-  return n_tok == 1 ? launch_rt<K, 1>(a, p, s) : launch_rt<K, 2>(a, p, s);
+  if (n_tok == 1) return launch_rt<K, 1>(a, p, s);
+  if (n_tok == 2) return launch_rt<K, 2>(a, p, s);
+  if constexpr (K != kQ4K) return launch_rt<K, 4>(a, p, s);  // 3 or 4 tokens
+  return cudaErrorInvalidValue;
 }
 
 bool plan_ok(const QuantWarpPlan& p, int n_tok) {
@@ -486,10 +508,11 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   (void)cols;
   QuantWarpPlan p;
   n_sm = std::max(1, n_sm);
-  n_tok = std::min(std::max(n_tok, 1), kMaxQuantWarpRows);
+  n_tok = std::min(std::max(n_tok, 1), kMaxQuantWarpTokens);
   // x comes from L1 once per warp for all its rows: Q4 rows need R = 2 T to keep that stream
   // (~5 bytes of L1 wavefronts per weight byte and token) near half of L1's 128 B/clk; Q8 R = T.
-  int r = k == QuantKind::kQ8_0 ? n_tok : 2 * n_tok;
+  // (4 tokens: R = 4, the most rows a warp takes.)
+  int r = std::min(k == QuantKind::kQ8_0 ? n_tok : 2 * n_tok, 4);
   // Small matrices (the k / v projections) are latency-bound: at least 2 warps an SM.
   while (r > 1 && rows / r < 2 * int64_t{n_sm}) r /= 2;
   p.rows_per_warp = r;
@@ -525,10 +548,27 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   return p;
 }
 
+namespace {
+// Tokens of the launch that covers rows [first, first + its count) of n_rows: chunks of
+// kMaxQuantWarpTokens; 3 tokens run as 4 (a padded slot).
+int chunk_tokens(int n_rows, int first) { return std::min(kMaxQuantWarpTokens, n_rows - first); }
+int padded_tokens(int n) { return n == 3 ? 4 : n; }
+// Scratch bytes of the chunks before row `first` (each chunk's records start 256-aligned).
+// One launch pair (quantize + main) of at most kMaxQuantWarpTokens tokens (defined below).
+cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols, int64_t w_row_bytes, CRows x,
+                         void* scratch, cudaStream_t s, const QuantWarpPlan* plan, bool x_ready, int64_t total_rows,
+                         const QuantRowLayout& rl);
+int64_t chunk_scratch_offset(int k, int64_t cols, int n_rows, int first) {
+  int64_t off = 0;
+  for (int f = 0; f < first; f += kMaxQuantWarpTokens) off += x_scratch_bytes(k, cols, padded_tokens(chunk_tokens(n_rows, f)));
+  return off;
+}
+}  // namespace
+
 size_t gemv_quant_warp_scratch_bytes(int64_t cols, int n_rows) {
   if (cols <= 0 || n_rows <= 0) return 0;
   int64_t m = 0;
-  for (int k : {kQ40, kQ80, kQ4K}) m = std::max(m, x_scratch_bytes(k, cols, n_rows));
+  for (int k : {kQ40, kQ80, kQ4K}) m = std::max(m, chunk_scratch_offset(k, cols, n_rows, n_rows));
   return static_cast<size_t>(m);
 }
 
@@ -540,6 +580,7 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, cols) || cols > (int64_t{1} << 24)) return cudaErrorInvalidValue;
   if (!x.p || !scratch || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) return cudaErrorInvalidValue;
   if (x.rows > kMaxQuantWarpRows || x.cols != cols || x.stride < cols) return cudaErrorInvalidValue;
+  if (x.rows > 0 && !quant_warp_takes(k, static_cast<int>(x.rows))) return cudaErrorInvalidValue;
   int64_t total_rows = 0;
   for (int i = 0; i < n_w; ++i) {
     const QuantWarpOut& o = outs[i];
@@ -552,17 +593,43 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   if (total_rows == 0 || x.rows <= 0) return cudaSuccess;
   const QuantRowLayout rl = quant_row_layout(k, cols);
   if (w_row_bytes < rl.row_bytes || w_row_bytes % 16 != 0) return cudaErrorInvalidValue;
-  const int n_tok = static_cast<int>(x.rows);
+  const int n_rows = static_cast<int>(x.rows);
+  // More than kMaxQuantWarpTokens tokens: one launch pair per chunk, each with its own records.
+  for (int first = 0; first < n_rows; first += kMaxQuantWarpTokens) {
+    const int n_tok = chunk_tokens(n_rows, first);
+    QuantWarpOut sub[kMaxQuantWarpWeights];
+    for (int i = 0; i < n_w; ++i) {
+      sub[i] = outs[i];
+      sub[i].y.p = outs[i].y.p + static_cast<int64_t>(first) * outs[i].y.stride;
+      sub[i].y.rows = n_tok;
+    }
+    const CRows xc{x.p + static_cast<int64_t>(first) * x.stride, n_tok, x.cols, x.stride};
+    void* sc = static_cast<uint8_t*>(scratch) + chunk_scratch_offset(kk, cols, n_rows, first);
+    const cudaError_t e = launch_chunk(k, n_w, sub, cols, w_row_bytes, xc, sc, s, plan, x_ready, total_rows, rl);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+namespace {
+
+cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols, int64_t w_row_bytes, CRows x,
+                         void* scratch, cudaStream_t s, const QuantWarpPlan* plan, bool x_ready, int64_t total_rows,
+                         const QuantRowLayout& rl) {
+  const int kk = static_cast<int>(k);
+  const int n_tok = static_cast<int>(x.rows), t_launch = padded_tokens(n_tok);
   const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
-  if (!plan_ok(p, n_tok)) return cudaErrorInvalidValue;
+  if (!plan_ok(p, t_launch)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;
   qa.x = x.p;
   qa.x_stride = x.stride;
   qa.cols = cols;
+  qa.rows = n_tok;
   qa.s = static_cast<uint8_t*>(scratch);
   qa.nu = x_steps(kk, cols);
   MainArgs a;
+  a.n_tok = n_tok;
   a.n_seg = 0;
   int64_t warps = 0;
   for (int i = 0; i < n_w; ++i) {
@@ -583,12 +650,14 @@ cudaError_t launch_gemv_quant_warp_multi(QuantKind k, int n_w, const QuantWarpOu
   a.nu = qa.nu;
   a.s = qa.s;
   switch (k) {
-    case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, n_tok, p, x_ready, s);
-    case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, n_tok, p, x_ready, s);
-    case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, n_tok, p, x_ready, s);
+    case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, t_launch, p, x_ready, s);
+    case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, t_launch, p, x_ready, s);
+    case QuantKind::kQ4_K: return launch_kind<kQ4K>(qa, a, t_launch, p, x_ready, s);
   }
   return cudaErrorInvalidValue;
 }
+
+}  // namespace
 
 cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                    CRows x, Rows y, void* scratch, cudaStream_t s, const QuantWarpPlan* plan,
@@ -602,7 +671,7 @@ cudaError_t launch_gemv_quant_warp(QuantKind k, const uint8_t* w, int64_t rows, 
 cudaError_t launch_quantize_x_records(QuantKind k, CRows x, void* scratch, cudaStream_t s) {
   const int kk = static_cast<int>(k);
   if (kk < kQ40 || kk > kQ4K || !quant_cols_valid(k, x.cols) || x.cols > (int64_t{1} << 24) || !x.p || !scratch ||
-      x.rows < 1 || x.rows > kMaxQuantWarpRows || x.stride < x.cols)
+      x.rows < 1 || x.rows > kMaxQuantWarpRecordRows || x.stride < x.cols)
     return cudaErrorInvalidValue;
   QuantXArgs qa;
   qa.x = x.p;

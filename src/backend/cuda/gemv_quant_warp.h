@@ -40,8 +40,17 @@
 
 namespace hs::cuda {
 
-// Activation rows (tokens) one launch of launch_gemv_quant_warp takes.
-constexpr int kMaxQuantWarpRows = 2;
+// Activation rows (tokens) launch_gemv_quant_warp takes: Q4_0 / Q8_0 up to 8 (run as launches of
+// up to kMaxQuantWarpTokens tokens, 3 padded to 4), Q4_K up to 2 (it spills at 4).
+constexpr int kMaxQuantWarpRows = 8;
+constexpr int kMaxQuantWarpTokens = 4;
+// Rows whose x records a norm / GLU kernel may write beside its output (outq, the early-records
+// path): the one-launch layouts of 1 and 2 tokens.
+constexpr int kMaxQuantWarpRecordRows = 2;
+// Whether launch_gemv_quant_warp takes n_tok tokens of kind k.
+constexpr bool quant_warp_takes(QuantKind k, int n_tok) {
+  return n_tok >= 1 && n_tok <= (k == QuantKind::kQ4_K ? 2 : kMaxQuantWarpRows);
+}
 // Weights sharing x that one launch_gemv_quant_warp_multi takes (q / k / v; a Gated-DeltaNet
 // layer's qkv / z / beta / alpha).
 constexpr int kMaxQuantWarpWeights = 4;
