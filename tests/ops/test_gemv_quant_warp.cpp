@@ -525,9 +525,14 @@ TEST_F(QuantWarpGemv, RefusesBadOperands) {
   const cuda::Rows y1{f, 1, 4, 4};
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const cuda::CRows x3{f, 3, 256, 256};
+  const cuda::CRows x9{f, 9, 256, 256};  // more rows than kMaxQuantWarpRows
+  const cuda::Rows y9{f, 9, 4, 4};
+  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x9, y9, scratch.p, nullptr), cudaErrorInvalidValue);
+  const cuda::CRows x3{f, 3, 256, 256};  // Q4_K takes 1-2 rows
   const cuda::Rows y3{f, 3, 4, 4};
-  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x3, y3, scratch.p, nullptr), cudaErrorInvalidValue);
+  const int64_t rbk = cuda::quant_device_row_bytes(QuantKind::kQ4_K, 256);
+  EXPECT_EQ(cuda::launch_gemv_quant_warp(QuantKind::kQ4_K, w, 4, 256, rbk, x3, y3, scratch.p, nullptr),
+            cudaErrorInvalidValue);
   const cuda::CRows x100{f, 1, 100, 100};
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 100, rb, x100, y1, scratch.p, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(cuda::launch_gemv_quant_warp(QuantKind::kQ4_K, w, 4, 128, 160, cuda::CRows{f, 1, 128, 128}, y1,

@@ -509,6 +509,7 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   QuantWarpPlan p;
   n_sm = std::max(1, n_sm);
   n_tok = std::min(std::max(n_tok, 1), kMaxQuantWarpTokens);
+  if (n_tok == 3) n_tok = 4;  // run as 4 (a padded slot): R follows the launch's T
   // x comes from L1 once per warp for all its rows: Q4 rows need R = 2 T to keep that stream
   // (~5 bytes of L1 wavefronts per weight byte and token) near half of L1's 128 B/clk; Q8 R = T.
   // (4 tokens: R = 4, the most rows a warp takes.)
