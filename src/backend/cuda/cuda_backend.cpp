@@ -9,7 +9,6 @@
 // scratch buffers have reached the largest step's size.
 // Cost: prepare_weight is host dequantization (all cores) + one 16 MiB copy per chunk,
 // overlapped; begin_step is O(tokens + pages) host checks and one copy of the tables.
-#include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/cuda_backend.h"
 
 #include <cublas_v2.h>
@@ -25,6 +24,7 @@
 #include <spdlog/spdlog.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_layout.h"
 #include "core/fp16.h"

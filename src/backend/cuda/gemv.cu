@@ -42,7 +42,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/gemv_kernels.h"
@@ -790,25 +789,12 @@ GemvPlan plan_gemv(GemvWeights wk, int64_t rows, int64_t cols, int n_tok, int n_
   // Cost model (bytes per SM, the busiest SM): CTAs per SM x (the CTA's weight bytes, a quarter of
   // its x bytes from L2 (read twice), and ~4 KB of fixed prologue / epilogue); slices of one row
   // block may differ by a few groups, so a CTA's weights are the mean of its max and the average.
-  // HS_CUDA_GEMV_RW / HS_CUDA_GEMV_CK (experiments): only that row-warp count / cluster size is
-  // considered where it is valid.
-  static const int force_rw = [] {
-    const char* e = std::getenv("HS_CUDA_GEMV_RW");
-    return e ? std::atoi(e) : 0;
-  }();
-  static const int force_ck = [] {
-    const char* e = std::getenv("HS_CUDA_GEMV_CK");
-    return e ? std::atoi(e) : 0;
-  }();
-  for (int pass = 0; pass < 2 && best.slice_groups == 0; ++pass)
   for (int rw : {1, 2, 4, 8}) {
-    if (pass == 0 && force_rw > 0 && rw != force_rw) continue;
     const int kw = kWarps / rw;
     const int64_t R = int64_t{kWarpRows} * rw;
     const int64_t row_blocks = (rows + R - 1) / R;
     if (row_blocks > 65535) continue;
     for (int ck = 1; ck <= 8; ++ck) {
-      if (pass == 0 && force_ck > 0 && ck != force_ck) continue;
       const int64_t sgroups = (n_groups + ck - 1) / ck;
       if ((n_groups + sgroups - 1) / sgroups != ck) continue;  // the same split as a smaller ck
       const size_t smem = gemv_smem_bytes(wk, sgroups, n_tok);

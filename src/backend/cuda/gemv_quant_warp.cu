@@ -62,7 +62,6 @@
 #include <cfloat>
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/pdl.cuh"
@@ -82,6 +81,10 @@ using quant_x::XRec;
 constexpr int kLoadsInFlight = 8;  // 16-byte quant loads a lane issues per step (R x U)
 
 // u-steps of a row of `cols` columns of kind k.
+// Tokens of the launch that covers rows [first, first + its count) of n_rows: chunks of
+// kMaxQuantWarpTokens; 3 tokens run as 4 (a padded slot).
+int chunk_tokens(int n_rows, int first) { return std::min(kMaxQuantWarpTokens, n_rows - first); }
+int padded_tokens(int n) { return n == 3 ? 4 : n; }
 int x_steps(int k, int64_t cols) { return static_cast<int>(quant_x::u_steps(k, cols)); }
 // Scratch bytes of kind k for n_tok tokens (a multiple of 256).
 int64_t x_scratch_bytes(int k, int64_t cols, int n_tok) {
@@ -508,8 +511,7 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   (void)cols;
   QuantWarpPlan p;
   n_sm = std::max(1, n_sm);
-  n_tok = std::min(std::max(n_tok, 1), kMaxQuantWarpTokens);
-  if (n_tok == 3) n_tok = 4;  // run as 4 (a padded slot): R follows the launch's T
+  n_tok = padded_tokens(std::min(std::max(n_tok, 1), kMaxQuantWarpTokens));  // R follows the launch's T
   // x comes from L1 once per warp for all its rows: Q4 rows need R = 2 T to keep that stream
   // (~5 bytes of L1 wavefronts per weight byte and token) near half of L1's 128 B/clk; Q8 R = T.
   // (4 tokens: R = 4, the most rows a warp takes.)
@@ -533,27 +535,19 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
   p.pdl_x = pdl_x;
   // One token of Q4_0 / Q8_0: 24 resident warps an SM instead of 16 (compiled for 85 registers,
   // fewer loads a lane in flight: see the kernel), so a 5,120-row matrix's 2,560 warps run in one
-  // wave of 3,168 rather than 1.2 of 2,112. Q4_K spills at 85. HS_CUDA_QW_CTAS: 2 keeps 16 warps,
-  // 3 (default) the planner's R, 3r1 one row a warp.
-  static const int ctas_mode = [] {
+  // wave of 3,168 rather than 1.2 of 2,112. Q4_K spills at 85. HS_CUDA_QW_CTAS=2 keeps 16 warps.
+  static const bool ctas3 = [] {
     const char* e = std::getenv("HS_CUDA_QW_CTAS");
-    if (e && std::string_view(e) == "2") return 2;
-    if (e && std::string_view(e) == "3r1") return 4;
-    return 3;
+    return !(e && e[0] == '2');
   }();
-  if (n_tok == 1 && k != QuantKind::kQ4_K && ctas_mode >= 3) {
+  if (n_tok == 1 && k != QuantKind::kQ4_K && ctas3) {
     p.min_ctas_per_sm = 3;
-    if (ctas_mode == 4) p.rows_per_warp = 1;
     p.rows_per_warp = std::min(p.rows_per_warp, 2);
   }
   return p;
 }
 
 namespace {
-// Tokens of the launch that covers rows [first, first + its count) of n_rows: chunks of
-// kMaxQuantWarpTokens; 3 tokens run as 4 (a padded slot).
-int chunk_tokens(int n_rows, int first) { return std::min(kMaxQuantWarpTokens, n_rows - first); }
-int padded_tokens(int n) { return n == 3 ? 4 : n; }
 // Scratch bytes of the chunks before row `first` (each chunk's records start 256-aligned).
 // One launch pair (quantize + main) of at most kMaxQuantWarpTokens tokens (defined below).
 cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t cols, int64_t w_row_bytes, CRows x,
