@@ -352,7 +352,7 @@ int run_bench(BenchOptions& o) {
         r.state_bytes = state_step_bytes;
         r.score_bytes = sum.score_bytes / steps;
         if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
-        r.tiered = rt && model.hot_chunks() && sum.fetch_steps > 0;
+        r.tiered = rt && sum.fetch_steps > 0;  // the CPU's hot chunks or the GPU host tier's hot set
         r.fetch_bytes = sum.fetch_bytes / steps;
         r.resident_bytes = sum.resident_bytes / steps;
         r.fetch_hits = sum.fetch_hits;
@@ -384,6 +384,13 @@ int run_bench(BenchOptions& o) {
         sum.keys_selected += v->sparse.keys_selected;
         sum.score_bytes += v->sparse.score_bytes;
         sum.kv_bytes += v->sparse.kv_bytes;
+        sum.fetch_hits += v->sparse.fetch_hits;
+        sum.fetch_misses += v->sparse.fetch_misses;
+        sum.fetch_bytes += v->sparse.fetch_bytes;
+        sum.fetch_evictions += v->sparse.fetch_evictions;
+        sum.fetch_refused += v->sparse.fetch_refused;
+        sum.resident_bytes += v->sparse.resident_bytes;
+        sum.fetch_steps += v->sparse.fetch_steps;
       }
       r.prefill_tps = prefill;
       r.weight_bytes = decode_weight_bytes(c, weight_bytes, expert_bytes, npl);
@@ -400,6 +407,13 @@ int run_bench(BenchOptions& o) {
       r.kv_bytes = kv / o.batched_gen * npl + sum.kv_bytes / steps;
       r.score_bytes = sum.score_bytes / steps;
       if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
+      r.tiered = rt && sum.fetch_steps > 0;
+      r.fetch_bytes = sum.fetch_bytes / steps;
+      r.resident_bytes = sum.resident_bytes / steps;
+      r.fetch_hits = sum.fetch_hits;
+      r.fetch_misses = sum.fetch_misses;
+      r.fetch_evictions = sum.fetch_evictions;
+      r.fetch_refused = sum.fetch_refused;
       results.push_back(r);
     }
     set_sparse(*m, sparse);
@@ -428,7 +442,9 @@ int run_bench(BenchOptions& o) {
   const std::string backend = model.backend().name();
   const bool on_cpu = model.device() == Device::kCpu;
   // What the synthetic context is (fill_random leaves a device backend's pages zeroed).
-  const std::string kv_values = on_cpu ? "random KV" : "KV left zeroed on the device";
+  const std::string kv_values = on_cpu                          ? "random KV"
+                                : o.model.kv_tier == "host" ? "KV left zeroed in the pinned host pages"
+                                                            : "KV left zeroed on the device";
   const std::string depth_context =
       m->hybrid ? fmt::format("synthetic, no D-token prefill: {} on the {} full-attention layers, and the recurrent "
                               "state of the {} linear layers restored from one real {}-token prefill",
@@ -456,6 +472,7 @@ int run_bench(BenchOptions& o) {
   j["simd"] = cpu::simd_level();
   j["matmul"] = on_cpu ? o.matmul : "16-bit (f16 for GGUF blocks)";
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
+  j["kv_tier"] = o.model.kv_tier;
   if (const HotChunks* hot = model.hot_chunks())
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
                         {"slots_per_layer_head", hot->slots_per_set()}, {"piece_bytes", hot->piece_bytes()}};

@@ -102,6 +102,19 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "pages directly)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option("--kv-tier", opt.kv_tier,
+                  "GPU: where the KV pages live: device (all on the card) | host (pinned host memory; with --sparse the "
+                  "selected pieces are fetched into a device hot set of --device-kv-budget bytes, dense steps read "
+                  "the host pages over the bus)")
+      ->check(CLI::IsMember({"device", "host"}))
+      ->capture_default_str();
+}
+
+Status apply_kv_tier(const ModelOptions& opt, LanguageModel& model) {
+  Backend::KvTier t;
+  t.host = opt.kv_tier == "host";
+  t.hot_budget_bytes = opt.device_kv_budget;
+  return model.backend().set_kv_tier(t);
 }
 
 std::string default_sketch_path(const std::string& model_path) {
@@ -367,6 +380,7 @@ Result<LoadedModel> load_model(const ModelOptions& opt) {
                       m.tokenizer->n_vocab(), c.n_vocab);
   HS_ASSIGN_OR_RETURN(KvDtype dtype, parse_kv_dtype(opt.kv_cache_dtype));
   m.kv = make_kv_cache(opt, m.model(), dtype, (opt.ctx_size + 15) / 16);
+  HS_RETURN_IF_ERROR(apply_kv_tier(opt, m.model()));
   m.pool = std::make_unique<ThreadPool>(opt.threads);
   if (m.hybrid) {
     HS_ASSIGN_OR_RETURN(m.states, make_state_pool(*m.hybrid, *m.kv, kDefaultResidentSeqs, 0));

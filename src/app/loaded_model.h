@@ -52,8 +52,13 @@ struct ModelOptions {
   // Device tier of the sparse path: hot chunk slots (sparse/hot_chunks.h). 0: none, sparse
   // attention reads the KV pages directly.
   int64_t device_kv_budget = 256ll << 20;
+  // Where a GPU keeps the KV pages: device (all on the card) | host (mapped pinned host memory,
+  // the sparse rows served from a device hot set of --device-kv-budget bytes; docs/gpu-sparse.md).
+  std::string kv_tier = "device";
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
+// --kv-tier on the model's backend (before its first step).
+Status apply_kv_tier(const ModelOptions& opt, LanguageModel& model);
 // The KV cache `opt` asks for over `dec`: host pages on the CPU backend; on CUDA the pages
 // live on the device and the host cache keeps only the block tables.
 std::unique_ptr<KvCache> make_kv_cache(const ModelOptions& opt, const LanguageModel& model, KvDtype dtype,

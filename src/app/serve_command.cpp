@@ -144,6 +144,10 @@ int run_serve(ServeOptions& o) {
   const int32_t n_pages = (ctx + g.page_tokens - 1) / g.page_tokens;
   std::unique_ptr<KvCache> kv_owner = make_kv_cache(o.model, model, *dtype, n_pages);
   KvCache& kv = *kv_owner;
+  if (Status st = apply_kv_tier(o.model, model); !st.is_ok()) {
+    spdlog::error("{}", st.message());
+    return 1;
+  }
   ThreadPool pool(o.model.threads);
   // Sparse attention for long contexts (--sparse; auto: when the sketch file exists) and its
   // device tier, with resident sinks + window for every running sequence. Declared after kv:

@@ -313,6 +313,21 @@ class Backend {
                         "sparse attention is not implemented on the {} backend (it runs dense)", device_name(device()));
     return Status::ok();
   }
+  // Where a device backend keeps the KV pages (docs/gpu-sparse.md, "Host tier"): on the device
+  // (default), or in mapped pinned host memory with a device hot set of hot_budget_bytes that
+  // serves the sparse rows' selected pieces (dense rows then read the host pages over the bus).
+  // Before the first step that binds a KV cache. The CPU backend's pages are host memory anyway:
+  // it refuses host = true.
+  struct KvTier {
+    bool host = false;
+    int64_t hot_budget_bytes = 0;
+  };
+  virtual Status set_kv_tier(const KvTier& t) {
+    if (t.host)
+      return make_error(StatusCode::kUnsupported, "--kv-tier host is for a GPU backend ({} keeps its KV in host memory)",
+                        device_name(device()));
+    return Status::ok();
+  }
   // The sparse metadata (sketches / Quest bounds) of keys [0, n_tokens) of `seq` recomputed
   // from the KV pages this backend holds: a synthetic context (bench) or one restored without
   // its metadata. No-op when no sparse runtime is attached. Outside a step.

@@ -69,10 +69,14 @@ class SparseAttentionOps : public ::testing::Test {
     rng_.seed(test_seed() ^ std::hash<std::string>{}(info->name()));
   }
   void TearDown() override {
+    if (host_) (void)host_->set_sparse(nullptr, nullptr);
+    if (dev_) (void)dev_->set_sparse(nullptr, nullptr);
     rt_cpu_.reset();
     rt_dev_.reset();
+    rt_host_.reset();
     cpu_.reset();
     dev_.reset();
+    host_.reset();
   }
 
   Dev make(Backend& b, int64_t rows, int64_t cols, const std::vector<float>* data = nullptr) {
@@ -129,10 +133,11 @@ class SparseAttentionOps : public ::testing::Test {
     return rt.is_ok() ? std::move(*rt) : nullptr;
   }
 
-  // Sequences with `ctx` keys written, then one decode token each (position ctx).
-  void make_sequences(const std::vector<int32_t>& ctx) {
+  // Sequences with `ctx` keys written, then one decode token each (position ctx); pages for
+  // `extra` more decode tokens each.
+  void make_sequences(const std::vector<int32_t>& ctx, int extra = 0) {
     int32_t n_blocks = 4;
-    for (int32_t c : ctx) n_blocks += (c + 1 + kP - 1) / kP;
+    for (int32_t c : ctx) n_blocks += (c + 1 + extra + kP - 1) / kP;
     kv_ = std::make_unique<KvCache>(KvGeometry{kLayers, kKvHeads, kHd, kP, KvDtype::kF16}, n_blocks);
     {  // scattered, unordered pages
       SeqKv all;
@@ -143,7 +148,7 @@ class SparseAttentionOps : public ::testing::Test {
     seqs_.assign(ctx.size(), SeqKv{});
     seq_ptrs_.clear();
     for (size_t s = 0; s < ctx.size(); ++s) {
-      HS_ASSERT_OK(kv_->reserve(seqs_[s], ctx[s] + 1));
+      HS_ASSERT_OK(kv_->reserve(seqs_[s], ctx[s] + 1 + extra));
       seq_ptrs_.push_back(&seqs_[s]);
     }
     ctx_ = ctx;
@@ -239,7 +244,7 @@ class SparseAttentionOps : public ::testing::Test {
     return swaps;
   }
 
-  std::unique_ptr<cuda::CudaBackend> dev_;
+  std::unique_ptr<cuda::CudaBackend> dev_, host_;  // host_: the host tier (HostTier tests)
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
   std::mt19937_64 rng_;
@@ -247,7 +252,7 @@ class SparseAttentionOps : public ::testing::Test {
   std::vector<SeqKv> seqs_;
   std::vector<SeqKv*> seq_ptrs_;
   std::vector<int32_t> ctx_;
-  std::unique_ptr<SparseRuntime> rt_cpu_, rt_dev_;
+  std::unique_ptr<SparseRuntime> rt_cpu_, rt_dev_, rt_host_;
   float scale_ = 1.0f / std::sqrt(static_cast<float>(kHd));
 };
 
@@ -404,6 +409,194 @@ TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
   ASSERT_TRUE(rt_dev);
   EXPECT_FALSE(rt_dev->host_selection());
   EXPECT_FALSE(cpu_->set_sparse(rt_dev.get(), nullptr).is_ok());
+}
+
+
+// ---- the host tier (--kv-tier host: KV in mapped pinned host memory, sparse rows served from the
+// device hot set, hot_set.h) against the device-resident path on the same inputs: the same
+// selection over the same bytes, so the outputs are bit for bit the same.
+
+// The --device-kv-budget that gives `slots` slots per (layer, kv head) (the sizing rule of
+// cuda_host_tier.cpp: per layer the residency map and CLOCK state, 256-aligned, two alignments
+// of slack, then slots of a piece plus 12 bytes of metadata per kv head).
+int64_t hot_budget_for(int32_t slots, int32_t n_blocks) {
+  const int64_t piece = int64_t{kP} * 2 * kHd * 2;  // f16
+  const int64_t fixed = ((int64_t{kKvHeads} * n_blocks + 2 * kKvHeads) * 4 + 255) / 256 * 256;
+  return kLayers * (fixed + 512 + int64_t{slots} * kKvHeads * (piece + 12));
+}
+
+class HostTierOps : public SparseAttentionOps {
+ protected:
+  void SetUp() override {
+    SparseAttentionOps::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    auto h = cuda::CudaBackend::create(0);
+    ASSERT_TRUE(h.is_ok()) << h.status().to_string();
+    host_ = std::move(*h);
+  }
+  // Both backends with runtimes of one config and basis; the host one with `slots` slots.
+  void attach(const SparseConfig& cfg, int32_t slots) {
+    HS_ASSERT_OK(host_->set_kv_tier({true, hot_budget_for(slots, kv_->pool().n_blocks())}));
+    rt_dev_ = runtime(cfg, 91, nullptr);
+    rt_host_ = runtime(cfg, 91, nullptr);
+    ASSERT_TRUE(rt_dev_ && rt_host_);
+    HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+    HS_ASSERT_OK(host_->set_sparse(rt_host_.get(), nullptr));
+  }
+  // Random context K/V (chunk offsets so scores spread) written on both backends.
+  void write_both() {
+    int64_t n_ctx = 0;
+    for (int32_t c : ctx_) n_ctx += c;
+    auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    const auto dir = normal(rng_, kHd);
+    int64_t row = 0;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int32_t p = 0; p < ctx_[s]; ++p, ++row) {
+        const float a = static_cast<float>(((p / kP + static_cast<int>(s)) * 7919) % 13) * 0.15f;
+        for (int h = 0; h < kKvHeads; ++h)
+          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(row * kKvDim + h * kHd + d)] += a * dir[d];
+      }
+    write_context(*dev_, kc, vc);
+    write_context(*host_, kc, vc);
+  }
+  // One decode step on both with query q (fresh k / v); the contexts then grow by one.
+  void step_both(const std::vector<float>& q, const std::string& what) {
+    const int64_t n = static_cast<int64_t>(ctx_.size());
+    const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+    const std::vector<float> want = decode(*dev_, k, v, q);
+    const std::vector<float> got = decode(*host_, k, v, q);
+    ASSERT_EQ(want.size(), got.size());
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < want.size(); ++i)
+      if (!(want[i] == got[i])) {  // NaN (a row not written) counts as a difference
+        if (bad++ == 0) first = i;
+      }
+    EXPECT_EQ(bad, 0u) << what << ": " << bad << " outputs differ, first at " << first << " (" << want[first]
+                       << " vs " << got[first] << "); " << seed_note();
+    for (int32_t& c : ctx_) ++c;
+  }
+  std::vector<float> query(float spread = 1.5f) {
+    return normal(rng_, static_cast<size_t>(ctx_.size() * kQDim), spread);
+  }
+};
+
+TEST_F(HostTierOps, ServesTheSelectionFromTheHotSetBitForBit) {
+  // 3000 / 1500 keys: scored (the budget picks 16 of ~180 / ~90 chunks); 200: fits (all chunks).
+  make_sequences({3000, 1500, 200}, 8);
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  const int cap = cfg.max_selected_chunks();
+  attach(cfg, 3 * cap + 64);
+  if (HasFatalFailure()) return;
+  write_both();  // binds the cache: the hot set is sized then
+  EXPECT_EQ(host_->hot_slots(), 3 * cap + 64);
+  EXPECT_EQ(host_->hot_max_rows(), (3 * cap + 64) / cap);
+  const std::vector<float> q = query();
+  step_both(q, "first step (every piece a miss)");
+  SparseStats st = rt_host_->stats();
+  EXPECT_EQ(st.fetch_hits, 0) << "a fresh hot set has nothing to hit";
+  EXPECT_GT(st.fetch_misses, 0);
+  EXPECT_EQ(st.fetch_refused, 0);
+  EXPECT_EQ(st.fetch_bytes, st.fetch_misses * kP * 2 * kHd * 2);
+  // The same query again: the same pages, hits but for the pages that grew (the last one of each
+  // row, and a new page where the context crossed a page boundary).
+  const int64_t misses0 = st.fetch_misses;
+  step_both(q, "second step (hits)");
+  st = rt_host_->stats();
+  const int64_t rows = int64_t{kKvHeads} * static_cast<int64_t>(ctx_.size());  // layer 1's rows
+  EXPECT_GT(st.fetch_hits, 0);
+  EXPECT_LE(st.fetch_misses - misses0, 2 * rows) << "only the growing pages miss again";
+  // New queries: other pages, hits and misses mixed, still exact.
+  for (int i = 0; i < 4; ++i) step_both(query(), "fresh query " + std::to_string(i));
+  st = rt_host_->stats();
+  EXPECT_EQ(st.fetch_refused, 0);
+  std::printf("host tier: %lld hits, %lld misses, %lld evictions over 6 steps; %s\n",
+              static_cast<long long>(st.fetch_hits), static_cast<long long>(st.fetch_misses),
+              static_cast<long long>(st.fetch_evictions), seed_note().c_str());
+}
+
+TEST_F(HostTierOps, EvictionsUnderASmallPoolStayExact) {
+  // A pool of just over one step's selections: every fresh query evicts.
+  make_sequences({4000, 2600}, 12);
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  const int cap = cfg.max_selected_chunks();
+  attach(cfg, 2 * cap + 5);
+  if (HasFatalFailure()) return;
+  write_both();
+  for (int i = 0; i < 10; ++i) {
+    step_both(query(), "step " + std::to_string(i));
+    ASSERT_EQ(rt_host_->stats().fetch_refused, 0) << "a selection found no slot at step " << i << "; " << seed_note();
+  }
+  const SparseStats st = rt_host_->stats();
+  EXPECT_GT(st.fetch_evictions, 0);
+  EXPECT_EQ(st.fetch_refused, 0);
+}
+
+TEST_F(HostTierOps, ReusedBlocksNeverServeStalePieces) {
+  // Sequence A fills the hot set; it is released and B, written with other keys, gets the same
+  // blocks (the pool has no others): any piece of A served to B would change B's output.
+  make_sequences({2400}, 2);
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  attach(cfg, cfg.max_selected_chunks() + 32);
+  if (HasFatalFailure()) return;
+  write_both();
+  const std::vector<float> q = query();
+  step_both(q, "A");
+  step_both(q, "A again");
+  const std::vector<int32_t> a_blocks = seqs_[0].blocks;
+  kv_->release(seqs_[0]);
+  seqs_[0] = SeqKv{};
+  const int32_t n_free = kv_->pool().n_free();
+  HS_ASSERT_OK(kv_->reserve(seqs_[0], n_free * kP));
+  std::vector<int32_t> shared;
+  std::vector<int32_t> a_sorted = a_blocks, b_sorted = seqs_[0].blocks;
+  std::sort(a_sorted.begin(), a_sorted.end());
+  std::sort(b_sorted.begin(), b_sorted.end());
+  std::set_intersection(a_sorted.begin(), a_sorted.end(), b_sorted.begin(), b_sorted.end(), std::back_inserter(shared));
+  ASSERT_GE(shared.size(), a_blocks.size() - 1) << "B reuses A's blocks";
+  ctx_ = {2400};
+  write_both();  // B's keys into the reused blocks
+  step_both(q, "B with A's query");
+  step_both(query(), "B, fresh query");
+  EXPECT_EQ(rt_host_->stats().fetch_refused, 0);
+}
+
+TEST_F(HostTierOps, ForcedMissesAndACoveringBudgetMatch) {
+  // Budget covering the context: every chunk selected, the host tier's sparse rows equal the
+  // device path's (sparse too, every chunk) bit for bit, and its dense path through the host
+  // pages equals the device's dense path.
+  make_sequences({1800, 900}, 4);
+  if (HasFatalFailure()) return;
+  SparseConfig cfg = small_config();
+  cfg.budget_tokens = 4096;
+  attach(cfg, 2 * cfg.max_selected_chunks() + 8);
+  if (HasFatalFailure()) return;
+  write_both();
+  step_both(query(), "covering budget");
+  step_both(query(), "covering budget, second step");
+  // Dense on both (no runtime): the host tier's dense rows read the pinned pages.
+  HS_ASSERT_OK(dev_->set_sparse(nullptr, nullptr));
+  HS_ASSERT_OK(host_->set_sparse(nullptr, nullptr));
+  step_both(query(), "dense through the host pages");
+}
+
+TEST_F(HostTierOps, RefusesABudgetBelowOneSelection) {
+  make_sequences({500});
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  HS_ASSERT_OK(host_->set_kv_tier({true, hot_budget_for(cfg.max_selected_chunks() - 1, kv_->pool().n_blocks())}));
+  rt_host_ = runtime(cfg, 3, nullptr);
+  ASSERT_TRUE(rt_host_);
+  // The hot set is sized when a KV cache is bound: set_sparse (bound cache) or the first step.
+  write_context(*host_, normal(rng_, static_cast<size_t>(500 * kKvDim)), normal(rng_, static_cast<size_t>(500 * kKvDim)));
+  const Status st = host_->set_sparse(rt_host_.get(), nullptr);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("--device-kv-budget"), std::string::npos) << st.message();
+  HS_ASSERT_OK(host_->set_sparse(nullptr, nullptr));
+  EXPECT_FALSE(cpu_->set_kv_tier({true, 1 << 30}).is_ok()) << "the CPU backend has no host tier";
 }
 
 #else

@@ -265,6 +265,10 @@ struct KernelArgs {
   const int32_t* sp_pages;
   const int32_t* sp_len;
   int sp_stride;
+  // Host tier (AttnArgs::sp_base): a sparse row's pages are slots of its kv head's hot pool.
+  const char* sp_base;
+  int64_t sp_head_bytes;
+  uint32_t sp_page_bytes;
   float* part_max;  // [n][n_kv][n_splits][G], log2 units: max of scale * log2(e) * q.k (or -inf: empty)
   float* part_sum;  // [n][n_kv][n_splits][G]: sum of 2^(s - max)
   float* part_acc;  // [n][n_kv][n_splits][G][D]: sum of 2^(s - max) v
@@ -279,15 +283,16 @@ __device__ __forceinline__ int32_t first_key(int32_t pos, int window) {
 struct RowKeys {
   int32_t pos, first;
   const int32_t* pages;
+  bool hot;  // pages are hot-pool slots (AttnArgs::sp_base)
 };
 __device__ __forceinline__ RowKeys row_keys(const KernelArgs& a, int64_t i, int kvh) {
   if (a.sp_len) {
     const int64_t row = i * a.kv.n_kv_heads + kvh;
     const int32_t len = a.sp_len[row];
-    if (len >= 0) return RowKeys{len - 1, 0, a.sp_pages + row * a.sp_stride};
+    if (len >= 0) return RowKeys{len - 1, 0, a.sp_pages + row * a.sp_stride, a.sp_base != nullptr};
   }
   const int32_t pos = a.t.positions[i];
-  return RowKeys{pos, first_key(pos, a.window), a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]]};
+  return RowKeys{pos, first_key(pos, a.window), a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]], false};
 }
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -419,10 +424,14 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   // Addresses: this lane's piece of token tp's K row of page pg is at
   // row0 + pg * page_bytes + tp * 2 * D * elem (V: + D * elem); fp8 scales (K, V) at
   // sc0 + pg * page_bytes + 4 * tp. Pages are < 4 GiB (32-bit page_bytes, 64-bit products).
-  const char* kv = static_cast<const char*>(a.kv.base);
+  // A hot row's slot s of kv head kvh is at sp_base + kvh * sp_head_bytes + s * sp_page_bytes,
+  // laid out as the page's head block (offset 0 inside its "page").
+  const char* kv = rk.hot ? a.sp_base + kvh * a.sp_head_bytes : static_cast<const char*>(a.kv.base);
   const int32_t* pages = rk.pages;
-  const uint32_t page_bytes = static_cast<uint32_t>(a.kv.page_elems * C::kElemBytes);
-  const int64_t head_off = kFp8 ? kvh * a.kv.head_stride : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
+  const uint32_t page_bytes = rk.hot ? a.sp_page_bytes : static_cast<uint32_t>(a.kv.page_elems * C::kElemBytes);
+  const int64_t head_off = rk.hot ? 0
+                           : kFp8 ? kvh * a.kv.head_stride
+                                  : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
   const char* row0 = kv + head_off + li * RB;
   const char* sc0 = kv + head_off + a.kv.scales_offset;
   const uint32_t tp_mask = static_cast<uint32_t>(a.kv.page_tokens - 1);
@@ -878,6 +887,12 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   ka.sp_pages = a.sp_pages;
   ka.sp_len = a.sp_len;
   ka.sp_stride = a.sp_stride;
+  if (a.sp_base && (reinterpret_cast<uintptr_t>(a.sp_base) % 16 != 0 || a.sp_page_bytes % 16 != 0 ||
+                    a.sp_page_bytes <= 0 || a.sp_page_bytes > 0xffffffffLL || !a.sp_pages))
+    return cudaErrorInvalidValue;
+  ka.sp_base = static_cast<const char*>(a.sp_base);
+  ka.sp_head_bytes = a.sp_head_bytes;
+  ka.sp_page_bytes = static_cast<uint32_t>(a.sp_page_bytes);
   const size_t parts = static_cast<size_t>(q.rows) * a.n_head_kv * a.split.n_splits * group;
   ka.part_max = a.scratch;
   ka.part_sum = a.scratch ? a.scratch + parts : nullptr;

@@ -123,7 +123,12 @@ CudaBackend::~CudaBackend() {
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
   for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_, &moe_h_, &xsplit_}) (void)cudaFree(s->ptr);
-  (void)cudaFree(kv_base_);
+  free_hot_set();
+  (void)cudaFree(hot_scratch_.ptr);
+  if (kv_base_host_)
+    (void)cudaFreeHost(kv_base_);
+  else
+    (void)cudaFree(kv_base_);
   (void)cudaFree(sketch_base_);
   (void)cudaFree(basis_dev_);
   if (cublas_) (void)cublasDestroy(cublas_);
@@ -460,13 +465,35 @@ Status CudaBackend::bind_kv(const KvCache& kv) {
   const size_t total = static_cast<size_t>(g.n_layer) * static_cast<size_t>(layer_bytes);
   if (kv_base_) {
     HS_CUDA(cudaStreamSynchronize(stream_));
-    HS_CUDA(cudaFree(kv_base_));
+    HS_CUDA(kv_base_host_ ? cudaFreeHost(kv_base_) : cudaFree(kv_base_));
     kv_base_ = nullptr;
+    ++alloc_generation_;
   }
   kv_bound_ = nullptr;
-  HS_RETURN_IF_ERROR(device_malloc(&kv_base_, total,
-                                   fmt::format("the KV cache ({} layers x {} pages x {} B, {})", g.n_layer, n_blocks,
-                                               page_elems * elem, kv_dtype_name(g.dtype))));
+  free_hot_set();  // its slots hold pieces of the old pages (bind_sparse_pages makes a new one)
+  const std::string what = fmt::format("the KV cache ({} layers x {} pages x {} B, {})", g.n_layer, n_blocks,
+                                       page_elems * elem, kv_dtype_name(g.dtype));
+  kv_base_host_ = kv_tier_.host;
+  if (kv_tier_.host) {
+    // Host tier: mapped pinned host memory, addressed by the kernels through its device alias
+    // (the same pointer under unified addressing, checked).
+    void* host = nullptr;
+    if (cudaHostAlloc(&host, total, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return make_error(StatusCode::kIoError, "cuda host tier: cannot pin {:.1f} GiB of host memory for {}",
+                        total / 1073741824.0, what);
+    }
+    void* dev = nullptr;
+    if (cudaHostGetDevicePointer(&dev, host, 0) != cudaSuccess || dev != host) {
+      (void)cudaGetLastError();
+      (void)cudaFreeHost(host);
+      return make_error(StatusCode::kUnsupported, "cuda host tier: the pinned KV pages have no unified device address");
+    }
+    kv_base_ = host;
+    ++alloc_generation_;
+  } else {
+    HS_RETURN_IF_ERROR(device_malloc(&kv_base_, total, what));
+  }
   HS_CUDA(cudaMemsetAsync(kv_base_, 0, total, stream_));
   kv_bound_ = &kv;
   kv_geom_ = g;
@@ -482,7 +509,7 @@ Status CudaBackend::read_kv_pages(int layer, void* host) {
                       kv_base_ ? kv_geom_.n_layer : 0);
   HS_CUDA(cudaSetDevice(device_));
   HS_CUDA(cudaMemcpyAsync(host, static_cast<const uint8_t*>(kv_base_) + layer * kv_layer_bytes_,
-                          static_cast<size_t>(kv_layer_bytes_), cudaMemcpyDeviceToHost, stream_));
+                          static_cast<size_t>(kv_layer_bytes_), cudaMemcpyDefault, stream_));
   HS_CUDA(cudaStreamSynchronize(stream_));
   return Status::ok();
 }
@@ -754,8 +781,12 @@ Status CudaBackend::run_step(const std::function<Status()>& body) {
 Status CudaBackend::end_step() {
   in_step_ = false;
   kv_ready_ = false;
+  if (hot_.counters_host)
+    HS_CUDA(cudaMemcpyAsync(hot_.counters_host, hot_.counters, kHotCounters * sizeof(unsigned long long),
+                            cudaMemcpyDeviceToHost, stream_));
   HS_CUDA(cudaStreamSynchronize(stream_));
   HS_CUDA(cudaGetLastError());
+  collect_hot_counters();
   profile_.collect();
   return Status::ok();
 }

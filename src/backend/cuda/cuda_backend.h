@@ -33,10 +33,12 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/hot_set.h"
 #include "backend/cuda/hybrid_kernels.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_profile.h"
 #include "backend/cuda/quant_layout.h"
+#include "backend/cuda/sparse_kernels.h"
 
 struct CUstream_st;    // cudaStream_t
 struct CUevent_st;     // cudaEvent_t
@@ -152,6 +154,15 @@ class CudaBackend final : public Backend {
   // device. null: dense, sketch pages freed.
   Status set_sparse(SparseRuntime* rt, HotChunks* hot) override;
   Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;
+  // Host tier (cuda_host_tier.cpp, hot_set.h): the KV pages in mapped pinned host memory and,
+  // while a sparse runtime is attached, a hot set of hot_budget_bytes on the device. Before the
+  // first step (a bound cache is rebound, its contents lost).
+  Status set_kv_tier(const KvTier& t) override;
+  bool kv_on_host() const { return kv_tier_.host; }
+  // Slots per (sparse layer, kv head) of the hot set (0: none) and the sparse tokens one step
+  // can serve from it (more are run dense).
+  int32_t hot_slots() const { return hot_.n_slots; }
+  int64_t hot_max_rows() const { return hot_max_tokens_; }
   // Tests: the selections of `layer`'s last attention call (rows = token * n_kv_heads + head),
   // each the ascending chunk ids; an empty vector for a dense row. Synchronises.
   Result<std::vector<std::vector<int32_t>>> last_selections(int64_t n_rows);
@@ -408,6 +419,31 @@ class CudaBackend final : public Backend {
   int sel_cap_ = 0;
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
+
+  // Host tier (cuda_host_tier.cpp).
+  KvTier kv_tier_;
+  bool kv_base_host_ = false;  // kv_base_ is mapped pinned host memory (cudaFreeHost)
+  struct HotSet {
+    void* base = nullptr;  // one allocation: res | slot_block | slot_fill | slot_used | clock | slots
+    int32_t n_slots = 0;
+    int n_layers = 0;
+    int64_t piece_bytes = 0;
+    int64_t res_ints = 0, meta_ints = 0, clock_ints = 0;  // per layer
+    int64_t slots_bytes = 0;                                // per layer
+    int64_t layer_bytes = 0;                                // all of one layer's arrays, 256-aligned
+    unsigned long long* counters = nullptr;                 // [kHotCounters] device
+    unsigned long long* counters_host = nullptr;            // pinned copy (end_step)
+    unsigned long long seen[4] = {0, 0, 0, 0};
+  } hot_;
+  int64_t hot_max_tokens_ = 0;
+  bool hot_force_miss_ = false;  // HS_CUDA_HOT_FORCE_MISS=1: every selected piece a miss (worst case)
+  Scratch hot_scratch_;          // slots_out [n * n_kv][cap], then hot_step_scratch_ints
+  Status bind_hot_set();         // bind_sparse_pages, host tier on
+  void free_hot_set();
+  // hot_set.h's view of sparse layer slot `slot`.
+  HotPoolView hot_pool(int slot) const;
+  Status hot_fetch(int layer, int slot, const SelectArgs& s, int64_t rows, AttnArgs& a);
+  void collect_hot_counters();  // end_step
 
   // Device KV copy: n_layer layers of n_blocks pages, layer l at kv_base_ + l * kv_layer_bytes_.
   const KvCache* kv_bound_ = nullptr;

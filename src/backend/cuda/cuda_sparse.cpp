@@ -40,11 +40,12 @@ SelectRule select_rule(const SparseConfig& cfg) {
 Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
   if (hot)
     return make_error(StatusCode::kUnsupported,
-                      "cuda: the CPU's device tier (--device-kv-budget) does not apply: the GPU keeps every KV page on "
-                      "the device and reads the selected ones directly (run with --device-kv-budget 0)");
+                      "cuda: the CPU's device tier (HotChunks) does not apply: the GPU's host tier is --kv-tier host, "
+                      "with its own hot set of --device-kv-budget bytes");
   HS_CUDA(cudaSetDevice(device_));
   if (sparse_ == rt && (rt == nullptr || sketch_base_ != nullptr || kv_bound_ == nullptr)) return Status::ok();
   HS_CUDA(cudaStreamSynchronize(stream_));
+  free_hot_set();
   if (sketch_base_) ++alloc_generation_;
   (void)cudaFree(sketch_base_);
   sketch_base_ = nullptr;
@@ -103,12 +104,18 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
   spdlog::info("cuda sparse attention: sketch rank {} on {} layers, budget {} tokens, {}-token chunks, dense below {} "
                "tokens",
                basis->rank, n_sparse, cfg.budget_tokens, cfg.chunk_tokens, cfg.min_context);
-  if (kv_bound_) return bind_sparse_pages();
+  if (kv_bound_) {
+    if (Status st = bind_sparse_pages(); !st.is_ok()) {
+      (void)set_sparse(nullptr, nullptr);  // nothing half attached
+      return st;
+    }
+  }
   return Status::ok();
 }
 
 Status CudaBackend::bind_sparse_pages() {
-  if (!sparse_ || (sketch_base_ && sketch_blocks_ == kv_blocks_)) return Status::ok();
+  if (!sparse_) return Status::ok();
+  if (sketch_base_ && sketch_blocks_ == kv_blocks_) return bind_hot_set();
   const KvGeometry& g = kv_geom_;
   const SketchBasis& b = *sparse_->basis();
   if (b.n_layer != g.n_layer || b.n_kv_heads != g.n_kv_heads || b.head_dim != g.head_dim)
@@ -133,7 +140,7 @@ Status CudaBackend::bind_sparse_pages() {
                                                sketch_rank_)));
   HS_CUDA(cudaMemsetAsync(sketch_base_, 0, total, stream_));
   sketch_blocks_ = kv_blocks_;
-  return Status::ok();
+  return bind_hot_set();
 }
 
 void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>& flags) {
@@ -145,7 +152,10 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
   for (int64_t i = 0; i < n; ++i) {
     const int32_t n_keys = plan.positions[i] + 1;
     const bool decode = indexed && plan.seq_tokens[static_cast<size_t>(plan.seq_index[i])] == 1;
-    if (sparse_ && plan.kv && decode && sparse_->use_sparse(n_keys)) {
+    // Host tier: as many sparse tokens as the hot set holds selections for; the rest run dense
+    // (through the host pages).
+    const bool room = !hot_.base || n_sparse_tokens_ < hot_max_tokens_;
+    if (sparse_ && plan.kv && decode && room && sparse_->use_sparse(n_keys)) {
       flags[static_cast<size_t>(i)] = 1;
       ++n_sparse_tokens_;
     } else {
@@ -187,6 +197,12 @@ SketchLayerView sketch_view(void* base, int64_t layer_bytes, int slot, const KvG
   return SketchLayerView{reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(base) + slot * layer_bytes), g.n_kv_heads,
                          g.page_tokens, rank};
 }
+// With the hot set's residency map of the layer (writes clear rewritten pages' entries).
+SketchLayerView with_residency(SketchLayerView v, const HotPoolView& pool) {
+  v.residency = pool.res;
+  v.n_blocks = pool.n_blocks;
+  return v;
+}
 SketchBasisView basis_view(void* base, int64_t layer_floats, int slot, const KvGeometry& g, int rank) {
   const float* b = static_cast<const float*>(base) + slot * layer_floats;
   const int64_t bsz = static_cast<int64_t>(g.n_kv_heads) * g.head_dim * rank;
@@ -200,7 +216,9 @@ Status CudaBackend::write_sketches(int layer, const Tensor& k) {
     return Status::ok();
   const int slot = sketch_slot_[layer];
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  return launched(launch_sketch_encode(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
+  SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+  if (hot_.base) sk = with_residency(sk, hot_pool(slot));
+  return launched(launch_sketch_encode(sk,
                                        basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_), t,
                                        crows_of(k), stream_),
                   "sketch_encode");
@@ -249,6 +267,7 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   a.sp_stride = cap;
   sel_rows_ = rows;
   sel_cap_ = cap;
+  if (hot_.base) return hot_fetch(layer, slot, s, rows, a);  // sp_pages become hot slots
   return Status::ok();
 }
 
@@ -290,8 +309,10 @@ Status CudaBackend::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32
     for (int l = 0; l < kv_geom_.n_layer; ++l) {
       if (sketch_slot_[l] < 0) continue;
       const int slot = sketch_slot_[l];
+      SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+      if (hot_.base) sk = with_residency(sk, hot_pool(slot));
       HS_RETURN_IF_ERROR(launched(
-          launch_sketch_rebuild(sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_),
+          launch_sketch_rebuild(sk,
                                 basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_),
                                 layer_kv_view(l), static_cast<const int32_t*>(d_pages), n_tokens, stream_),
           "sketch_rebuild"));

@@ -166,6 +166,12 @@ struct AttnArgs {
   const int32_t* sp_pages = nullptr;
   const int32_t* sp_len = nullptr;
   int sp_stride = 0;
+  // Host tier (hot_set.h): non-null, the sparse rows' sp_pages are slots of their kv head's hot
+  // pool, slot s of head h at sp_base + h * sp_head_bytes + s * sp_page_bytes, laid out as one
+  // head block of a page (plain: [P][K|V][head_dim]; fp8: the head_stride block with its scales).
+  const void* sp_base = nullptr;
+  int64_t sp_head_bytes = 0;
+  int64_t sp_page_bytes = 0;
 };
 // q, out: [n][n_head * head_dim] f32 (n = q.rows).
 cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, const AttnArgs& a, cudaStream_t s);

@@ -35,6 +35,10 @@ struct SketchLayerView {
   int n_kv_heads = 0;
   int page_tokens = 16;
   int rank = 0;  // 16, 32 or 64 (the pages of P tokens: P a multiple of 256 / rank)
+  // Host tier (hot_set.h): the layer's residency map [n_kv][n_blocks]; writing a page's first
+  // token (a new or reused block) clears its entry, so no slot fetched before serves it again.
+  int32_t* residency = nullptr;
+  int32_t n_blocks = 0;
 };
 constexpr int kMaxSketchRank = 64;
 

@@ -89,6 +89,8 @@ __global__ void __launch_bounds__(kEncodeThreads) sketch_encode_kernel(SketchLay
   __syncthreads();
   const int32_t pos = t.positions[i];
   const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / sk.page_tokens];
+  if (sk.residency && pos % sk.page_tokens == 0 && threadIdx.x == 0)
+    sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
   encode_sketch(x, sk, b, h, block, pos % sk.page_tokens);
 }
 
@@ -105,6 +107,7 @@ __global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_kernel(SketchLa
                  (static_cast<int64_t>(h) * P + pos % P) * 2 * D;  // K half of the row
   const float* mu = b.mu + static_cast<int64_t>(h) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = widen<T>(row[d]) - mu[d];
+  if (sk.residency && pos % P == 0 && threadIdx.x == 0) sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
   __syncthreads();
   encode_sketch(x, sk, b, h, block, pos % P);
 }
