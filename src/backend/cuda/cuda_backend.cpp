@@ -713,6 +713,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
     i = j;
   }
   in_step_ = true;
+  hot_kv_layer_ = -1;
   return Status::ok();
 }
 

@@ -438,12 +438,17 @@ class CudaBackend final : public Backend {
   int64_t hot_max_tokens_ = 0;
   bool hot_force_miss_ = false;  // HS_CUDA_HOT_FORCE_MISS=1: every selected piece a miss (worst case)
   Scratch hot_scratch_;          // slots_out [n * n_kv][cap], then hot_step_scratch_ints
+  // The K / V rows of the step's last kv_write (layer hot_kv_layer_, -1: none this step): the
+  // resolve tops the decode rows' growing pages up from them.
+  int hot_kv_layer_ = -1;
+  CRows hot_k_, hot_v_;
   Status bind_hot_set();         // bind_sparse_pages, host tier on
   void free_hot_set();
   // hot_set.h's view of sparse layer slot `slot`.
   HotPoolView hot_pool(int slot) const;
   Status hot_fetch(int layer, int slot, const SelectArgs& s, int64_t rows, AttnArgs& a);
   void collect_hot_counters();  // end_step
+  void note_hot_kv(int layer, const Tensor& k, const Tensor& v);  // kv_write / rope_qk_kv_write
 
   // Device KV copy: n_layer layers of n_blocks pages, layer l at kv_base_ + l * kv_layer_bytes_.
   const KvCache* kv_bound_ = nullptr;

@@ -170,6 +170,10 @@ Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t 
   h.miss_count = h.miss_slot + per;
   h.counters = hot_.counters;
   h.force_miss = hot_force_miss_;
+  if (hot_kv_layer_ == layer && !hot_force_miss_) {  // this layer's K / V of the step: top-ups
+    h.k = hot_k_;
+    h.v = hot_v_;
+  }
   const HotPoolView pool = hot_pool(slot);
   {
     OpProfile::Scope prof(&profile_, "attention: hot fetch", stream_);
@@ -180,6 +184,12 @@ Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t 
   a.sp_head_bytes = static_cast<int64_t>(pool.n_slots) * pool.piece_bytes;
   a.sp_page_bytes = pool.piece_bytes;
   return Status::ok();
+}
+
+void CudaBackend::note_hot_kv(int layer, const Tensor& k, const Tensor& v) {
+  hot_kv_layer_ = layer;
+  hot_k_ = crows_of(k);
+  hot_v_ = crows_of(v);
 }
 
 void CudaBackend::collect_hot_counters() {

@@ -550,6 +550,7 @@ Status CudaBackend::kv_write(int layer, const Tensor& k, const Tensor& v) {
   HS_ASSIGN_OR_RETURN(const KvLayerView view, kv_write_view(layer, k, v, "kv_write"));
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
   HS_RETURN_IF_ERROR(launched(launch_kv_write(view, t, crows_of(k), crows_of(v), stream_), "kv_write"));
+  note_hot_kv(layer, k, v);
   return write_sketches(layer, k);
 }
 
@@ -566,6 +567,7 @@ Status CudaBackend::rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor
         launch_rope_kv_write(rows_of(q), rows_of(k), crows_of(v), head_dim, theta, neox, view, t, stream_);
     if (e != cudaErrorInvalidValue) {
       HS_RETURN_IF_ERROR(launched(e, "rope_qk_kv_write"));
+      note_hot_kv(layer, k, v);
       return write_sketches(layer, k);
     }
   }

@@ -1,5 +1,7 @@
 // backend/cuda/hot_set.cu — the device hot set's kernels (hot_set.h): reset, resolve (selected
 // pages -> slots, CLOCK victims for misses) and gather (misses copied from mapped host memory).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -12,6 +14,27 @@ namespace hs::cuda {
 namespace {
 
 constexpr int kResolveThreads = 1024;
+constexpr int kMaxTopUps = 64;  // growing pages topped up per (layer, kv head) and step; more: misses
+
+// The page element of x, rounded as kv_write rounds it (attention.cu from_f).
+template <typename T>
+__device__ __forceinline__ T to_elem(float x);
+template <>
+__device__ __forceinline__ float to_elem<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __half to_elem<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Row tp of the slot piece ([P][K|V][hd] of T) from token i's f32 K / V rows of kv head h.
+template <typename T>
+__device__ __forceinline__ void top_up_row(void* piece, int tp, int hd, const float* kr, const float* vr, int lane) {
+  T* dst = static_cast<T*>(piece) + static_cast<int64_t>(tp) * 2 * hd;
+  for (int d = lane; d < hd; d += 32) {
+    dst[d] = to_elem<T>(kr[d]);
+    dst[hd + d] = to_elem<T>(vr[d]);
+  }
+}
 constexpr int kGatherThreads = 256;
 constexpr int kGatherCtasPerHead = 64;
 
@@ -49,14 +72,17 @@ __device__ __forceinline__ int2 block_rank(bool flag, int* warp_sums) {
   return make_int2(before + in_warp, total);
 }
 
-// One CTA per kv head of the layer.
-__global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolView p, HotStepArgs a) {
+// One CTA per kv head of the layer. elem: the pages' element type (top-ups for plain ones).
+__global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolView p, HotStepArgs a, KvElem elem,
+                                                                      int head_dim) {
   pdl_launch_dependents();
   pdl_wait();
   __shared__ int n_miss;
   __shared__ int warp_sums[kResolveThreads / 32];
   __shared__ unsigned long long hits_sh, evict_sh;
   __shared__ int last_off;
+  __shared__ int n_top;
+  __shared__ int32_t top_slot[kMaxTopUps], top_tok[kMaxTopUps], top_tp[kMaxTopUps];
   const int h = blockIdx.x, n_kv = p.n_kv_heads, P = p.page_tokens, S = p.n_slots;
   int32_t* res = p.res + int64_t{h} * p.n_blocks;
   int32_t* slot_block = p.slot_block + int64_t{h} * S;
@@ -67,8 +93,10 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
   int32_t* miss_block = a.miss_block + h * max_miss;
   int32_t* miss_slot = a.miss_slot + h * max_miss;
   const uint32_t epoch = p.clock[2 * h] + 1;
+  const bool can_top_up = a.k.p && a.v.p && elem != KvElem::kFp8;
   if (threadIdx.x == 0) {
     n_miss = 0;
+    n_top = 0;
     hits_sh = 0;
     evict_sh = 0;
   }
@@ -98,7 +126,24 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
       continue;
     }
     const int32_t s = a.force_miss ? -1 : res[block];
-    if (s >= 0 && slot_block[s] == block && slot_fill[s] >= need) {
+    bool hit = false;
+    if (s >= 0 && slot_block[s] == block) {
+      const int32_t fill = slot_fill[s];
+      hit = fill >= need;
+      // The row's growing page one token short: that token is this step's own (a decode row's
+      // token is its sequence's only one), written from its K / V rows below.
+      const int64_t i = e / a.cap;
+      if (!hit && can_top_up && fill == need - 1 && a.positions[i] % P == fill) {
+        const int t = atomicAdd(&n_top, 1);
+        if (t < kMaxTopUps) {
+          top_slot[t] = s;
+          top_tok[t] = static_cast<int32_t>(i);
+          top_tp[t] = fill;
+          hit = true;
+        }
+      }
+    }
+    if (hit) {
       slot_used[s] = epoch;
       a.slots_out[out] = s;
       ++hits;
@@ -108,6 +153,21 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
   }
   if (hits) atomicAdd(&hits_sh, hits);
   __syncthreads();
+  // Top-ups, a warp each: the token's row into its slot, then the slot's fill.
+  const int tops = min(n_top, kMaxTopUps);
+  for (int t = threadIdx.x >> 5; t < tops; t += blockDim.x >> 5) {
+    const int lane = threadIdx.x & 31;
+    void* piece = static_cast<char*>(p.slots) + (int64_t{h} * S + top_slot[t]) * p.piece_bytes;
+    const float* kr = a.k.p + top_tok[t] * a.k.stride + static_cast<int64_t>(h) * head_dim;
+    const float* vr = a.v.p + top_tok[t] * a.v.stride + static_cast<int64_t>(h) * head_dim;
+    switch (elem) {
+      case KvElem::kF32: top_up_row<float>(piece, top_tp[t], head_dim, kr, vr, lane); break;
+      case KvElem::kF16: top_up_row<__half>(piece, top_tp[t], head_dim, kr, vr, lane); break;
+      case KvElem::kBF16: top_up_row<__nv_bfloat16>(piece, top_tp[t], head_dim, kr, vr, lane); break;
+      default: break;
+    }
+    if (lane == 0) slot_fill[top_slot[t]] = top_tp[t] + 1;
+  }
 
   // Misses: victims from the hand, first slots unused in the last two steps, then any unused
   // in this one (two laps each); a slot used this step is never taken.
@@ -235,7 +295,11 @@ cudaError_t launch_hot_fetch(HotPoolView pool, KvLayerView kv, const HotStepArgs
       !a.miss_count || !a.counters || reinterpret_cast<uintptr_t>(kv.base) % 16 != 0 ||
       a.n_tokens * a.cap > 0x7fffffff)
     return cudaErrorInvalidValue;
-  launch_chain(hot_resolve_kernel, dim3(static_cast<unsigned>(pool.n_kv_heads)), kResolveThreads, 0, s, pool, a);
+  if ((a.k.p || a.v.p) && (!a.k.p || !a.v.p || a.k.rows < a.n_tokens || a.v.rows < a.n_tokens ||
+                           a.k.cols != int64_t{kv.n_kv_heads} * kv.head_dim || a.v.cols != a.k.cols))
+    return cudaErrorInvalidValue;
+  launch_chain(hot_resolve_kernel, dim3(static_cast<unsigned>(pool.n_kv_heads)), kResolveThreads, 0, s, pool, a,
+               kv.elem, kv.head_dim);
   launch_chain(hot_gather_kernel, dim3(kGatherCtasPerHead, static_cast<unsigned>(pool.n_kv_heads)), kGatherThreads, 0,
                s, pool, kv, a);
   return cudaGetLastError();

@@ -20,7 +20,8 @@
 //
 // Per sparse layer and step (after the selection, before attention; graph-safe: fixed grids,
 // counts on the device): hot_resolve maps every selected page of every sparse row to a slot
-// (hits) or assigns a victim and queues the copy (misses); hot_gather copies the queued pieces
+// (hits; the row's growing page, one token short in its slot, is topped up from the step's own
+// K / V rows) or assigns a victim and queues the copy (misses); hot_gather copies the queued pieces
 // from mapped host memory, one warp per piece in 16-byte loads; the attention kernel then reads
 // the row's slots (AttnArgs::sp_base).
 // Cost: resolve one CTA per kv head over the rows' selections (~cap lookups per row); gather
@@ -66,7 +67,12 @@ struct HotStepArgs {
   int32_t* miss_entry = nullptr;   // [n_kv][n_tokens * cap] resolve's scratch
   int32_t* miss_count = nullptr;   // [n_kv]
   unsigned long long* counters = nullptr;  // [kHotCounters]
-  bool force_miss = false;         // every selected page a miss (the worst case, measured)
+  bool force_miss = false;         // every selected piece a miss (the worst case, measured)
+  // This step's K / V rows of the layer ([n_tokens][n_kv * head_dim] f32, post-RoPE K: what
+  // kv_write stored), or null: a decode row's growing page held in a slot one token short is
+  // topped up from them (the token's row converted as kv_write converts it, plain KV only)
+  // instead of fetched again.
+  CRows k, v;
 };
 
 // Ints of HotStepArgs' miss arrays (three of n_kv * n_tokens * cap) plus miss_count.
