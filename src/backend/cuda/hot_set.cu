@@ -13,7 +13,7 @@ namespace hs::cuda {
 
 namespace {
 
-constexpr int kResolveThreads = 1024;
+constexpr int kResolveThreads = 256;
 constexpr int kMaxTopUps = 64;  // growing pages topped up per (layer, kv head) and step; more: misses
 
 // The page element of x, rounded as kv_write rounds it (attention.cu from_f).
@@ -36,7 +36,7 @@ __device__ __forceinline__ void top_up_row(void* piece, int tp, int hd, const fl
   }
 }
 constexpr int kGatherThreads = 256;
-constexpr int kGatherCtasPerHead = 64;
+constexpr int kGatherCtasPerHead = 16;
 
 __global__ void hot_reset_kernel(HotPoolView p) {
   const int64_t n_res = int64_t{p.n_kv_heads} * p.n_blocks;
