@@ -99,7 +99,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
   cmd->add_option("--device-kv-budget", opt.device_kv_budget,
                   "Bytes of hot chunk slots the sparse path fetches selected chunks into (0 = none: read the KV "
-                  "pages directly)")
+                  "pages directly); on a GPU with --kv-tier host, the device hot set's bytes")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
   cmd->add_option("--kv-tier", opt.kv_tier,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <random>
 
+#include "backend/backend.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/ops.h"
 
@@ -205,6 +206,17 @@ TEST(CpuOps, PrefillTileMatchesPerTokenAttention) {
     }
   }
   EXPECT_EQ(cpu::attention_tile_max_tokens(4, 40), 0);  // a head size the tile kernel does not take
+}
+
+// --kv-tier host is a GPU placement: the CPU backend's pages are host memory already, so it refuses
+// it with a message naming the flag (and accepts the default placement).
+TEST(CpuOps, RefusesTheGpuHostTier) {
+  auto be = make_backend(Device::kCpu);
+  ASSERT_TRUE(be.is_ok()) << be.status().to_string();
+  const Status st = (*be)->set_kv_tier({true, int64_t{1} << 30});
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("--kv-tier host"), std::string::npos) << st.message();
+  EXPECT_TRUE((*be)->set_kv_tier({false, 0}).is_ok());
 }
 
 }  // namespace
