@@ -8,7 +8,7 @@
 // metadata, the CLOCK state and the slots), its counters (device + a pinned copy) and the
 // per-step fetch scratch (grown with the step, never shrunk).
 // Cost: device memory = the hot budget (the residency map, 4 B per block and kv head and layer,
-// comes out of it); per step and sparse layer two launches (resolve: n_kv CTAs; gather: the
+// comes out of it); per step and sparse layer one launch (resolve: n_kv CTAs, which also copy the
 // misses' bytes over PCIe); end_step copies 32 bytes back.
 #include <cuda_runtime_api.h>
 

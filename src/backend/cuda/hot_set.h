@@ -21,11 +21,11 @@
 // Per sparse layer and step (after the selection, before attention; graph-safe: fixed grids,
 // counts on the device): hot_resolve maps every selected page of every sparse row to a slot
 // (hits; the row's growing page, one token short in its slot, is topped up from the step's own
-// K / V rows) or assigns a victim and queues the copy (misses); hot_gather copies the queued pieces
-// from mapped host memory, one warp per piece in 16-byte loads; the attention kernel then reads
-// the row's slots (AttnArgs::sp_base).
-// Cost: resolve one CTA per kv head over the rows' selections (~cap lookups per row); gather
-// the missed pieces' bytes over PCIe (8 KiB a piece for a bf16 head of 128 at P = 16).
+// K / V rows) or assigns a victim (misses), then its warps copy the missed pieces from mapped host
+// memory, one warp per piece in 16-byte loads (one launch); the attention kernel then reads the
+// row's slots (AttnArgs::sp_base).
+// Cost: one CTA per kv head over the rows' selections (~cap lookups per row), then the missed
+// pieces' bytes over PCIe (8 KiB a piece for a bf16 head of 128 at P = 16).
 #pragma once
 
 #include <cstdint>
@@ -80,7 +80,7 @@ size_t hot_step_scratch_ints(int64_t n_tokens, int n_kv_heads, int cap);
 
 // Every slot empty, every res entry -1, stamps 0 (async on s).
 cudaError_t launch_hot_reset(HotPoolView pool, cudaStream_t s);
-// hot_resolve then hot_gather for one sparse layer; kv: the layer's pages (mapped host memory).
+// The resolve (and its gather) for one sparse layer; kv: the layer's pages (mapped host memory).
 cudaError_t launch_hot_fetch(HotPoolView pool, KvLayerView kv, const HotStepArgs& a, cudaStream_t s);
 
 }  // namespace hs::cuda
