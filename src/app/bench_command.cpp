@@ -38,6 +38,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -82,6 +83,20 @@ struct Measurement {
   double hit_rate() const {
     return fetch_hits + fetch_misses > 0 ? static_cast<double>(fetch_hits) / (fetch_hits + fetch_misses) : 0.0;
   }
+  // The sketch bytes, selected share and device-tier figures from counters summed over `steps`
+  // decode steps (sparse: a sparse runtime ran; its tier, the CPU's hot chunks or the GPU host
+  // tier's hot set, when it counted fetch steps).
+  void set_sparse_figures(const SparseStats& sum, double steps, bool sparse) {
+    score_bytes = sum.score_bytes / steps;
+    if (sum.keys_total > 0) keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
+    tiered = sparse && sum.fetch_steps > 0;
+    fetch_bytes = sum.fetch_bytes / steps;
+    resident_bytes = sum.resident_bytes / steps;
+    fetch_hits = sum.fetch_hits;
+    fetch_misses = sum.fetch_misses;
+    fetch_evictions = sum.fetch_evictions;
+    fetch_refused = sum.fetch_refused;
+  }
   // Aggregate tests (--batched): sequences, prefill rate (0: synthetic context).
   int n_seqs = 1;
   double prefill_tps = 0;
@@ -108,6 +123,23 @@ constexpr int kSeedStateTokens = 64;
 SparseRuntime* sparse_of(const LoadedModel& m) { return m.model().sparse(); }
 void set_sparse(LoadedModel& m, SparseRuntime* rt) {
   m.model().set_sparse(rt);
+}
+
+// One timed run's sparse counters added to `sum`.
+void add_stats(SparseStats& sum, const SparseStats& st) {
+  sum.sparse_heads += st.sparse_heads;
+  sum.dense_heads += st.dense_heads;
+  sum.keys_total += st.keys_total;
+  sum.keys_selected += st.keys_selected;
+  sum.score_bytes += st.score_bytes;
+  sum.kv_bytes += st.kv_bytes;
+  sum.fetch_hits += st.fetch_hits;
+  sum.fetch_misses += st.fetch_misses;
+  sum.fetch_bytes += st.fetch_bytes;
+  sum.fetch_evictions += st.fetch_evictions;
+  sum.fetch_refused += st.fetch_refused;
+  sum.resident_bytes += st.resident_bytes;
+  sum.fetch_steps += st.fetch_steps;
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab, std::mt19937& rng) {
@@ -324,20 +356,7 @@ int run_bench(BenchOptions& o) {
           auto v = time_decode(*m, n, depth, rng);
           if (!v.is_ok()) { fmt::print(stderr, "error: {}\n", v.status().message()); return 1; }
           r.tps.push_back(*v);
-          if (rt) {  // time_decode reset the counters before its steps
-            const SparseStats st = rt->stats();
-            sum.keys_total += st.keys_total;
-            sum.keys_selected += st.keys_selected;
-            sum.score_bytes += st.score_bytes;
-            sum.kv_bytes += st.kv_bytes;
-            sum.fetch_hits += st.fetch_hits;
-            sum.fetch_misses += st.fetch_misses;
-            sum.fetch_bytes += st.fetch_bytes;
-            sum.fetch_evictions += st.fetch_evictions;
-            sum.fetch_refused += st.fetch_refused;
-            sum.resident_bytes += st.resident_bytes;
-            sum.fetch_steps += st.fetch_steps;
-          }
+          if (rt) add_stats(sum, rt->stats());  // time_decode reset the counters before its steps
         }
         // Bytes per step, averaged over the test's steps (each repetition runs the same ones).
         double dense_part = 0;
@@ -350,15 +369,7 @@ int run_bench(BenchOptions& o) {
         r.weight_bytes = decode_weight_bytes(c, weight_bytes, expert_bytes, 1);
         r.kv_bytes = dense_part / n + sum.kv_bytes / steps;
         r.state_bytes = state_step_bytes;
-        r.score_bytes = sum.score_bytes / steps;
-        if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
-        r.tiered = rt && sum.fetch_steps > 0;  // the CPU's hot chunks or the GPU host tier's hot set
-        r.fetch_bytes = sum.fetch_bytes / steps;
-        r.resident_bytes = sum.resident_bytes / steps;
-        r.fetch_hits = sum.fetch_hits;
-        r.fetch_misses = sum.fetch_misses;
-        r.fetch_evictions = sum.fetch_evictions;
-        r.fetch_refused = sum.fetch_refused;
+        r.set_sparse_figures(sum, steps, rt != nullptr);
         results.push_back(r);
       }
       set_sparse(*m, sparse);
@@ -380,17 +391,7 @@ int run_bench(BenchOptions& o) {
         if (!v.is_ok()) { fmt::print(stderr, "error: {}: {}\n", r.test, v.status().message()); return 1; }
         r.tps.push_back(v->decode_tps);
         prefill += v->prefill_tps / o.repetitions;
-        sum.keys_total += v->sparse.keys_total;
-        sum.keys_selected += v->sparse.keys_selected;
-        sum.score_bytes += v->sparse.score_bytes;
-        sum.kv_bytes += v->sparse.kv_bytes;
-        sum.fetch_hits += v->sparse.fetch_hits;
-        sum.fetch_misses += v->sparse.fetch_misses;
-        sum.fetch_bytes += v->sparse.fetch_bytes;
-        sum.fetch_evictions += v->sparse.fetch_evictions;
-        sum.fetch_refused += v->sparse.fetch_refused;
-        sum.resident_bytes += v->sparse.resident_bytes;
-        sum.fetch_steps += v->sparse.fetch_steps;
+        add_stats(sum, v->sparse);
       }
       r.prefill_tps = prefill;
       r.weight_bytes = decode_weight_bytes(c, weight_bytes, expert_bytes, npl);
@@ -405,15 +406,7 @@ int run_bench(BenchOptions& o) {
       }
       const double steps = static_cast<double>(o.batched_gen) * o.repetitions;
       r.kv_bytes = kv / o.batched_gen * npl + sum.kv_bytes / steps;
-      r.score_bytes = sum.score_bytes / steps;
-      if (sum.keys_total > 0) r.keys_selected_share = static_cast<double>(sum.keys_selected) / sum.keys_total;
-      r.tiered = rt && sum.fetch_steps > 0;
-      r.fetch_bytes = sum.fetch_bytes / steps;
-      r.resident_bytes = sum.resident_bytes / steps;
-      r.fetch_hits = sum.fetch_hits;
-      r.fetch_misses = sum.fetch_misses;
-      r.fetch_evictions = sum.fetch_evictions;
-      r.fetch_refused = sum.fetch_refused;
+      r.set_sparse_figures(sum, steps, rt != nullptr);
       results.push_back(r);
     }
     set_sparse(*m, sparse);
@@ -455,10 +448,32 @@ int run_bench(BenchOptions& o) {
     fmt::print("peaks (measured now): memory {:.0f} GB/s, 16-bit matmul {:.0f} TFLOP/s ({})\n",
                peaks->memory_bytes_per_s / 1e9, peaks->matmul_flops_per_s / 1e12, peaks->how);
   fmt::print("depth context (tg @ d, synthetic batched): {}\n", depth_context);
+  // The CUDA host tier's knob for the hit rate (zeroed synthetic KV makes every step select the
+  // same chunks: a best case), so a run says which hit rate it imposed.
+  const char* forced = o.model.kv_tier == "host" ? std::getenv("HS_CUDA_HOT_FORCE_MISS") : nullptr;
+  if (forced) fmt::print("forced misses: HS_CUDA_HOT_FORCE_MISS={} of the selected pieces\n", forced);
   if (m->hybrid)
     fmt::print("recurrent state: {:.2f} MiB per sequence, read and written once per decode step{}\n",
                recurrent_state_bytes(c) / 1048576.0,
                c.is_moe() ? "; MB/step weights: the routed experts' expected share (uniform routing)" : "");
+  // A device that selects itself (CUDA): what it keeps for the sparse path, against the dense
+  // bf16 KV of the whole pool those sketches cover (the "device KV <= 10 % of dense").
+  nlohmann::ordered_json device_sparse_memory;
+  if (const SparseRuntime* sp = sparse_of(*m); sp && sp->device_sketch_bytes() > 0) {
+    const KvGeometry& kg = m->kv->geometry();
+    const int64_t pool_tokens = static_cast<int64_t>(m->kv->pool().n_blocks()) * kg.page_tokens;
+    const double dense_bf16 = static_cast<double>(pool_tokens) * kg.n_layer * kg.n_kv_heads * kg.head_dim * 2 * 2;
+    const double dev = static_cast<double>(sp->device_sketch_bytes() + sp->device_hot_set_bytes());
+    fmt::print("device sparse memory: sketches {:.2f} GiB + hot set {:.2f} GiB = {:.2f} GiB for a KV pool of {} tokens "
+               "(dense bf16 KV {:.2f} GiB): {:.1f} %\n",
+               sp->device_sketch_bytes() / 1073741824.0, sp->device_hot_set_bytes() / 1073741824.0, dev / 1073741824.0,
+               pool_tokens, dense_bf16 / 1073741824.0, 100.0 * dev / dense_bf16);
+    device_sparse_memory = {{"sketch_bytes", sp->device_sketch_bytes()},
+                            {"hot_set_bytes", sp->device_hot_set_bytes()},
+                            {"pool_tokens", pool_tokens},
+                            {"dense_bf16_kv_bytes", dense_bf16},
+                            {"fraction_of_dense_bf16", dev / dense_bf16}};
+  }
   fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | roofline | "
              "MB/step weights | MB/step sketch | MB/step KV | MB/step state | fetch MB/step | hit rate |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -473,6 +488,8 @@ int run_bench(BenchOptions& o) {
   j["matmul"] = on_cpu ? o.matmul : "16-bit (f16 for GGUF blocks)";
   j["kv_cache_dtype"] = kv_dtype_name(m->kv->geometry().dtype);
   j["kv_tier"] = o.model.kv_tier;
+  if (!device_sparse_memory.is_null()) j["device_sparse_memory"] = device_sparse_memory;
+  if (forced) j["forced_miss_fraction"] = std::strtod(forced, nullptr);
   if (const HotChunks* hot = model.hot_chunks())
     j["device_tier"] = {{"budget_bytes", o.model.device_kv_budget}, {"bytes", hot->bytes()},
                         {"slots_per_layer_head", hot->slots_per_set()}, {"piece_bytes", hot->piece_bytes()}};

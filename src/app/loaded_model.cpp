@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <chrono>
 #include <filesystem>
 #include <optional>
@@ -56,7 +57,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "oracle (eval ceiling: the best selection from the exact keys, dense cost)")
       ->check(CLI::IsMember({"auto", "off", "sketch", "quest", "oracle"}))
       ->capture_default_str();
-  cmd->add_option("--sketch", opt.sketch, "Sketch basis file (default: MODEL.sketch.safetensors; 'random' for speed tests)");
+  cmd->add_option("--sketch", opt.sketch, "Sketch basis file (default: MODEL.sketch.safetensors; 'random' or 'random:RANK' for speed tests)");
   cmd->add_option("--sparse-budget", opt.sparse_cfg.budget_tokens, "Tokens of top-scoring chunks per layer and kv head")
       ->check(CLI::Range(16, 1 << 24))
       ->capture_default_str();
@@ -181,9 +182,19 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
                             kv_token_bytes(kv.geometry().dtype, c.head_dim), dec.sparse_kv_layers()};
   std::unique_ptr<SketchBasis> basis;
   if (mode == SparseMode::kSketch) {
-    if (path == "random") {
-      basis = std::make_unique<SketchBasis>(
-          random_sketch_basis(n_kv_layers, c.n_head_kv, c.head_dim, default_sketch_rank(c.head_dim), 1234));
+    if (path == "random" || path.starts_with("random:")) {
+      // "random:R": a random basis of rank R (speed tests of other sketch sizes).
+      int rank = default_sketch_rank(c.head_dim);
+      if (path.size() > 7) {
+        const std::string r = path.substr(7);
+        char* end = nullptr;
+        const long v = std::strtol(r.c_str(), &end, 10);
+        if (r.empty() || *end != '\0' || v < 1 || v > c.head_dim)
+          return make_error(StatusCode::kInvalidArgument, "--sketch {}: the rank must be 1..{} (head_dim)", path,
+                            c.head_dim);
+        rank = static_cast<int>(v);
+      }
+      basis = std::make_unique<SketchBasis>(random_sketch_basis(n_kv_layers, c.n_head_kv, c.head_dim, rank, 1234));
     } else {
       auto b = SketchBasis::load(path);
       if (!b.is_ok())

@@ -118,6 +118,14 @@ class SparseRuntime {
                     std::span<const int32_t> selected, AttnPartial part) const;
   // One decoder step's device-tier counters (HotChunks::end_step).
   void count_fetch(const HotChunkStats& s);
+  // What a backend that selects on its own device keeps there for this runtime (CUDA: the
+  // flat sketches of every KV block, and the host tier's hot set); 0 where nothing is.
+  void set_device_bytes(int64_t sketch_bytes, int64_t hot_set_bytes) {
+    device_sketch_bytes_ = sketch_bytes;
+    device_hot_bytes_ = hot_set_bytes;
+  }
+  int64_t device_sketch_bytes() const { return device_sketch_bytes_; }
+  int64_t device_hot_set_bytes() const { return device_hot_bytes_; }
 
   // Attention-mass recall per layer (eval): when on, the decoder reports each selection's
   // recall here.
@@ -133,6 +141,7 @@ class SparseRuntime {
   void reset_stats();
 
  private:
+  int64_t device_sketch_bytes_ = 0, device_hot_bytes_ = 0;
   SparseRuntime() = default;
   // The counters of one selection of `chunks` over n_keys keys; rerank_rows: key rows the
   // rerank read.

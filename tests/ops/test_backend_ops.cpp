@@ -11,8 +11,8 @@
 //   (1..8 rows): within 1e-5 relative norm (float rounding only); quantized weights on the dp2a
 //   warp GEMV (Q4_0 / Q8_0 at 1-8 rows, Q4_K at 1-2; x quantized to int16 per 32 columns): 5e-4;
 //   f32 element-wise math (norms, RoPE with double angles, gates, softcap): 1e-5 of max|ref|;
-//   attention over f16 / bf16 / f32 / fp8 KV (both backends round K/V identically; fp8 pages
-//   are byte-identical, checked by Fp8KvWriteMatchesHostBytes): 2e-3; prompts over bf16 KV
+//   attention over f16 / bf16 / f32 / fp8 / int8 / int4 KV (both backends round K/V identically;
+//   scaled pages are byte-identical, checked by ScaledKvWriteMatchesHostBytes): 2e-3; prompts over bf16 KV
 //   (CUDA's flash kernel rounds Q and P to bf16): 1.5e-2.
 // A compact table (op, shape, max abs error, relative error) goes to stdout for the GPU
 // check log. Without a CUDA device (or a build without CUDA) every test skips, except
@@ -737,7 +737,8 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
     int hd, n_head, n_kv;
   };
   const Case cases[] = {{KvDtype::kF16, 128, 8, 2}, {KvDtype::kF16, 64, 9, 3}, {KvDtype::kBF16, 128, 32, 8},
-                        {KvDtype::kF32, 80, 4, 4},  {KvDtype::kBF16, 256, 4, 1}, {KvDtype::kFp8, 128, 8, 2}};
+                        {KvDtype::kF32, 80, 4, 4},  {KvDtype::kBF16, 256, 4, 1}, {KvDtype::kFp8, 128, 8, 2},
+                        {KvDtype::kInt4, 128, 8, 2}};
   for (const Case& c : cases) {
     for (bool neox : {false, true}) {
       constexpr int kP = 16;
@@ -1016,18 +1017,36 @@ TEST_F(AttentionOps, Fp8AllShapes) {
     }
 }
 
-// CUDA's fp8 kv_write gives the bytes KvCache::write gives on the host, page for page
-// (rows, f16 scales and padding), for ordinary, outlier, tiny (f16-subnormal scale), zero,
-// huge and tie-valued rows; head_dim 64 / 128 / 256 and two that attention does not take.
-TEST_F(BackendOps, Fp8KvWriteMatchesHostBytes) {
+TEST_F(AttentionOps, Int8AndInt4Shapes) {
+  for (KvDtype dt : {KvDtype::kInt8, KvDtype::kInt4})
+    for (Scenario sc : {Scenario::kSingle, Scenario::kPrefill, Scenario::kDecode, Scenario::kChunked})
+      for (int group : {1, 4, 8})
+        for (int hd : {64, 128, 256}) {
+          run_case(AttnCase{sc, group, hd, sc == Scenario::kDecode ? 512 : 0, dt});
+          if (HasFatalFailure()) return;
+        }
+  for (KvDtype dt : {KvDtype::kInt8, KvDtype::kInt4})
+    for (int group : {2, 5, 7}) {
+      run_case(AttnCase{Scenario::kDecode, group, 64, 0, dt});
+      if (HasFatalFailure()) return;
+    }
+}
+
+// CUDA's scaled kv_write (fp8, int8, int4) gives the bytes KvCache::write gives on the host,
+// page for page (rows, f16 scales and padding), for ordinary, outlier, tiny (f16-subnormal
+// scale), zero, huge and tie-valued rows; head_dim 64 / 128 / 256 and two that attention does
+// not take. (int4's "huge" rows stay finite: f16(min) = -inf makes the host encoder's nibble
+// a float-to-int cast of NaN, undefined on both sides.)
+TEST_F(BackendOps, ScaledKvWriteMatchesHostBytes) {
 #if defined(HS_WITH_CUDA)
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
   ASSERT_NE(cuda, nullptr);
   constexpr int kLayers = 2, kKvHeads = 3, kP = 16;
+  for (KvDtype dtype : {KvDtype::kFp8, KvDtype::kInt8, KvDtype::kInt4})
   for (int hd : {64, 128, 256, 80, 6}) {
     const int kv_dim = kKvHeads * hd;
     const int32_t n = 70;  // tokens 0..69 of one sequence, then 5 more over a second step
-    KvCache kv(KvGeometry{kLayers, kKvHeads, hd, kP, KvDtype::kFp8}, 9);
+    KvCache kv(KvGeometry{kLayers, kKvHeads, hd, kP, dtype}, 9);
     SeqKv seq;
     HS_ASSERT_OK(kv.reserve(seq, n + 5));
     std::shuffle(seq.blocks.begin(), seq.blocks.end(), rng_);  // scattered pages
@@ -1041,7 +1060,7 @@ TEST_F(BackendOps, Fp8KvWriteMatchesHostBytes) {
           switch (kind) {
             case 1: row[d] *= 1e-3f; break;                    // f16-subnormal scale
             case 2: row[d] = 0.0f; break;                      // d = 0
-            case 3: row[d] *= 3e7f; break;                     // scale clamped to 65504
+            case 3: row[d] *= dtype == KvDtype::kInt4 ? 3e3f : 3e7f; break;  // fp8: scale clamped to 65504
             case 4:  // d = f16(7 / 448) = 2^-6 exactly, x / d = 4 · (-128..124): many exact ties
               row[d] = d == 0 ? 7.0f : (static_cast<int>(u(rng_) * 64) - 32) * 0x1p-4f;
               break;
@@ -1087,12 +1106,14 @@ TEST_F(BackendOps, Fp8KvWriteMatchesHostBytes) {
       size_t bad = 0, first_bad = 0;
       for (size_t b = 0; b < layer_bytes; ++b)
         if (got[b] != want[b] && bad++ == 0) first_bad = b;
-      EXPECT_EQ(bad, 0u) << "hd " << hd << " layer " << l << ": " << bad << " of " << layer_bytes
+      EXPECT_EQ(bad, 0u) << kv_dtype_name(dtype) << " hd " << hd << " layer " << l << ": " << bad << " of " << layer_bytes
                          << " bytes differ, first at " << first_bad << " (got " << int{got[first_bad]} << ", host "
                          << int{want[first_bad]} << "); " << seed_note();
       print_header();
-      std::printf("%-12s %-46s %12zu %12s %10s%s\n", "kv_write", ("fp8 bytes hd" + std::to_string(hd) + " layer " +
-                                                               std::to_string(l)).c_str(), bad, "bytes", "0",
+      std::printf("%-12s %-46s %12zu %12s %10s%s\n", "kv_write",
+                  (std::string(kv_dtype_name(dtype)) + " bytes hd" + std::to_string(hd) + " layer " + std::to_string(l))
+                      .c_str(),
+                  bad, "bytes", "0",
                   bad == 0 ? "" : "  FAIL");
     }
   }
@@ -1102,13 +1123,7 @@ TEST_F(BackendOps, Fp8KvWriteMatchesHostBytes) {
 }
 
 TEST_F(BackendOps, RefusesWhatItCannotRun) {
-  // int8 KV, unsupported head_dim and group sizes, and host tensors get clear errors.
-  KvCache kv(KvGeometry{1, 1, 64, 16, KvDtype::kInt8}, 4);
-  Step s = simple_step({0});
-  s.finish(&kv, *pool_);
-  const Status st = dev_->begin_step(s.plan);
-  EXPECT_FALSE(st.is_ok());
-  EXPECT_NE(st.message().find("not supported on CUDA"), std::string::npos) << st.message();
+  // Host tensors and weight types it cannot run get clear errors (every KV dtype binds).
   std::vector<float> host(64);
   const Tensor h = Tensor::matrix(host.data(), DType::F32, 1, 64);
   EXPECT_FALSE(dev_->scale(h, 2.0f).is_ok());

@@ -99,6 +99,8 @@ const char* elem_name(KvElem e) {
     case KvElem::kF16: return "f16";
     case KvElem::kBF16: return "bf16";
     case KvElem::kFp8: return "fp8";
+    case KvElem::kInt8: return "int8";
+    case KvElem::kInt4: return "int4";
   }
   return "?";
 }

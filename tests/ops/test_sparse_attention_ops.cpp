@@ -125,7 +125,7 @@ class SparseAttentionOps : public ::testing::Test {
     std::mt19937_64 r(basis_seed);
     for (auto& layer : b.mean)
       for (float& m : layer) m = std::normal_distribution<float>(0.0f, 0.3f)(r);
-    SparseRuntime::Geometry g{kLayers, kKvHeads, kHd, kP, kv_->pool().n_blocks(), kv_token_bytes(KvDtype::kF16, kHd),
+    SparseRuntime::Geometry g{kLayers, kKvHeads, kHd, kP, kv_->pool().n_blocks(), kv_token_bytes(kv_dtype_, kHd),
                               std::vector<bool>(kLayers, true)};
     auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, g, std::make_unique<SketchBasis>(std::move(b)), kernels,
                                     kv_.get(), scale_);
@@ -138,7 +138,7 @@ class SparseAttentionOps : public ::testing::Test {
   void make_sequences(const std::vector<int32_t>& ctx, int extra = 0) {
     int32_t n_blocks = 4;
     for (int32_t c : ctx) n_blocks += (c + 1 + extra + kP - 1) / kP;
-    kv_ = std::make_unique<KvCache>(KvGeometry{kLayers, kKvHeads, kHd, kP, KvDtype::kF16}, n_blocks);
+    kv_ = std::make_unique<KvCache>(KvGeometry{kLayers, kKvHeads, kHd, kP, kv_dtype_}, n_blocks);
     {  // scattered, unordered pages
       SeqKv all;
       ASSERT_TRUE(kv_->reserve(all, n_blocks * kP).is_ok());
@@ -152,6 +152,19 @@ class SparseAttentionOps : public ::testing::Test {
       seq_ptrs_.push_back(&seqs_[s]);
     }
     ctx_ = ctx;
+  }
+
+  // Context keys kc [sum ctx][kKvDim] offset per chunk along a random direction, so chunk scores
+  // spread out; seq_salt > 0 also varies the offsets between sequences.
+  void add_chunk_offsets(std::vector<float>& kc, int seq_salt) {
+    const auto dir = normal(rng_, kHd);
+    int64_t row = 0;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int32_t p = 0; p < ctx_[s]; ++p, ++row) {
+        const float a = static_cast<float>(((p / kP + seq_salt * static_cast<int>(s)) * 7919) % 13) * 0.15f;
+        for (int h = 0; h < kKvHeads; ++h)
+          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(row * kKvDim + h * kHd + d)] += a * dir[d];
+      }
   }
 
   // Writes every context key (both layers) on backend b.
@@ -252,6 +265,7 @@ class SparseAttentionOps : public ::testing::Test {
   std::vector<SeqKv> seqs_;
   std::vector<SeqKv*> seq_ptrs_;
   std::vector<int32_t> ctx_;
+  KvDtype kv_dtype_ = KvDtype::kF16;  // of the pages make_sequences makes
   std::unique_ptr<SparseRuntime> rt_cpu_, rt_dev_, rt_host_;
   float scale_ = 1.0f / std::sqrt(static_cast<float>(kHd));
 };
@@ -284,16 +298,7 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   // Keys with a per-chunk offset along a random direction, so chunk scores spread out.
   auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
   const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-  {
-    const auto dir = normal(rng_, kHd);
-    int64_t row = 0;
-    for (size_t s = 0; s < ctx_.size(); ++s)
-      for (int32_t p = 0; p < ctx_[s]; ++p, ++row) {
-        const float a = static_cast<float>((p / kP * 7919) % 13) * 0.15f;
-        for (int h = 0; h < kKvHeads; ++h)
-          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(row * kKvDim + h * kHd + d)] += a * dir[d];
-      }
-  }
+  add_chunk_offsets(kc, 0);
   const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
   const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
   write_context(*cpu_, kc, vc);
@@ -419,8 +424,9 @@ TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
 // The --device-kv-budget that gives `slots` slots per (layer, kv head) (the sizing rule of
 // cuda_host_tier.cpp: per layer the residency map and CLOCK state, 256-aligned, two alignments
 // of slack, then slots of a piece plus 12 bytes of metadata per kv head).
-int64_t hot_budget_for(int32_t slots, int32_t n_blocks) {
-  const int64_t piece = int64_t{kP} * 2 * kHd * 2;  // f16
+int64_t piece_bytes(KvDtype t) { return KvGeometry{kLayers, kKvHeads, kHd, kP, t}.head_bytes(); }
+int64_t hot_budget_for(int32_t slots, int32_t n_blocks, KvDtype t = KvDtype::kF16) {
+  const int64_t piece = piece_bytes(t);
   const int64_t fixed = ((int64_t{kKvHeads} * n_blocks + 2 * kKvHeads) * 4 + 255) / 256 * 256;
   return kLayers * (fixed + 512 + int64_t{slots} * kKvHeads * (piece + 12));
 }
@@ -436,7 +442,7 @@ class HostTierOps : public SparseAttentionOps {
   }
   // Both backends with runtimes of one config and basis; the host one with `slots` slots.
   void attach(const SparseConfig& cfg, int32_t slots) {
-    HS_ASSERT_OK(host_->set_kv_tier({true, hot_budget_for(slots, kv_->pool().n_blocks())}));
+    HS_ASSERT_OK(host_->set_kv_tier({true, hot_budget_for(slots, kv_->pool().n_blocks(), kv_dtype_)}));
     rt_dev_ = runtime(cfg, 91, nullptr);
     rt_host_ = runtime(cfg, 91, nullptr);
     ASSERT_TRUE(rt_dev_ && rt_host_);
@@ -449,14 +455,7 @@ class HostTierOps : public SparseAttentionOps {
     for (int32_t c : ctx_) n_ctx += c;
     auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
     const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-    const auto dir = normal(rng_, kHd);
-    int64_t row = 0;
-    for (size_t s = 0; s < ctx_.size(); ++s)
-      for (int32_t p = 0; p < ctx_[s]; ++p, ++row) {
-        const float a = static_cast<float>(((p / kP + static_cast<int>(s)) * 7919) % 13) * 0.15f;
-        for (int h = 0; h < kKvHeads; ++h)
-          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(row * kKvDim + h * kHd + d)] += a * dir[d];
-      }
+    add_chunk_offsets(kc, 1);
     write_context(*dev_, kc, vc);
     write_context(*host_, kc, vc);
   }
@@ -514,6 +513,41 @@ TEST_F(HostTierOps, ServesTheSelectionFromTheHotSetBitForBit) {
   std::printf("host tier: %lld hits, %lld misses, %lld evictions over 6 steps; %s\n",
               static_cast<long long>(st.fetch_hits), static_cast<long long>(st.fetch_misses),
               static_cast<long long>(st.fetch_evictions), seed_note().c_str());
+}
+
+// Scaled pages (int8, int4; fp8 is the same code as int8): the slots hold the host's encoded
+// pieces with their scales, the growing page is topped up from the host page's new row, and
+// evictions stay exact, against the device-resident path on the same bytes.
+TEST_F(HostTierOps, ScaledPagesServeExactly) {
+  for (KvDtype t : {KvDtype::kInt8, KvDtype::kInt4}) {
+    kv_dtype_ = t;
+    const std::string name = kv_dtype_name(t);
+    make_sequences({3000, 1300}, 12);
+    if (HasFatalFailure()) return;
+    const SparseConfig cfg = small_config();
+    const int cap = cfg.max_selected_chunks();
+    attach(cfg, 2 * cap + 9);
+    if (HasFatalFailure()) return;
+    write_both();
+    const std::vector<float> q = query();
+    step_both(q, name + " first step");
+    SparseStats st = rt_host_->stats();
+    EXPECT_EQ(st.fetch_bytes, st.fetch_misses * piece_bytes(t)) << name << ": a miss moves one encoded piece";
+    const int64_t misses0 = st.fetch_misses;
+    step_both(q, name + " same query");
+    st = rt_host_->stats();
+    const int64_t rows = int64_t{kKvHeads} * static_cast<int64_t>(ctx_.size());
+    EXPECT_LE(st.fetch_misses - misses0, 2 * rows) << name << ": the growing pages are topped up, not fetched";
+    for (int i = 0; i < 8; ++i) step_both(query(), name + " fresh query " + std::to_string(i));
+    st = rt_host_->stats();
+    EXPECT_GT(st.fetch_evictions, 0) << name;
+    EXPECT_EQ(st.fetch_refused, 0) << name;
+    if (HasFailure()) return;
+    (void)host_->set_sparse(nullptr, nullptr);
+    (void)dev_->set_sparse(nullptr, nullptr);
+    rt_dev_.reset();
+    rt_host_.reset();
+  }
 }
 
 TEST_F(HostTierOps, EvictionsUnderASmallPoolStayExact) {

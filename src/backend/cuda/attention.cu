@@ -2,12 +2,13 @@
 //
 // kv_write: one block per (token, kv head) converts that token's K and V rows to the cache
 // dtype (f16 / bf16 round to nearest even, as kv/kv_quant.h does on the host) and stores
-// them in its page slot, found through the step's CSR page table. fp8 (e4m3, kv/kv_quant.h's
-// scaled layout): one warp per row (K, V) reduces max|x| with shuffles, stores the f16 scale
-// d = f16(min(max|x| / 448, 65504)) and the bytes e4m3(x · (1 / float(d))) with
-// __NV_SATFINITE (cvt.rn.satfinite.e4m3x2.f32), all zeros when d == 0: the host encoder's
-// arithmetic step for step (IEEE division, no FMA to contract), so the pages match it byte
-// for byte (tests/ops: Fp8KvWriteMatchesHostBytes).
+// them in its page slot, found through the step's CSR page table. Scaled dtypes (kv/kv_quant.h's
+// layout: fp8 e4m3 and int8 with an f16 scale a row, int4 with f16 (d, m) a row): one warp per
+// row (K, V) reduces max|x| (int4: min and max) with shuffles and encodes as the host does,
+// e.g. fp8: d = f16(min(max|x| / 448, 65504)), bytes e4m3(x · (1 / float(d))) with
+// __NV_SATFINITE, zeros when d == 0 — the host encoder's arithmetic step for step (IEEE
+// division, no FMA to contract), so the pages match it byte for byte (tests/ops:
+// ScaledKvWriteMatchesHostBytes).
 //
 // attention (flash-decoding, the decode / short-prompt path): the keys [first, pos] of a token
 // are cut into n_splits runs of split_len keys. A block of kWarps warps handles one (token,
@@ -31,9 +32,11 @@
 // output; with more it writes a partial (max[G] in log2 units, sum[G], acc[G][head_dim]) and
 // merge_kernel combines the runs of each (token, query head) like backend/cpu's
 // attention_merge. Math is fp32 (ex2.approx.ftz for the softmax: ~2 ulp), K / V widened
-// exactly from their storage type; fp8 rows widen byte pairs with cvt.rn.f16x2.e4m3x2 and the
-// rows' f16 scales multiply the score (K) and the probability (V) — the host's decoded floats
-// up to rounding order.
+// exactly from their storage type; fp8 rows widen byte pairs with cvt.rn.f16x2.e4m3x2 (int8 by
+// sign-extending shifts) and the rows' f16 scales multiply the score (K) and the probability
+// (V); int4 rows (lane li holds bytes [4 li, 4 li + 4): elements 4 li.. in the low nibbles,
+// D/2 + 4 li.. in the high ones) are dequantized m + d u in registers before the dots — the
+// host's decoded floats up to rounding order.
 // Cost: reads (keys * 2 * head_dim) stored elements per (token, kv head) once. The key loop
 // of f16 / bf16 head_dim 128 G 4 issues 64 SASS instructions per key and kv head (512 per
 // 8-key warp tile; 32 of them the FFMAs of q.k and p.v, 8 the widening): ~8 bytes per
@@ -54,9 +57,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_elem.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope.cuh"
-#include "backend/cuda/kernels.h"
 
 namespace hs::cuda {
 namespace {
@@ -68,17 +72,12 @@ constexpr int kMinSplitMany = 256;  // ... nor than this with kManyRows (token, 
 constexpr int64_t kManyRows = 64;
 constexpr int kBlocksPerSm = 4;  // what the split aims at
 
-template <typename T>
-__device__ __forceinline__ T from_f(float x);
-template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
-// The attention kernel's element type for fp8 KV (bytes of kv/kv_quant.h's scaled layout).
+// The attention kernel's element types for scaled KV (bytes of kv/kv_quant.h's scaled layout):
+// fp8 and int8 (one byte an element, an f16 scale a row, applied to the score / probability) and
+// int4 (two elements a byte, f16 (d, m) a row, dequantized in registers).
 struct Fp8 {};
+struct Int8 {};
+struct Int4 {};
 
 // Raw 32-bit words of E consecutive stored elements (little-endian: the lower address in the
 // low bits) -> floats, exactly: f16 / e4m3 widen through cvt, bf16 by a shift, f32 as is.
@@ -101,6 +100,19 @@ __device__ __forceinline__ void widen(const uint32_t* w, float (&f)[E]) {
       f[2 * e] = __uint_as_float(w[e] << 16);
       f[2 * e + 1] = __uint_as_float(w[e] & 0xffff0000u);
     }
+  } else if constexpr (std::is_same_v<T, Int8>) {
+#pragma unroll
+    for (int e = 0; e < E / 4; ++e)
+#pragma unroll
+      for (int b = 0; b < 4; ++b) f[4 * e + b] = static_cast<float>(static_cast<int32_t>(w[e] << (24 - 8 * b)) >> 24);
+  } else if constexpr (std::is_same_v<T, Int4>) {
+    // One word: bytes j..j+3 of the row; low nibbles -> f[0..3], high nibbles -> f[4..7] (the
+    // lane's elements j..j+3 and j+D/2..j+D/2+3, kv_quant.h's int4 packing), unscaled 0..15.
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      f[b] = static_cast<float>((w[0] >> (8 * b)) & 0xfu);
+      f[4 + b] = static_cast<float>((w[0] >> (8 * b + 4)) & 0xfu);
+    }
   } else {
 #pragma unroll
     for (int e = 0; e < E / 4; ++e) {
@@ -116,6 +128,14 @@ __device__ __forceinline__ void widen(const uint32_t* w, float (&f)[E]) {
 }
 
 __device__ __forceinline__ float f16_bits_to_f(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+// int4 values u (0..15) -> m + d u, with (d, m) the row's f16 pair (d in the low half).
+template <int E>
+__device__ __forceinline__ void dequant4(float (&f)[E], uint32_t dm) {
+  const float d = f16_bits_to_f(static_cast<unsigned short>(dm & 0xffffu));
+  const float m = f16_bits_to_f(static_cast<unsigned short>(dm >> 16));
+#pragma unroll
+  for (int e = 0; e < E; ++e) f[e] = fmaf(f[e], d, m);
+}
 
 // 2^x, MUFU.EX2 (ex2.approx.ftz: ~2 ulp; 2^-inf = 0).
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -144,6 +164,14 @@ __device__ __forceinline__ void cp_async_wait() {
 }
 
 // ---- kv_write ------------------------------------------------------------------------------
+
+// A scaled layer view (fp8 / int8 / int4) as kv/kv_quant.h lays a head's block out: rows
+// [P][K|V][row_bytes], then scales [P][K|V][scale_bytes], 16-byte aligned blocks.
+bool scaled_layout_ok(const KvLayerView& kv) {
+  const int64_t row = kv_elem_row_bytes(kv.elem, kv.head_dim), scale = kv_elem_scale_bytes(kv.elem);
+  return kv.head_stride % 16 == 0 && kv.scales_offset == 2LL * kv.page_tokens * row &&
+         kv.head_stride >= kv.scales_offset + 2LL * kv.page_tokens * scale && (kv.elem != KvElem::kInt4 || kv.head_dim % 2 == 0);
+}
 
 template <typename T>
 __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
@@ -216,10 +244,18 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
   }
 }
 
-// grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row.
-__global__ void __launch_bounds__(64) kv_write_fp8_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
+// grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row, as
+// kv/kv_quant.cpp's kv_encode_row does: IEEE-rounded intrinsics whatever the -prec-div /
+// -fmad flags, so the bytes are the host's.
+//   fp8:  d = f16(min(max|x| / 448, 65504)); e4m3(x · (1 / d)) saturating; zeros when d == 0.
+//   int8: d = f16(max|x| / 127); q = clamp(rint(x · inv), ±127), inv = d > 0 ? 1 / d : 0.
+//   int4: d = f16((max − min) / 15), m = f16(min); u = clamp(rint((x − m) · inv), 0, 15);
+//         byte j = u[j] | u[j + hd/2] << 4; scales (d, m).
+template <KvElem kElem>
+__global__ void __launch_bounds__(64) kv_write_scaled_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
+  constexpr unsigned kAll = 0xffffffffu;
   const int64_t i = blockIdx.x;
   const int h = blockIdx.y;
   const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -230,22 +266,60 @@ __global__ void __launch_bounds__(64) kv_write_fp8_kernel(KvLayerView kv, StepTa
                  static_cast<int64_t>(h) * kv.head_stride;
   const int slot = (pos % P) * 2 + kvi;  // (token, K|V) of the block
   const float* x = (kvi == 0 ? k.p + i * k.stride : v.p + i * v.stride) + static_cast<int64_t>(h) * hd;
-  float amax = 0.0f;
-  for (int d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(x[d]));
+  if constexpr (kElem == KvElem::kInt4) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int d = lane; d < hd; d += 32) {
+      mn = fminf(mn, x[d]);
+      mx = fmaxf(mx, x[d]);
+    }
 #pragma unroll
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  // IEEE-rounded intrinsics whatever the -prec-div / -fmad flags: the host's arithmetic.
-  const __half dh = __float2half_rn(fminf(__fdiv_rn(amax, 448.0f), 65504.0f));
-  const float df = __half2float(dh);
-  uint8_t* row = blk + static_cast<int64_t>(slot) * hd;
-  if (df > 0.0f) {
-    const float inv = __fdiv_rn(1.0f, df);
-    for (int d = lane; d < hd; d += 32)
-      row[d] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x[d], inv), __NV_SATFINITE, __NV_E4M3));
+    for (int off = 16; off > 0; off >>= 1) {
+      mn = fminf(mn, __shfl_xor_sync(kAll, mn, off));
+      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, off));
+    }
+    const __half dh = __float2half_rn(__fdiv_rn(__fsub_rn(mx, mn), 15.0f)), mh = __float2half_rn(mn);
+    const float df = __half2float(dh), mf = __half2float(mh);
+    const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+    auto q4 = [&](float val) {
+      const float r = rintf(__fmul_rn(__fsub_rn(val, mf), inv));
+      return static_cast<uint32_t>(r > 15.0f ? 15.0f : r < 0.0f ? 0.0f : r);
+    };
+    const int half = hd / 2;
+    uint8_t* row = blk + static_cast<int64_t>(slot) * half;
+    for (int j = lane; j < half; j += 32) row[j] = static_cast<uint8_t>(q4(x[j]) | (q4(x[j + half]) << 4));
+    if (lane == 0) {
+      __half* sc = reinterpret_cast<__half*>(blk + kv.scales_offset + 4 * slot);
+      sc[0] = dh;
+      sc[1] = mh;
+    }
   } else {
-    for (int d = lane; d < hd; d += 32) row[d] = 0;
+    float amax = 0.0f;
+    for (int d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(x[d]));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, off));
+    uint8_t* row = blk + static_cast<int64_t>(slot) * hd;
+    __half dh;
+    if constexpr (kElem == KvElem::kInt8) {
+      dh = __float2half_rn(__fdiv_rn(amax, 127.0f));
+      const float df = __half2float(dh);
+      const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+      for (int d = lane; d < hd; d += 32) {
+        const float r = rintf(__fmul_rn(x[d], inv));
+        row[d] = static_cast<uint8_t>(static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r));
+      }
+    } else {
+      dh = __float2half_rn(fminf(__fdiv_rn(amax, 448.0f), 65504.0f));
+      const float df = __half2float(dh);
+      if (df > 0.0f) {
+        const float inv = __fdiv_rn(1.0f, df);
+        for (int d = lane; d < hd; d += 32)
+          row[d] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x[d], inv), __NV_SATFINITE, __NV_E4M3));
+      } else {
+        for (int d = lane; d < hd; d += 32) row[d] = 0;
+      }
+    }
+    if (lane == 0) *reinterpret_cast<__half*>(blk + kv.scales_offset + 2 * slot) = dh;
   }
-  if (lane == 0) *reinterpret_cast<__half*>(blk + kv.scales_offset + 2 * slot) = dh;
 }
 
 // ---- attention -----------------------------------------------------------------------------
@@ -338,8 +412,15 @@ __device__ __forceinline__ void issue_rows(uint32_t dst, const char* src, bool o
 // reads back: no barrier, the ring is lane-private), S - 1 tiles in flight while one is computed.
 template <typename T, int D, int MAXG>
 struct DecodeTiling {
-  static constexpr bool kFp8 = std::is_same_v<T, Fp8>;
-  static constexpr int kElemBytes = kFp8 ? 1 : static_cast<int>(sizeof(T));
+  // kScaled: fp8 / int8 rows, the f16 row scales applied to the score (K) and probability (V).
+  // kInt4: rows of D / 2 bytes, dequantized (m + d u) in registers; lane li holds elements
+  // [4 li, 4 li + 4) and [D/2 + 4 li, D/2 + 4 li + 4) (elem_index).
+  static constexpr bool kScaled = std::is_same_v<T, Fp8> || std::is_same_v<T, Int8>;
+  static constexpr bool kInt4 = std::is_same_v<T, Int4>;
+  static constexpr bool kHasScales = kScaled || kInt4;
+  static constexpr int kElemBytes = kHasScales ? 1 : static_cast<int>(sizeof(T));  // page_elems' unit
+  static constexpr int kRowBytes = kInt4 ? D / 2 : D * kElemBytes;                   // one K or V row
+  static constexpr int kScaleTok = kInt4 ? 8 : kScaled ? 4 : 0;                     // a token's K|V scales
   static constexpr int E = 8;
   static constexpr int L = D / E;
   static constexpr int NSUB = 32 / L;
@@ -355,15 +436,15 @@ struct DecodeTiling {
   static constexpr int W = NKG * U;
   static constexpr int NV = MG * U;
   static constexpr int R = L / NV;
-  static constexpr int RB = E * kElemBytes;  // bytes of one row per lane
+  static constexpr int RB = kRowBytes / L;  // bytes of one row per lane
   static constexpr int CB = RB < 16 ? RB : 16;  // bytes per cp.async
   static constexpr int NCH = RB / CB;
   static constexpr int CPT = U * 2 * NCH;  // cp.async chunks per lane per tile (K and V rows)
   static constexpr int kTileBytes = CPT * CB;
-  static constexpr int kSlotBytes = kTileBytes + (kFp8 ? U * 4 : 0);  // per lane and ring slot (fp8: + scales)
+  static constexpr int kSlotBytes = kTileBytes + U * kScaleTok;  // per lane and ring slot (+ scales)
   static constexpr int S = 48 * 1024 / (kThreads * kSlotBytes) > 8 ? 8 : 48 * 1024 / (kThreads * kSlotBytes);
   static constexpr int kRingBytes = S * kTileBytes * kThreads;
-  static constexpr int kScaleBytes = kFp8 ? S * U * 4 * kThreads : 0;  // fp8: the keys' K|V scales
+  static constexpr int kScaleBytes = S * U * kScaleTok * kThreads;  // the keys' K|V scales
   static constexpr int NSG = kWarps * NKG;                              // key sub-groups per block
   static constexpr int kMergeBytes = NSG * MAXG * (D + 2) * 4;
   static constexpr int kSmem = kRingBytes + kScaleBytes > kMergeBytes ? kRingBytes + kScaleBytes : kMergeBytes;
@@ -372,6 +453,11 @@ struct DecodeTiling {
   static_assert(RB >= 4 && RB % CB == 0 && (CB == 4 || CB == 8 || CB == 16), "cp.async sizes");
   static_assert(kWarps * W <= 32 && 32 % (kWarps * W) == 0, "plan_attention_split's runs are whole block tiles");
   static_assert(S >= 2 && kSmem <= 48 * 1024, "static shared memory");
+  // The row element lane li's register e stands for.
+  static __device__ __forceinline__ int elem_index(int li, int e) {
+    if constexpr (kInt4) return e < 4 ? 4 * li + e : D / 2 + 4 * li + (e - 4);
+    return li * E + e;
+  }
 };
 
 // grid (n tokens, n_kv heads, n_splits), kThreads threads. MAXG >= group: query heads are
@@ -385,7 +471,8 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   constexpr int E = C::E, L = C::L, HS = C::HS, MG = C::MG, NKG = C::NKG, U = C::U, W = C::W, NV = C::NV, R = C::R;
   constexpr int S = C::S;
   constexpr int RB = C::RB, CB = C::CB, NCH = C::NCH, CPT = C::CPT, NSG = C::NSG;
-  constexpr bool kFp8 = C::kFp8;
+  constexpr bool kScaled = C::kScaled, kInt4 = C::kInt4, kHasScales = C::kHasScales;
+  constexpr int kScaleTok = C::kScaleTok;
   constexpr unsigned kAll = 0xffffffffu;
   constexpr int kStep = kWarps * W;  // keys between a warp's consecutive tiles
   __shared__ __align__(16) unsigned char smem[C::kSmem];
@@ -415,28 +502,28 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
       q[g][e] = 0.0f;
     }
     if (hg * MG + g < G) {
-      const float* qr = a.q.p + i * a.q.stride + static_cast<int64_t>(kvh * G + hg * MG + g) * D + li * E;
+      const float* qr = a.q.p + i * a.q.stride + static_cast<int64_t>(kvh * G + hg * MG + g) * D;
 #pragma unroll
-      for (int e = 0; e < E; ++e) q[g][e] = qr[e] * qs;
+      for (int e = 0; e < E; ++e) q[g][e] = qr[C::elem_index(li, e)] * qs;
     }
   }
 
   // Addresses: this lane's piece of token tp's K row of page pg is at
-  // row0 + pg * page_bytes + tp * 2 * D * elem (V: + D * elem); fp8 scales (K, V) at
-  // sc0 + pg * page_bytes + 4 * tp. Pages are < 4 GiB (32-bit page_bytes, 64-bit products).
+  // row0 + pg * page_bytes + tp * 2 * row_bytes (V: + row_bytes); scales (K, V) at
+  // sc0 + pg * page_bytes + kScaleTok * tp. Pages are < 4 GiB (32-bit page_bytes, 64-bit products).
   // A hot row's slot s of kv head kvh is at sp_base + kvh * sp_head_bytes + s * sp_page_bytes,
   // laid out as the page's head block (offset 0 inside its "page").
   const char* kv = rk.hot ? a.sp_base + kvh * a.sp_head_bytes : static_cast<const char*>(a.kv.base);
   const int32_t* pages = rk.pages;
   const uint32_t page_bytes = rk.hot ? a.sp_page_bytes : static_cast<uint32_t>(a.kv.page_elems * C::kElemBytes);
   const int64_t head_off = rk.hot ? 0
-                           : kFp8 ? kvh * a.kv.head_stride
-                                  : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
+                           : kHasScales ? kvh * a.kv.head_stride
+                                        : static_cast<int64_t>(kvh) * a.kv.page_tokens * 2 * D * C::kElemBytes;
   const char* row0 = kv + head_off + li * RB;
   const char* sc0 = kv + head_off + a.kv.scales_offset;
   const uint32_t tp_mask = static_cast<uint32_t>(a.kv.page_tokens - 1);
   const uint32_t page_shift = static_cast<uint32_t>(a.page_shift);
-  constexpr uint32_t kRowStride = 2 * D * C::kElemBytes;
+  constexpr uint32_t kRowStride = 2 * C::kRowBytes;
   // Warp tiles are W-aligned: with pages of >= W tokens a tile lies in one page (one page
   // index per tile, the rows at constant offsets); smaller pages look up each key's page.
   const bool tile_in_page = a.kv.page_tokens >= W;
@@ -451,9 +538,9 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   auto in_run = [&](int32_t j) { return static_cast<uint32_t>(j - begin) < n_run; };
 
   const uint32_t ring = static_cast<uint32_t>(__cvta_generic_to_shared(smem)) + tid * CB;
-  const uint32_t sring = static_cast<uint32_t>(__cvta_generic_to_shared(smem + C::kRingBytes)) + tid * U * 4;
+  const uint32_t sring = static_cast<uint32_t>(__cvta_generic_to_shared(smem + C::kRingBytes)) + tid * U * kScaleTok;
   const unsigned char* ring_rd = smem + tid * CB;
-  const unsigned char* sring_rd = smem + C::kRingBytes + tid * U * 4;
+  const unsigned char* sring_rd = smem + C::kRingBytes + tid * U * kScaleTok;
 
   // The page(s) of the tile at jt (-1: nothing of it to read). tile_in_page: pg[0] is the page
   // of the tile's first key in the run; else pg[u] is that of this lane's key u.
@@ -473,17 +560,17 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   // outside the run are zero-filled, their rows not read.
   auto issue = [&](int32_t jt, int slot, const int32_t(&pg)[U]) {
     const uint32_t dst = ring + slot * (CPT * kThreads * CB);
-    const uint32_t sdst = sring + slot * (kThreads * U * 4);
+    const uint32_t sdst = sring + slot * (kThreads * U * kScaleTok);
     if (tile_in_page) {
       const uint32_t page = pg[0] >= 0 ? static_cast<uint32_t>(pg[0]) : 0u;  // page 0: a valid address, not read
       const uint32_t tp = (static_cast<uint32_t>(jt) & tp_mask) + kg;       // this lane's key 0
       const char* row = row0 + static_cast<uint64_t>(page) * page_bytes + tp * kRowStride;
-      const char* sc = sc0 + static_cast<uint64_t>(page) * page_bytes + 4 * tp;
+      const char* sc = sc0 + static_cast<uint64_t>(page) * page_bytes + kScaleTok * tp;
       static_for<U>([&](auto uc) {
         constexpr int u = decltype(uc)::value;
         const bool ok = in_run(jt + u * NKG + kg);
-        issue_rows<CB, NCH, u * NKG * kRowStride, D * C::kElemBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
-        if constexpr (kFp8) cp_async<4, 4 * u * NKG>(sdst + u * 4, sc, ok);
+        issue_rows<CB, NCH, u * NKG * kRowStride, C::kRowBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
+        if constexpr (kHasScales) cp_async<kScaleTok, kScaleTok * u * NKG>(sdst + u * kScaleTok, sc, ok);
       });
     } else {
 #pragma unroll
@@ -492,8 +579,9 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
         const uint32_t page = ok ? static_cast<uint32_t>(pg[u]) : 0u;
         const uint32_t tp = static_cast<uint32_t>(jt + u * NKG + kg) & tp_mask;
         const char* row = row0 + static_cast<uint64_t>(page) * page_bytes + tp * kRowStride;
-        issue_rows<CB, NCH, 0, D * C::kElemBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
-        if constexpr (kFp8) cp_async<4>(sdst + u * 4, sc0 + static_cast<uint64_t>(page) * page_bytes + 4 * tp, ok);
+        issue_rows<CB, NCH, 0, C::kRowBytes>(dst + 2 * u * NCH * kThreads * CB, row, ok);
+        if constexpr (kHasScales)
+          cp_async<kScaleTok>(sdst + u * kScaleTok, sc0 + static_cast<uint64_t>(page) * page_bytes + kScaleTok * tp, ok);
       }
     }
   };
@@ -539,8 +627,13 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
           vw[u][0] = *reinterpret_cast<const uint32_t*>(vp);
         }
       }
-    float dk = 1.0f, dv = 1.0f;  // fp8: the K / V scales of this lane's key my_u
-    if constexpr (kFp8) {
+    float dk = 1.0f, dv = 1.0f;  // fp8 / int8: the K / V scales of this lane's key my_u
+    uint2 sc4[kInt4 ? U : 1];     // int4: every key's (d, m) of K (.x) and V (.y), f16 pairs
+    if constexpr (kInt4) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) sc4[u] = reinterpret_cast<const uint2*>(sring_rd + rs * kThreads * U * 8)[u];
+    }
+    if constexpr (kScaled) {
       uint32_t sc[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) sc[u] = reinterpret_cast<const uint32_t*>(sring_rd + rs * kThreads * U * 4)[u];
@@ -564,9 +657,10 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
     for (int u = 0; u < U; ++u) {
       float kf[E];
       widen<T, E>(kw[u], kf);
+      if constexpr (kInt4) dequant4(kf, sc4[u].x);
 #pragma unroll
       for (int g = 0; g < MG; ++g) {
-        float d = kFp8 ? 0.0f : bias[u];
+        float d = kScaled ? 0.0f : bias[u];
 #pragma unroll
         for (int e = 0; e < E; ++e) d = fmaf(q[g][e], kf[e], d);
         x[g * U + u] = d;
@@ -589,7 +683,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
 #pragma unroll
     for (int off = R / 2; off >= 1; off >>= 1) x[0] += __shfl_xor_sync(kAll, x[0], off);
     float s = x[0];
-    if constexpr (kFp8) {
+    if constexpr (kScaled) {
       float b = bias[0];
 #pragma unroll
       for (int u = 1; u < U; ++u) b = my_u == u ? bias[u] : b;
@@ -614,7 +708,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
     }
     const float p = fast_exp2(s - m_mine);
     l_mine += p;
-    const float pv = kFp8 ? p * dv : p;
+    const float pv = kScaled ? p * dv : p;
     float pb[NV];
 #pragma unroll
     for (int k = 0; k < NV; ++k) pb[k] = __shfl_sync(kAll, pv, k * R, L);
@@ -622,6 +716,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
     for (int u = 0; u < U; ++u) {
       float vf[E];
       widen<T, E>(vw[u], vf);
+      if constexpr (kInt4) dequant4(vf, sc4[u].y);
 #pragma unroll
       for (int g = 0; g < MG; ++g)
 #pragma unroll
@@ -652,7 +747,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
   for (int g = 0; g < MG; ++g)
 #pragma unroll
     for (int e = 0; e < E; e += 4)
-      *reinterpret_cast<float4*>(&sm_acc[(sgi * MAXG + hg * MG + g) * D + li * E + e]) =
+      *reinterpret_cast<float4*>(&sm_acc[(sgi * MAXG + hg * MG + g) * D + C::elem_index(li, e)]) =
           make_float4(acc[g][e], acc[g][e + 1], acc[g][e + 2], acc[g][e + 3]);
   __syncthreads();
 
@@ -771,15 +866,14 @@ cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cuda
   if (k.rows > 0x7fffffff || kv.n_kv_heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(k.rows), static_cast<unsigned>(kv.n_kv_heads));
   const unsigned threads = static_cast<unsigned>(std::min(256, ((kv.head_dim + 31) / 32) * 32));
-  if (kv.elem == KvElem::kFp8 &&
-      (kv.head_stride < 2LL * kv.page_tokens * (kv.head_dim + 2) || kv.head_stride % 16 != 0 ||
-       kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim))
-    return cudaErrorInvalidValue;
+  if (kv_elem_scaled(kv.elem) && !scaled_layout_ok(kv)) return cudaErrorInvalidValue;
   switch (kv.elem) {
     case KvElem::kF32: launch_chain(kv_write_kernel<float>, grid, threads, 0, s, kv, t, k, v); break;
     case KvElem::kF16: launch_chain(kv_write_kernel<__half>, grid, threads, 0, s, kv, t, k, v); break;
     case KvElem::kBF16: launch_chain(kv_write_kernel<__nv_bfloat16>, grid, threads, 0, s, kv, t, k, v); break;
-    case KvElem::kFp8: launch_chain(kv_write_fp8_kernel, grid, 64, 0, s, kv, t, k, v); break;
+    case KvElem::kFp8: launch_chain(kv_write_scaled_kernel<KvElem::kFp8>, grid, 64, 0, s, kv, t, k, v); break;
+    case KvElem::kInt8: launch_chain(kv_write_scaled_kernel<KvElem::kInt8>, grid, 64, 0, s, kv, t, k, v); break;
+    case KvElem::kInt4: launch_chain(kv_write_scaled_kernel<KvElem::kInt4>, grid, 64, 0, s, kv, t, k, v); break;
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
@@ -790,7 +884,7 @@ cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float th
   if (k.rows <= 0) return cudaSuccess;
   if (k.rows > 0x7fffffff || q.rows != k.rows || v.rows != k.rows || v.cols != k.cols || head_dim < 2 ||
       head_dim % 2 != 0 || head_dim != kv.head_dim || k.cols != static_cast<int64_t>(kv.n_kv_heads) * head_dim ||
-      q.cols % head_dim != 0 || kv.elem == KvElem::kFp8 || head_dim / 2 > kMaxRopeKvHalf)
+      q.cols % head_dim != 0 || kv_elem_scaled(kv.elem) || head_dim / 2 > kMaxRopeKvHalf)
     return cudaErrorInvalidValue;
   // Threads: a (head, pair) each of the wider of q / k, up to 1024 (then strided).
   const int64_t pairs = std::max(q.cols, k.cols) / 2;
@@ -859,12 +953,10 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     return cudaErrorInvalidValue;
   const int group = a.n_head / a.n_head_kv;
   if (!attention_shape_supported(a.head_dim, group)) return cudaErrorInvalidValue;
-  if (kv.elem == KvElem::kFp8 && (kv.head_stride % 16 != 0 || kv.scales_offset != 2LL * kv.page_tokens * kv.head_dim ||
-                                  kv.head_stride < kv.scales_offset + 4LL * kv.page_tokens))
-    return cudaErrorInvalidValue;
+  if (kv_elem_scaled(kv.elem) && !scaled_layout_ok(kv)) return cudaErrorInvalidValue;
   if (kv.page_tokens <= 0 || (kv.page_tokens & (kv.page_tokens - 1)) != 0) return cudaErrorInvalidValue;
   // The kernel's cp.async rows need 16-byte aligned pages and 32-bit page byte sizes.
-  const int64_t elem_bytes = kv.elem == KvElem::kF32 ? 4 : kv.elem == KvElem::kFp8 ? 1 : 2;
+  const int64_t elem_bytes = kv_elem_unit_bytes(kv.elem);
   if (reinterpret_cast<uintptr_t>(kv.base) % 16 != 0 || kv.page_elems <= 0 || (kv.page_elems * elem_bytes) % 16 != 0 ||
       kv.page_elems * elem_bytes > 0xffffffffLL)
     return cudaErrorInvalidValue;
@@ -906,6 +998,8 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     case KvElem::kF16: err = launch_dim<__half>(ka, a.head_dim, grid, s); break;
     case KvElem::kBF16: err = launch_dim<__nv_bfloat16>(ka, a.head_dim, grid, s); break;
     case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
+    case KvElem::kInt8: err = launch_dim<Int8>(ka, a.head_dim, grid, s); break;
+    case KvElem::kInt4: err = launch_dim<Int4>(ka, a.head_dim, grid, s); break;
   }
   if (err != cudaSuccess || ka.n_splits == 1) return err;
   launch_chain(merge_kernel, dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head)), kThreads, 0, s,

@@ -447,20 +447,18 @@ Status CudaBackend::bind_kv(const KvCache& kv) {
   const KvGeometry& g = kv.geometry();
   const int32_t n_blocks = kv.pool().n_blocks();
   if (&kv == kv_bound_ && same_geometry(g, kv_geom_) && n_blocks == kv_blocks_) return Status::ok();
-  const bool fp8 = g.dtype == KvDtype::kFp8;
-  if (g.dtype != KvDtype::kF16 && g.dtype != KvDtype::kBF16 && g.dtype != KvDtype::kF32 && !fp8)
-    return make_error(StatusCode::kUnsupported, "KV dtype {} is not supported on CUDA (f16, bf16, f32, fp8)",
-                      kv_dtype_name(g.dtype));
+  // Every kv/kv_quant.h store dtype: plain f32 / f16 / bf16, scaled fp8 / int8 / int4.
+  const bool scaled = g.dtype == KvDtype::kFp8 || g.dtype == KvDtype::kInt8 || g.dtype == KvDtype::kInt4;
   if (g.n_layer <= 0 || g.n_kv_heads <= 0 || g.head_dim <= 0 || g.page_tokens <= 0 || n_blocks <= 0)
     return make_error(StatusCode::kInvalidArgument,
                       "cuda: bad KV geometry ({} layers, {} kv heads, head_dim {}, {} tokens per page, {} pages)",
                       g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, n_blocks);
-  // Plain dtypes: [n_kv_heads][P][K|V][head_dim] elements. fp8: the host's scaled page
-  // (KvGeometry::page_bytes(): n_kv_heads pieces of P tokens, rows then f16 scales, each
-  // padded to 16 bytes), counted in 1-byte elements.
-  const int64_t elem = fp8 ? 1 : g.dtype == KvDtype::kF32 ? 4 : 2;
+  // Plain dtypes: [n_kv_heads][P][K|V][head_dim] elements. Scaled: the host's page
+  // (KvGeometry::page_bytes(): n_kv_heads pieces of P tokens, rows then scales, each padded
+  // to 16 bytes), counted in 1-byte elements.
+  const int64_t elem = scaled ? 1 : g.dtype == KvDtype::kF32 ? 4 : 2;
   const int64_t page_elems =
-      fp8 ? g.page_bytes() : static_cast<int64_t>(g.n_kv_heads) * g.page_tokens * 2 * g.head_dim;
+      scaled ? g.page_bytes() : static_cast<int64_t>(g.n_kv_heads) * g.page_tokens * 2 * g.head_dim;
   const int64_t layer_bytes = static_cast<int64_t>(n_blocks) * page_elems * elem;
   const size_t total = static_cast<size_t>(g.n_layer) * static_cast<size_t>(layer_bytes);
   if (kv_base_) {

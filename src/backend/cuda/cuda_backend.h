@@ -8,8 +8,8 @@
 // tied embeddings share it), the step's device tables (tokens, positions, sequence index,
 // CSR page table, logit rows; one pinned staging buffer, one copy per step) and a device
 // copy of the KV pages of the KvCache the plans name, in the host's layout (kv/kv_cache.h):
-// plain f16, bf16 or f32 elements, or fp8 e4m3 rows with per-row f16 scales (byte-identical
-// to the host's pages). The host cache's pages are never read or
+// plain f16, bf16 or f32 elements, or scaled rows (fp8 e4m3 or int8 with an f16 scale a row,
+// int4 with f16 (d, m) a row; byte-identical to the host's pages). The host cache's pages are never read or
 // written by this backend: its geometry and pool size only decide the device copy's shape.
 // Scratch (the bf16 copy of a matmul input, attention partials, step tables) grows when a
 // step needs more and is never shrunk; growth synchronises the stream first.
@@ -158,7 +158,6 @@ class CudaBackend final : public Backend {
   // while a sparse runtime is attached, a hot set of hot_budget_bytes on the device. Before the
   // first step (a bound cache is rebound, its contents lost).
   Status set_kv_tier(const KvTier& t) override;
-  bool kv_on_host() const { return kv_tier_.host; }
   // Slots per (sparse layer, kv head) of the hot set (0: none) and the sparse tokens one step
   // can serve from it (more are run dense).
   int32_t hot_slots() const { return hot_.n_slots; }
@@ -436,7 +435,7 @@ class CudaBackend final : public Backend {
     unsigned long long seen[4] = {0, 0, 0, 0};
   } hot_;
   int64_t hot_max_tokens_ = 0;
-  bool hot_force_miss_ = false;  // HS_CUDA_HOT_FORCE_MISS=1: every selected piece a miss (worst case)
+  float hot_force_miss_ = 0.0f;  // HS_CUDA_HOT_FORCE_MISS=F: that fraction of selected pieces miss (1: worst case)
   Scratch hot_scratch_;          // slots_out [n * n_kv][cap], then hot_step_scratch_ints
   // The K / V rows of the step's last kv_write (layer hot_kv_layer_, -1: none this step): the
   // resolve tops the decode rows' growing pages up from them.

@@ -36,7 +36,8 @@ Status CudaBackend::set_kv_tier(const KvTier& t) {
   HS_CUDA(cudaSetDevice(device_));
   const bool rebind = kv_bound_ && t.host != kv_tier_.host;
   kv_tier_ = t;
-  if (const char* e = std::getenv("HS_CUDA_HOT_FORCE_MISS")) hot_force_miss_ = e[0] == '1';
+  // HS_CUDA_HOT_FORCE_MISS=F: a fraction F of the selected pieces miss (1: every one).
+  if (const char* e = std::getenv("HS_CUDA_HOT_FORCE_MISS")) hot_force_miss_ = std::clamp(std::strtof(e, nullptr), 0.0f, 1.0f);
   if (rebind) {
     const KvCache* kv = kv_bound_;
     kv_bound_ = nullptr;  // forces bind_kv to reallocate in the new place
@@ -66,13 +67,9 @@ Status CudaBackend::bind_hot_set() {
   const KvGeometry& g = kv_geom_;
   const int n_layers = static_cast<int>(std::count_if(sketch_slot_.begin(), sketch_slot_.end(), [](int s) { return s >= 0; }));
   if (n_layers == 0) return Status::ok();
-  if (hot_.base && hot_.n_layers == n_layers) {
-    // Same pools, maybe a different pool size of the cache: rebuilt below only if it changed.
-    if (hot_.res_ints == static_cast<int64_t>(g.n_kv_heads) * kv_blocks_) return Status::ok();
-  }
-  free_hot_set();
-  const int64_t elem = g.dtype == KvDtype::kFp8 ? 1 : g.dtype == KvDtype::kF32 ? 4 : 2;
-  const int64_t piece = kv_page_elems_ * elem / g.n_kv_heads;  // one kv head's block of a page
+  if (hot_.base) return Status::ok();  // freed whenever the cache is rebound or the runtime changes
+  const int64_t elem = kv_elem_unit_bytes(layer_kv_view(0).elem);
+  const int64_t piece = kv_page_elems_ * elem / g.n_kv_heads;  // one kv head's block of a page (scaled: with its scales)
   const int cap = sparse_->config().max_selected_chunks();
   const int64_t res_ints = static_cast<int64_t>(g.n_kv_heads) * kv_blocks_;
   const int64_t clock_ints = 2LL * g.n_kv_heads;
@@ -121,6 +118,7 @@ Status CudaBackend::bind_hot_set() {
   std::memset(host, 0, kHotCounters * sizeof(unsigned long long));
   hot_ = h;
   hot_max_tokens_ = n_slots / cap;
+  sparse_->set_device_bytes(sparse_->device_sketch_bytes(), h.layer_bytes * n_layers);
   HS_CUDA(cudaMemsetAsync(hot_.counters, 0, kHotCounters * sizeof(unsigned long long), stream_));
   for (int l = 0; l < n_layers; ++l) HS_CUDA(launch_hot_reset(hot_pool(l), stream_));
   HS_CUDA(cudaStreamSynchronize(stream_));
@@ -170,7 +168,7 @@ Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t 
   h.miss_count = h.miss_slot + per;
   h.counters = hot_.counters;
   h.force_miss = hot_force_miss_;
-  if (hot_kv_layer_ == layer && !hot_force_miss_) {  // this layer's K / V of the step: top-ups
+  if (hot_kv_layer_ == layer && hot_force_miss_ < 1.0f) {  // this layer's K / V of the step: top-ups
     h.k = hot_k_;
     h.v = hot_v_;
   }

@@ -502,21 +502,23 @@ Status CudaBackend::logit_rows(const Tensor& src, Tensor dst) {
 }
 
 namespace {
-// The launchers' view of one layer of the device KV copy (kernels.h KvLayerView); fp8 pages
-// are the host's scaled layout, so their block stride and scales offset come from it.
+// The launchers' view of one layer of the device KV copy (kernels.h KvLayerView); scaled pages
+// (fp8, int8, int4) are the host's layout, so their block stride and scales offset come from it.
 KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page_elems) {
   KvLayerView v{layer_base, page_elems, g.page_tokens, g.n_kv_heads, g.head_dim, KvElem::kF16};
   switch (g.dtype) {
     case KvDtype::kF32: v.elem = KvElem::kF32; break;
     case KvDtype::kBF16: v.elem = KvElem::kBF16; break;
-    case KvDtype::kFp8: {
+    case KvDtype::kFp8:
+    case KvDtype::kInt8:
+    case KvDtype::kInt4: {
       const PieceLayout L = g.head_layout();
-      v.elem = KvElem::kFp8;
+      v.elem = g.dtype == KvDtype::kFp8 ? KvElem::kFp8 : g.dtype == KvDtype::kInt8 ? KvElem::kInt8 : KvElem::kInt4;
       v.head_stride = L.stride;
       v.scales_offset = L.scales_offset;
       break;
     }
-    default: v.elem = KvElem::kF16; break;  // bind_kv admits only f16 besides these
+    default: v.elem = KvElem::kF16; break;
   }
   return v;
 }

@@ -140,6 +140,7 @@ Status CudaBackend::bind_sparse_pages() {
                                                sketch_rank_)));
   HS_CUDA(cudaMemsetAsync(sketch_base_, 0, total, stream_));
   sketch_blocks_ = kv_blocks_;
+  sparse_->set_device_bytes(static_cast<int64_t>(total), 0);
   return bind_hot_set();
 }
 

@@ -1,12 +1,11 @@
 // backend/cuda/hot_set.cu — the device hot set's kernels (hot_set.h): reset, and resolve (selected
 // pages -> slots, top-ups, CLOCK victims for misses, then the misses copied from mapped host memory).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "backend/cuda/hot_set.h"
+#include "backend/cuda/kv_elem.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace hs::cuda {
@@ -16,23 +15,13 @@ namespace {
 constexpr int kResolveThreads = 256;
 constexpr int kMaxTopUps = 64;  // growing pages topped up per (layer, kv head) and step; more: misses
 
-// The page element of x, rounded as kv_write rounds it (attention.cu from_f).
-template <typename T>
-__device__ __forceinline__ T to_elem(float x);
-template <>
-__device__ __forceinline__ float to_elem<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __half to_elem<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 to_elem<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-
 // Row tp of the slot piece ([P][K|V][hd] of T) from token i's f32 K / V rows of kv head h.
 template <typename T>
 __device__ __forceinline__ void top_up_row(void* piece, int tp, int hd, const float* kr, const float* vr, int lane) {
   T* dst = static_cast<T*>(piece) + static_cast<int64_t>(tp) * 2 * hd;
   for (int d = lane; d < hd; d += 32) {
-    dst[d] = to_elem<T>(kr[d]);
-    dst[hd + d] = to_elem<T>(vr[d]);
+    dst[d] = from_f<T>(kr[d]);
+    dst[hd + d] = from_f<T>(vr[d]);
   }
 }
 
@@ -56,8 +45,7 @@ __global__ void hot_reset_kernel(HotPoolView p) {
 // what the bus needs at ~2 µs of latency).
 __device__ __forceinline__ void copy_piece(const HotPoolView& p, const KvLayerView& kv, int h, int32_t block,
                                            int32_t slot, int lane) {
-  const int elem_bytes = kv.elem == KvElem::kF32 ? 4 : kv.elem == KvElem::kFp8 ? 1 : 2;
-  const int64_t page_bytes = kv.page_elems * elem_bytes;
+  const int64_t page_bytes = kv.page_elems * kv_elem_unit_bytes(kv.elem);
   const int64_t n16 = p.piece_bytes / 16;
   const uint4* src =
       reinterpret_cast<const uint4*>(static_cast<const char*>(kv.base) + block * page_bytes + h * p.piece_bytes);
@@ -76,6 +64,31 @@ __device__ __forceinline__ void copy_piece(const HotPoolView& p, const KvLayerVi
       if (k < n16) dst[k] = r[u];
     }
   }
+}
+
+// Scaled pages (fp8 / int8 / int4): token tp's encoded K|V rows and scales, copied from the
+// block's host page (kv_write wrote them earlier in the step) into the slot piece, by one warp.
+__device__ __forceinline__ void top_up_scaled(void* piece, const KvLayerView& kv, int h, int32_t block, int tp,
+                                              int64_t piece_bytes, int lane) {
+  const int64_t row = kv_elem_row_bytes(kv.elem, kv.head_dim), sc = kv_elem_scale_bytes(kv.elem);
+  const char* src = static_cast<const char*>(kv.base) + block * kv.page_elems + h * piece_bytes;
+  char* dst = static_cast<char*>(piece);
+  const int64_t r0 = tp * 2 * row, s0 = kv.scales_offset + tp * 2 * sc;
+  for (int64_t b = lane; b < 2 * row; b += 32) dst[r0 + b] = src[r0 + b];
+  if (lane < 2 * sc) dst[s0 + lane] = src[s0 + lane];
+}
+
+// HotStepArgs::force_miss: whether this (block, step, head)'s lookup is forced to miss.
+__device__ __forceinline__ bool forced_miss(float frac, int32_t block, uint32_t epoch, int h) {
+  if (frac <= 0.0f) return false;
+  if (frac >= 1.0f) return true;
+  uint32_t x = static_cast<uint32_t>(block) * 0x9e3779b1u ^ (epoch * 0x85ebca77u + static_cast<uint32_t>(h) * 0xc2b2ae3du);
+  x ^= x >> 16;
+  x *= 0x7feb352du;
+  x ^= x >> 15;
+  x *= 0x846ca68bu;
+  x ^= x >> 16;
+  return static_cast<float>(x) * 0x1p-32f < frac;
 }
 
 // Block-wide exclusive scan of one flag per thread: (rank among the set flags before this
@@ -108,7 +121,7 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
   __shared__ unsigned long long hits_sh, evict_sh;
   __shared__ int last_off;
   __shared__ int n_top;
-  __shared__ int32_t top_slot[kMaxTopUps], top_tok[kMaxTopUps], top_tp[kMaxTopUps];
+  __shared__ int32_t top_slot[kMaxTopUps], top_tok[kMaxTopUps], top_tp[kMaxTopUps], top_blk[kMaxTopUps];
   const int h = blockIdx.x, n_kv = p.n_kv_heads, P = p.page_tokens, S = p.n_slots;
   int32_t* res = p.res + int64_t{h} * p.n_blocks;
   int32_t* slot_block = p.slot_block + int64_t{h} * S;
@@ -119,7 +132,9 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
   int32_t* miss_block = a.miss_block + h * max_miss;
   int32_t* miss_slot = a.miss_slot + h * max_miss;
   const uint32_t epoch = p.clock[2 * h] + 1;
-  const bool can_top_up = a.k.p && a.v.p && elem != KvElem::kFp8;
+  // Plain pages top up from the step's K / V rows, scaled ones from the host page's new row.
+  const bool scaled = kv_elem_scaled(elem);
+  const bool can_top_up = scaled || (a.k.p && a.v.p);
   if (threadIdx.x == 0) {
     n_miss = 0;
     n_top = 0;
@@ -151,7 +166,7 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
       if (a.sel_len[(e / a.cap) * n_kv + h] >= 0) a.slots_out[out] = -1;
       continue;
     }
-    const int32_t s = a.force_miss ? -1 : res[block];
+    const int32_t s = forced_miss(a.force_miss, block, epoch, h) ? -1 : res[block];
     bool hit = false;
     if (s >= 0 && slot_block[s] == block) {
       const int32_t fill = slot_fill[s];
@@ -165,6 +180,7 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
           top_slot[t] = s;
           top_tok[t] = static_cast<int32_t>(i);
           top_tp[t] = fill;
+          top_blk[t] = block;
           hit = true;
         }
       }
@@ -184,6 +200,12 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
   for (int t = threadIdx.x >> 5; t < tops; t += blockDim.x >> 5) {
     const int lane = threadIdx.x & 31;
     void* piece = static_cast<char*>(p.slots) + (int64_t{h} * S + top_slot[t]) * p.piece_bytes;
+    if (scaled) {
+      top_up_scaled(piece, kv, h, top_blk[t], top_tp[t], p.piece_bytes, lane);
+      __syncwarp();
+      if (lane == 0) slot_fill[top_slot[t]] = top_tp[t] + 1;
+      continue;
+    }
     const float* kr = a.k.p + top_tok[t] * a.k.stride + static_cast<int64_t>(h) * head_dim;
     const float* vr = a.v.p + top_tok[t] * a.v.stride + static_cast<int64_t>(h) * head_dim;
     switch (elem) {

@@ -67,7 +67,9 @@ struct HotStepArgs {
   int32_t* miss_entry = nullptr;   // [n_kv][n_tokens * cap] resolve's scratch
   int32_t* miss_count = nullptr;   // [n_kv]
   unsigned long long* counters = nullptr;  // [kHotCounters]
-  bool force_miss = false;         // every selected piece a miss (the worst case, measured)
+  // Fraction of the selected pieces forced to miss (a hash of block, step and head decides):
+  // 0 none, 1 every one (the worst case), e.g. 0.28 the real-text miss rate on random data.
+  float force_miss = 0.0f;
   // This step's K / V rows of the layer ([n_tokens][n_kv * head_dim] f32, post-RoPE K: what
   // kv_write stored), or null: a decode row's growing page held in a slot one token short is
   // topped up from them (the token's row converted as kv_write converts it, plain KV only)

@@ -101,24 +101,34 @@ cudaError_t launch_embedding_f16(const uint16_t* table, int64_t table_stride, co
 cudaError_t launch_fill_random_bf16(uint16_t* out, int64_t n, uint64_t seed, cudaStream_t s);
 
 // ---- attention.cu ------------------------------------------------------------------------
-enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFp8 = 3 };
+enum class KvElem : int { kF32 = 0, kF16 = 1, kBF16 = 2, kFp8 = 3, kInt8 = 4, kInt4 = 5 };
+// Scaled dtypes (fp8, int8, int4): kv/kv_quant.h's rows + per-token-per-head scales.
+inline constexpr bool kv_elem_scaled(KvElem e) { return e == KvElem::kFp8 || e == KvElem::kInt8 || e == KvElem::kInt4; }
+// The unit of KvLayerView::page_elems: bytes for scaled dtypes, elements for plain ones.
+inline constexpr int kv_elem_unit_bytes(KvElem e) { return e == KvElem::kF32 ? 4 : kv_elem_scaled(e) ? 1 : 2; }
+// Bytes of one K or V row of head_dim values, and of one row's scales.
+inline constexpr int64_t kv_elem_row_bytes(KvElem e, int head_dim) {
+  return e == KvElem::kInt4 ? head_dim / 2 : int64_t{head_dim} * (e == KvElem::kF32 ? 4 : kv_elem_scaled(e) ? 1 : 2);
+}
+inline constexpr int kv_elem_scale_bytes(KvElem e) { return e == KvElem::kInt4 ? 4 : kv_elem_scaled(e) ? 2 : 0; }
 
 // One layer of the device KV copy: page b at base + b * page_elems elements.
 //   f32 / f16 / bf16 (plain): inside a page kv head h at h * P * 2 * head_dim, token t of the
 //     page at t * 2 * head_dim, K then V.
-//   fp8 (kv/kv_quant.h's scaled layout, byte-identical to the host KvCache's pages): elements
-//     are bytes, page_elems = page bytes; kv head h's block (a PieceLayout piece of C = P
-//     tokens) at h * head_stride, holding e4m3 rows [P][K|V][head_dim] at 0 and their f16
-//     scales [P][K|V] at scales_offset.
+//   fp8 / int8 / int4 (kv/kv_quant.h's scaled layout, byte-identical to the host KvCache's
+//     pages): page_elems counts bytes; kv head h's block (a PieceLayout piece of C = P tokens)
+//     at h * head_stride, holding rows [P][K|V][row_bytes] at 0 (e4m3 / int8 bytes, or int4
+//     nibble pairs) and their scales [P][K|V][scale_bytes] at scales_offset (f16 d; int4: f16
+//     d, f16 m).
 struct KvLayerView {
   void* base = nullptr;
-  int64_t page_elems = 0;  // n_kv_heads * P * 2 * head_dim (fp8: n_kv_heads * head_stride bytes)
+  int64_t page_elems = 0;  // n_kv_heads * P * 2 * head_dim (scaled: n_kv_heads * head_stride bytes)
   int page_tokens = 16;    // P
   int n_kv_heads = 0;
   int head_dim = 0;
   KvElem elem = KvElem::kF16;
-  int64_t head_stride = 0;    // fp8: bytes between kv heads' blocks (a multiple of 16)
-  int64_t scales_offset = 0;  // fp8: 2 * P * head_dim, where a block's scales start
+  int64_t head_stride = 0;    // scaled: bytes between kv heads' blocks (a multiple of 16)
+  int64_t scales_offset = 0;  // scaled: 2 * P * row_bytes, where a block's scales start
 };
 
 // The step's device tables (begin_step): token i is at positions[i] of sequence

@@ -16,6 +16,7 @@
 // Cost: pass 1 reads each candidate token's sketch once (rank · 2 bytes) and recomputes the
 // projection per block (G · rank · head_dim FMAs); pass 2 reads the row's scores 5 times (L2).
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cub/block/block_scan.cuh>
@@ -107,6 +108,41 @@ __global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_kernel(SketchLa
                  (static_cast<int64_t>(h) * P + pos % P) * 2 * D;  // K half of the row
   const float* mu = b.mu + static_cast<int64_t>(h) * D;
   for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = widen<T>(row[d]) - mu[d];
+  if (sk.residency && pos % P == 0 && threadIdx.x == 0) sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
+  __syncthreads();
+  encode_sketch(x, sk, b, h, block, pos % P);
+}
+
+// Scaled pages (fp8 / int8 / int4): element d of the K row of token tp of kv head h's block,
+// decoded as kv/kv_quant.h's kv_decode_row does.
+__device__ __forceinline__ float scaled_k(const KvLayerView& kv, const uint8_t* blk, int tp, int d) {
+  const int D = kv.head_dim;
+  const int64_t row = kv_elem_row_bytes(kv.elem, D);
+  const uint8_t* r = blk + static_cast<int64_t>(tp) * 2 * row;
+  const __half* sc = reinterpret_cast<const __half*>(blk + kv.scales_offset + static_cast<int64_t>(tp) * 2 * kv_elem_scale_bytes(kv.elem));
+  const float dh = __half2float(sc[0]);
+  if (kv.elem == KvElem::kInt4) {
+    const int half = D / 2;
+    const uint32_t u = d < half ? (r[d] & 0xfu) : (r[d - half] >> 4);
+    return fmaf(static_cast<float>(u), dh, __half2float(sc[1]));
+  }
+  if (kv.elem == KvElem::kInt8) return dh * static_cast<float>(static_cast<int8_t>(r[d]));
+  const __half_raw e = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(r[d]), __NV_E4M3);
+  return dh * __half2float(__half(e));
+}
+
+__global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_scaled_kernel(SketchLayerView sk, SketchBasisView b,
+                                                                               KvLayerView kv, const int32_t* pages) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float x[kMaxHeadDim];
+  const int32_t pos = static_cast<int32_t>(blockIdx.x);
+  const int h = blockIdx.y, D = b.head_dim, P = kv.page_tokens;
+  const int32_t block = pages[pos / P];
+  const uint8_t* blk = static_cast<const uint8_t*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
+                       static_cast<int64_t>(h) * kv.head_stride;
+  const float* mu = b.mu + static_cast<int64_t>(h) * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = scaled_k(kv, blk, pos % P, d) - mu[d];
   if (sk.residency && pos % P == 0 && threadIdx.x == 0) sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
   __syncthreads();
   encode_sketch(x, sk, b, h, block, pos % P);
@@ -479,7 +515,12 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
     case KvElem::kBF16:
       launch_chain(sketch_rebuild_kernel<__nv_bfloat16>, grid, kEncodeThreads, 0, s, sk, b, kv, pages);
       break;
-    default: return cudaErrorInvalidValue;  // fp8: not yet
+    case KvElem::kFp8:
+    case KvElem::kInt8:
+    case KvElem::kInt4:
+      launch_chain(sketch_rebuild_scaled_kernel, grid, kEncodeThreads, 0, s, sk, b, kv, pages);
+      break;
+    default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }
