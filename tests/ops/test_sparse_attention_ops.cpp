@@ -121,7 +121,7 @@ class SparseAttentionOps : public ::testing::Test {
 
   // `kernels`: the backend's host sparse kernels (null for CUDA, which selects on the device).
   std::unique_ptr<SparseRuntime> runtime(const SparseConfig& cfg, uint64_t basis_seed, const SparseKernels* kernels) {
-    SketchBasis b = random_sketch_basis(kLayers, kKvHeads, kHd, kRank, basis_seed);
+    SketchBasis b = random_sketch_basis(kLayers, kKvHeads, kHd, rank_, basis_seed);
     std::mt19937_64 r(basis_seed);
     for (auto& layer : b.mean)
       for (float& m : layer) m = std::normal_distribution<float>(0.0f, 0.3f)(r);
@@ -266,6 +266,7 @@ class SparseAttentionOps : public ::testing::Test {
   std::vector<SeqKv*> seq_ptrs_;
   std::vector<int32_t> ctx_;
   KvDtype kv_dtype_ = KvDtype::kF16;  // of the pages make_sequences makes
+  int rank_ = kRank;                  // of the sketches runtime() makes
   std::unique_ptr<SparseRuntime> rt_cpu_, rt_dev_, rt_host_;
   float scale_ = 1.0f / std::sqrt(static_cast<float>(kHd));
 };
@@ -356,6 +357,57 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   ASSERT_TRUE(sel2.is_ok()) << sel2.status().to_string();
   const int swaps2 = check_selections(*rt_cpu_, q, *sel2);
   std::printf("sparse select after rebuild: %d near-tie swaps; %s\n", swaps2, seed_note().c_str());
+}
+
+// The tensor-core score kernel at the other sketch ranks (16, 64: other k-block counts and load
+// widths), and sketches rebuilt from int4 / int8 pages (the GPU decodes the scaled rows as the
+// host does): the selections are the CPU selector's up to near ties.
+TEST_F(SparseAttentionOps, SelectsLikeTheCpuAtEveryRankAndFromScaledPages) {
+  struct Case {
+    int rank;
+    KvDtype dtype;
+  };
+  for (const Case c : {Case{16, KvDtype::kF16}, Case{64, KvDtype::kF16}, Case{32, KvDtype::kInt4}, Case{16, KvDtype::kInt8}}) {
+    rank_ = c.rank;
+    kv_dtype_ = c.dtype;
+    const std::string what = "rank " + std::to_string(c.rank) + " " + kv_dtype_name(c.dtype);
+    make_sequences({3000, 1200});
+    if (HasFatalFailure()) return;
+    const SparseConfig cfg = small_config();
+    rt_cpu_ = runtime(cfg, 78, cpu_->host_sparse_kernels());
+    rt_dev_ = runtime(cfg, 78, dev_->host_sparse_kernels());
+    ASSERT_TRUE(rt_cpu_ && rt_dev_);
+    HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+    HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+    int64_t n_ctx = 0;
+    for (int32_t x : ctx_) n_ctx += x;
+    const int64_t n = static_cast<int64_t>(ctx_.size());
+    auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    add_chunk_offsets(kc, 0);
+    const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+    const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+    write_context(*cpu_, kc, vc);
+    write_context(*dev_, kc, vc);
+    if (c.dtype != KvDtype::kF16) {  // sketches from the stored (quantized) keys on both sides
+      for (size_t sq = 0; sq < ctx_.size(); ++sq) {
+        HS_ASSERT_OK(cpu_->rebuild_sparse_metadata(*kv_, seqs_[sq], ctx_[sq]));
+        HS_ASSERT_OK(dev_->rebuild_sparse_metadata(*kv_, seqs_[sq], ctx_[sq]));
+      }
+    }
+    (void)decode(*cpu_, k, v, q);
+    (void)decode(*dev_, k, v, q);
+    auto sel = dev_->last_selections(n * kKvHeads);
+    ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+    const int swaps = check_selections(*rt_cpu_, q, *sel);
+    std::printf("sparse select %s: %d near-tie swaps over %lld rows; %s\n", what.c_str(), swaps,
+                static_cast<long long>(n * kKvHeads), seed_note().c_str());
+    if (HasFailure()) return;
+    HS_ASSERT_OK(cpu_->set_sparse(nullptr, nullptr));
+    HS_ASSERT_OK(dev_->set_sparse(nullptr, nullptr));
+    rt_cpu_.reset();
+    rt_dev_.reset();
+  }
 }
 
 TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {

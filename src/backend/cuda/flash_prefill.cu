@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "backend/cuda/flash_prefill.h"
+#include "backend/cuda/mma.cuh"
 
 namespace hs::cuda {
 namespace {
@@ -90,10 +91,7 @@ struct Ops<__half> {
   }
   static __device__ __forceinline__ float q_clamp(float x) { return fminf(fmaxf(x, -65504.0f), 65504.0f); }
   static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_16816<false>(c, a[0], a[1], a[2], a[3], b0, b1);
   }
 };
 template <>
@@ -104,10 +102,7 @@ struct Ops<__nv_bfloat16> {
   }
   static __device__ __forceinline__ float q_clamp(float x) { return x; }
   static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    mma_16816<true>(c, a[0], a[1], a[2], a[3], b0, b1);
   }
 };
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "backend/cuda/gemm16_mma.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
 
 namespace hs::cuda {
@@ -63,21 +64,7 @@ __device__ __forceinline__ uint4 load_weights(const uint4* p, bool pred, uint64_
 template <bool BF16>
 __device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (BF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#endif
+  mma_16816<BF16>(c, a0, a1, a2, a3, b0, b1);
 }
 
 // U: 16-byte loads per lane and row per step (a step is 32·U columns: lanes t = 0..3 of a

@@ -45,6 +45,7 @@
 #include <cstring>
 
 #include "backend/cuda/gemv_kernels.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
@@ -99,17 +100,7 @@ __device__ __forceinline__ uint32_t bf2_bits(__nv_bfloat162 h) {
 template <bool kBf>
 __device__ __forceinline__ void mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                     uint32_t b1) {
-  if constexpr (kBf) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
+  mma_16816<kBf>(c, a0, a1, a2, a3, b0, b1);
 }
 
 // c += A (16 x 8: a0 rows g, a1 rows g + 8) * B (8 x 8, b0), f16 in, fp32 accumulate.

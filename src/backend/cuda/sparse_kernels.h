@@ -34,7 +34,7 @@ struct SketchLayerView {
   uint16_t* base = nullptr;
   int n_kv_heads = 0;
   int page_tokens = 16;
-  int rank = 0;  // 16, 32 or 64 (the pages of P tokens: P a multiple of 256 / rank)
+  int rank = 0;  // 16, 32 or 64 (pages of P = 8, 16 or 32 tokens)
   // Host tier (hot_set.h): the layer's residency map [n_kv][n_blocks]; writing a page's first
   // token (a new or reused block) clears its entry, so no slot fetched before serves it again.
   int32_t* residency = nullptr;

@@ -4,10 +4,10 @@
 // sketch_encode / sketch_rebuild: one block of 64 threads per (key, kv head); the centred key
 // sits in shared memory and thread j accumulates s_j = Σ_d (k_d − μ_d) B[d][j] in d order (the
 // CPU SketchStore::write's order), rounded to f16 to nearest even.
-// sparse_select, pass 1 (score_kernel): grid (rows, candidate blocks of kChunksPerCta chunks);
-// each block projects its row's G queries (q̂ [G][rank], bias [G] in shared memory), then one
-// thread per token reads its rank-f16 sketch (16-byte loads) and takes max_g (b_g + q̂_g·s);
-// the P lanes of a chunk (one page, C = P) reduce the max with shuffles.
+// sparse_select: project_kernel writes each row's q̂ [G][rank] and bias [G]; pass 1
+// (score_kernel): grid (rows, candidate blocks of kChunksPerCta chunks); each warp scores 8
+// tokens per tensor-core mma (q̂ split into f16 high and low parts against the f16 sketches,
+// fp32 accumulation) and takes max_g (b_g + q̂_g·s) over a chunk's (one page, C = P) tokens.
 // Pass 2 (topk_kernel): one block of 1024 per row finds the k-th best candidate key by a 4-pass
 // 8-bit radix select over order-preserving uint32 keys (NaN as −inf), takes every candidate
 // above it and the last `need` of the ties (ties prefer the later chunk, as the CPU), and
@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sparse_kernels.h"
 
@@ -216,18 +217,29 @@ __global__ void __launch_bounds__(kProjThreads) project_kernel(SketchBasisView b
   }
 }
 
-// Chunk scores: each warp scores kChunksPerWarp consecutive candidate chunks. A token's rank-R
-// f16 sketch is split over LPT = R / 8 lanes (one 16-byte load each, q̂'s matching 8 columns of
-// every head in registers), so a warp pass reads TPW = 32 / LPT whole tokens, 512 contiguous
-// bytes; the partial dots reduce over the LPT lanes, the chunk max over its P / TPW passes and
-// TPW tokens. kUnroll passes' loads are issued before any is scored; the warp's pages are read
-// once (lane k: chunk k) and broadcast by shuffles.
-template <int R, int G>
+// Chunk scores on tensor cores: each warp scores kChunksPerWarp consecutive candidate chunks,
+// 8 tokens at a time as mma.sync.m16n8k16 (mma.cuh): A = q̂ of the row's G heads, rows 0..7 its
+// f16 high part and rows 8..15 the f16 remainder (q̂ · s − hi, s a power of two putting max|q̂ s|
+// in [2^13, 2^14)), so hi + lo carries ~22 bits and the scores match fp32 dots of the f16
+// sketches to ~1e-6 relative; B = 8 tokens' sketches, lane (g, t) supplying token g's dims
+// [t R/4, (t+1) R/4) (one R/2-byte load: a warp reads 8 whole tokens, 8 R contiguous bytes).
+// The k order inside an mma is permuted alike in A and B (k-block b: fragment cols 2t, 2t+1,
+// 2t+8, 2t+9 are the lane's dims 4b..4b+3), which a dot product does not see. C row g holds
+// head g's hi (c0, c1) and lo (c2, c3) partial scores of tokens 2t, 2t+1; rows g >= G take a
+// -inf bias. A chunk's max reduces over its P / 8 token groups, the lane's two tokens and the
+// warp's lanes. kUnroll chunks' loads are in flight while the previous are scored; the warp's
+// pages are read once (lane k: chunk k) and broadcast by shuffles. Needs P a multiple of 8.
+template <int R, int TG>
 __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
                                                                  const float* proj, int proj_stride) {
   pdl_launch_dependents();
   pdl_wait();
-  constexpr int LPT = R / 8, TPW = 32 / LPT, kUnroll = 4;
+  constexpr int KB = R / 16;     // mma k-blocks per token group
+  constexpr int DPT = R / 4;     // sketch dims a lane loads per token
+  constexpr int WPT = DPT / 2;   // ... as 32-bit words
+  constexpr int kUnroll = 4;     // chunks in flight
+  constexpr int P = TG * 8;      // tokens per chunk (= page)
+  const int G = a.group;
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
   const int h = static_cast<int>(row % a.n_kv_heads);
@@ -238,70 +250,96 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
   const int32_t c0 = rr.first + (static_cast<int32_t>(blockIdx.y) * (kScoreThreads / 32) + warp) * kChunksPerWarp;
   if (c0 >= rr.last) return;
   const int32_t nc = min(rr.last - c0, kChunksPerWarp);
-  const int P = sk.page_tokens;
-  const int sub = lane % LPT, tok = lane / LPT;
+  const int g = lane >> 2, tq = lane & 3;
   const float* pr = proj + row * proj_stride;
-  float qv[G][8], bias[G];  // q̂'s 8 columns of this lane for each head; G, R compile-time: few registers
+
+  // The row's scale s = 2^(14 - e), max|q̂| < 2^e.
+  float amax = 0.0f;
+  for (int idx = lane; idx < G * R; idx += 32) amax = fmaxf(amax, fabsf(pr[idx]));
 #pragma unroll
-  for (int g = 0; g < G; ++g) {
-    bias[g] = pr[G * R + g];
+  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  int e = 0;
+  (void)frexpf(amax, &e);
+  const float sc = amax > 0.0f && amax < INFINITY ? ldexpf(1.0f, 14 - e) : 1.0f, inv_sc = 1.0f / sc;
+  // A fragments: this lane's rows g (hi of head g) and g + 8 (lo of head g); its dims per k-block.
+  uint32_t afr[KB][4];
+  auto split = [&](int d, float& hi_f, float& lo_f) {
+    const float x = g < G ? pr[g * R + d] * sc : 0.0f;
+    const __half hi = __float2half_rn(x);
+    hi_f = __half2float(hi);
+    lo_f = x - hi_f;
+  };
+  auto pack = [](float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  };
 #pragma unroll
-    for (int e = 0; e < 8; ++e) qv[g][e] = pr[g * R + sub * 8 + e];
+  for (int kb = 0; kb < KB; ++kb) {
+    const int d0 = tq * DPT + 4 * kb;
+    float h0, l0, h1, l1, h2, l2, h3, l3;
+    split(d0, h0, l0);
+    split(d0 + 1, h1, l1);
+    split(d0 + 2, h2, l2);
+    split(d0 + 3, h3, l3);
+    afr[kb][0] = pack(h0, h1);  // row g, cols 2t, 2t+1: dims d0, d0+1 (hi)
+    afr[kb][1] = pack(l0, l1);  // row g+8: the remainders
+    afr[kb][2] = pack(h2, h3);  // row g, cols 2t+8, 2t+9: dims d0+2, d0+3
+    afr[kb][3] = pack(l2, l3);
   }
+  const float bias = g < G ? pr[G * R + g] : -INFINITY;
+
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
   const int32_t my_page = lane < nc ? pages[c0 + lane] : 0;
-  const int ppc = P / TPW;  // passes per chunk
-  const int n_pass = nc * ppc;
-  const uint16_t* head_base = sk.base + static_cast<int64_t>(h) * P * R + sub * 8;
+  // Lane's words of token (tg * 8 + g) of a page: head_base + page * page_stride + tg * 8 * R.
+  const uint16_t* head_base = sk.base + static_cast<int64_t>(h) * P * R + g * R + tq * DPT;
   const int64_t page_stride = static_cast<int64_t>(sk.n_kv_heads) * P * R;
   float* out = a.scores + row * a.score_stride - rr.first;
-  float run = -INFINITY;
-  // Software pipeline: the next kUnroll passes' loads are in flight while these are scored.
-  auto load = [&](uint4 (&raw)[kUnroll], int p0) {
+  using Words = uint32_t[TG][WPT];
+  auto load = [&](Words& w, int c) {  // chunk c of the warp (c < nc, warp-uniform)
+    const int page = __shfl_sync(0xffffffffu, my_page, c);
+    const uint16_t* base = head_base + page * page_stride;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u;
-      const int page = __shfl_sync(0xffffffffu, my_page, min(p, n_pass - 1) / ppc);
-      const int tp = (p % ppc) * TPW + tok;
-      if (p < n_pass) raw[u] = *reinterpret_cast<const uint4*>(head_base + page * page_stride + tp * R);
+    for (int tg = 0; tg < TG; ++tg) {
+      const uint16_t* src = base + tg * 8 * R;
+      if constexpr (WPT == 2) {
+        const uint2 v = *reinterpret_cast<const uint2*>(src);
+        w[tg][0] = v.x;
+        w[tg][1] = v.y;
+      } else {
+#pragma unroll
+        for (int q = 0; q < WPT / 4; ++q) {
+          const uint4 v = *reinterpret_cast<const uint4*>(src + 8 * q);
+          w[tg][4 * q] = v.x;
+          w[tg][4 * q + 1] = v.y;
+          w[tg][4 * q + 2] = v.z;
+          w[tg][4 * q + 3] = v.w;
+        }
+      }
     }
   };
-  uint4 cur[kUnroll], nxt[kUnroll];
-  load(cur, 0);
-  for (int p0 = 0; p0 < n_pass; p0 += kUnroll) {
-    if (p0 + kUnroll < n_pass) load(nxt, p0 + kUnroll);  // warp-uniform
+  Words buf[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u)
+    if (u < nc) load(buf[u], u);
+  for (int c = 0; c < nc; c += kUnroll) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int p = p0 + u;
-      if (p >= n_pass) break;  // warp-uniform
-      const __half2* hv = reinterpret_cast<const __half2*>(&cur[u]);
-      float x[8];
+      if (c + u >= nc) break;  // warp-uniform
+      float run = -INFINITY;
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 f = __half22float2(hv[e]);
-        x[2 * e] = f.x;
-        x[2 * e + 1] = f.y;
+      for (int tg = 0; tg < TG; ++tg) {
+        float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kb = 0; kb < KB; ++kb)
+          mma_16816<false>(acc, afr[kb][0], afr[kb][1], afr[kb][2], afr[kb][3], buf[u][tg][2 * kb],
+                           buf[u][tg][2 * kb + 1]);
+        run = fmaxf(run, fmaxf(fmaf(acc[0] + acc[2], inv_sc, bias), fmaf(acc[1] + acc[3], inv_sc, bias)));
       }
-      float m = -INFINITY;
+      if (c + u + kUnroll < nc) load(buf[u], c + u + kUnroll);  // refill the slot just scored
 #pragma unroll
-      for (int g = 0; g < G; ++g) {
-        float d = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) d += qv[g][e] * x[e];
-#pragma unroll
-        for (int off = LPT / 2; off > 0; off /= 2) d += __shfl_xor_sync(0xffffffffu, d, off);
-        m = fmaxf(m, bias[g] + d);
-      }
-      run = fmaxf(run, m);
-      if (p % ppc == ppc - 1) {  // the chunk's last pass: max over its tokens
-#pragma unroll
-        for (int off = LPT; off < 32; off *= 2) run = fmaxf(run, __shfl_xor_sync(0xffffffffu, run, off));
-        if (lane == 0) out[c0 + p / ppc] = run;
-        run = -INFINITY;
-      }
+      for (int off = 1; off < 32; off <<= 1) run = fmaxf(run, __shfl_xor_sync(0xffffffffu, run, off));
+      if (lane == 0) out[c0 + c + u] = run;
     }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) cur[u] = nxt[u];
   }
 }
 
@@ -465,22 +503,20 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
 }
 
 template <int R>
-void launch_score_g(int group, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
+void launch_score_p(int page_tokens, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
                     const SelectArgs& a, const float* proj, int proj_stride) {
-  switch (group) {  // the exact group: the projection rows are laid out by it
-#define HS_SCORE_G(g) \
-  case g: launch_chain(score_kernel<R, g>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
-    HS_SCORE_G(1) HS_SCORE_G(2) HS_SCORE_G(3) HS_SCORE_G(4) HS_SCORE_G(5) HS_SCORE_G(6) HS_SCORE_G(7)
-    default: launch_chain(score_kernel<R, 8>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
-#undef HS_SCORE_G
+  switch (page_tokens) {  // 8, 16 or 32 (launch_sparse_select checks)
+    case 8: launch_chain(score_kernel<R, 1>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    case 16: launch_chain(score_kernel<R, 2>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    default: launch_chain(score_kernel<R, 4>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
   }
 }
-void launch_score(int rank, int group, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
+void launch_score(int rank, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
                   const SelectArgs& a, const float* proj, int proj_stride) {
   switch (rank) {
-    case 16: launch_score_g<16>(group, grid, s, sk, t, a, proj, proj_stride); break;
-    case 32: launch_score_g<32>(group, grid, s, sk, t, a, proj, proj_stride); break;
-    default: launch_score_g<64>(group, grid, s, sk, t, a, proj, proj_stride); break;
+    case 16: launch_score_p<16>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
+    case 32: launch_score_p<32>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
+    default: launch_score_p<64>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
   }
 }
 
@@ -530,7 +566,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   if (q.rows <= 0) return cudaSuccess;
   const int P = sk.page_tokens;
   if (!rank_ok(b.rank) || b.rank != sk.rank || a.group < 1 || a.group > kMaxGroup || a.n_kv_heads != sk.n_kv_heads ||
-      a.rule.chunk_tokens != P || P < 1 || P > 32 || (P & (P - 1)) != 0 || P % (256 / b.rank) != 0 ||
+      a.rule.chunk_tokens != P || P < 8 || P > 32 || (P & (P - 1)) != 0 ||
       a.rule.max_selected < 1 ||
       q.cols != int64_t{a.n_kv_heads} * a.group * b.head_dim || max_candidates > a.score_stride)
     return cudaErrorInvalidValue;
@@ -545,7 +581,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   if ((stages & kSelectScore) && max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
     const float* cp = proj;
-    launch_score(b.rank, a.group, grid, s, sk, t, a, cp, proj_stride);
+    launch_score(b.rank, grid, s, sk, t, a, cp, proj_stride);
   }
   if (stages & kSelectTopk) {
     // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
