@@ -90,6 +90,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "rank-r sketch misses (one more sketch dimension: each key's residual norm)")
       ->check(CLI::Range(0.0f, 16.0f))
       ->capture_default_str();
+  cmd->add_option("--sparse-page-shortlist", opt.sparse_cfg.page_shortlist,
+                  "Hierarchical scoring (CUDA): bound every candidate page by its sketch summary first and score only "
+                  "the N best pages token by token (0 = off: every candidate token scored; N >= budget / chunk)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--sparse-rerank", opt.sparse_rerank,
                   "Two-stage selection: the selector shortlists R x budget tokens and the exact keys of the shortlist "
                   "pick the budget (reads R x budget more keys per step; f16/f32 KV). auto = 4 when those reads are at "

@@ -53,6 +53,11 @@ struct SparseConfig {
   // R × budget tokens of chunks and the exact group mass of their keys picks the budget
   // (--sparse-rerank R; sketch and Quest; plain KV dtypes).
   int32_t rerank_factor = 0;
+  // Hierarchical scoring (CUDA; docs/gpu-sparse.md): 0 = off; N > 0 = every candidate page is
+  // first bounded by its sketch summary (per dim the page's max and min: an upper bound of the
+  // max rule's score), and only the N best bounds of a row are scored token by token
+  // (--sparse-page-shortlist N; N >= the budget's chunks).
+  int32_t page_shortlist = 0;
 
   Status validate(int page_tokens) const;
   bool use_sparse(int32_t n_tokens) const { return n_tokens >= min_context; }

@@ -60,6 +60,15 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   }
   if (cfg.tail_estimate && !kernels)
     return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
+  if (cfg.page_shortlist != 0) {
+    if (kernels || mode != SparseMode::kSketch)
+      return make_error(StatusCode::kUnsupported,
+                        "sparse: --sparse-page-shortlist (hierarchical scoring) runs on the GPU sketch path only");
+    if (cfg.page_shortlist < cfg.budget_chunks())
+      return make_error(StatusCode::kInvalidArgument,
+                        "sparse: --sparse-page-shortlist {} is below the budget's {} chunks", cfg.page_shortlist,
+                        cfg.budget_chunks());
+  }
   // The selector shortlists R × budget with the rerank, the budget itself without.
   const SparseConfig sel_cfg = rt->rerank_ ? rt->rerank_->shortlist_config() : cfg;
   if (cfg.tail_estimate)

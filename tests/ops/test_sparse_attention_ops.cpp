@@ -410,6 +410,83 @@ TEST_F(SparseAttentionOps, SelectsLikeTheCpuAtEveryRankAndFromScaledPages) {
   }
 }
 
+// Hierarchical scoring (--sparse-page-shortlist): every candidate page bounded by its summary,
+// the best `shortlist` scored token by token. A row whose candidates all fit the shortlist selects
+// exactly what the flat path (and the CPU) selects; a longer row keeps most of the CPU's scored
+// winners (a random shortlist of 32 of its ~171 candidates would keep ~19 %); both again after
+// the sketches and summaries are rebuilt from the pages.
+TEST_F(SparseAttentionOps, HierarchicalScoringKeepsTheBestPages) {
+  make_sequences({3000, 500});
+  if (HasFatalFailure()) return;
+  SparseConfig cfg = small_config();
+  cfg.page_shortlist = 32;  // 2 x the budget's 16 chunks; the 500-key row has 14 candidates
+  SparseConfig flat = small_config();
+  rt_cpu_ = runtime(flat, 79, cpu_->host_sparse_kernels());
+  rt_dev_ = runtime(cfg, 79, dev_->host_sparse_kernels());
+  ASSERT_TRUE(rt_cpu_ && rt_dev_);
+  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  int64_t n_ctx = 0;
+  for (int32_t x : ctx_) n_ctx += x;
+  const int64_t n = static_cast<int64_t>(ctx_.size());
+  auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  add_chunk_offsets(kc, 0);
+  const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+  const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+  write_context(*cpu_, kc, vc);
+  write_context(*dev_, kc, vc);
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1)  // from the pages: sketches and summaries rebuilt
+      for (size_t sq = 0; sq < ctx_.size(); ++sq) {
+        HS_ASSERT_OK(cpu_->rebuild_sparse_metadata(*kv_, seqs_[sq], ctx_[sq]));
+        HS_ASSERT_OK(dev_->rebuild_sparse_metadata(*kv_, seqs_[sq], ctx_[sq]));
+      }
+    (void)decode(*dev_, k, v, q);
+    auto sel = dev_->last_selections(n * kKvHeads);
+    ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+    const ChunkSelector& cs = rt_cpu_->selector();
+    int kept = 0, wanted = 0;
+    for (int h = 0; h < kKvHeads; ++h) {
+      for (size_t sq = 0; sq < ctx_.size(); ++sq) {
+        SelectInput in;
+        in.layer = 1;
+        in.kv_head = h;
+        in.q = q.data() + sq * kQDim + h * kGroup * kHd;
+        in.n_q = kGroup;
+        in.blocks = seqs_[sq].blocks;
+        in.n_tokens = ctx_[sq] + 1;
+        std::vector<int32_t> want;
+        cs.select(in, want);
+        const std::vector<int32_t>& got = (*sel)[sq * kKvHeads + h];
+        const std::string where = "pass " + std::to_string(pass) + " seq " + std::to_string(sq) + " head " +
+                                  std::to_string(h) + "; " + seed_note();
+        ASSERT_EQ(got.size(), want.size()) << where;
+        if (sq == 1) {
+          EXPECT_EQ(got, want) << "a row whose candidates fit the shortlist selects as the flat path: " << where;
+        } else {  // the scored winners only (sinks and window are in both)
+          const auto [first, last] = candidate_range(in.n_tokens, flat);
+          auto scored = [&](const std::vector<int32_t>& v) {
+            std::vector<int32_t> o;
+            for (int32_t c : v)
+              if (c >= first && c < last) o.push_back(c);
+            return o;
+          };
+          const std::vector<int32_t> g2 = scored(got), w2 = scored(want);
+          std::vector<int32_t> both;
+          std::set_intersection(g2.begin(), g2.end(), w2.begin(), w2.end(), std::back_inserter(both));
+          kept += static_cast<int>(both.size());
+          wanted += static_cast<int>(w2.size());
+        }
+      }
+    }
+    const double recall = wanted ? static_cast<double>(kept) / wanted : 0.0;
+    std::printf("hierarchical (shortlist 32 of ~171 candidates), pass %d: %d of %d scored winners kept (%.3f); %s\n",
+                pass, kept, wanted, recall, seed_note().c_str());
+    EXPECT_GE(recall, 0.6) << "pass " << pass << "; " << seed_note();
+  }
+}
+
 TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {
   make_sequences({2500, 1200});
   if (HasFatalFailure()) return;

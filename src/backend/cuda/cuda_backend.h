@@ -405,6 +405,9 @@ class CudaBackend final : public Backend {
   int32_t sketch_blocks_ = 0;          // pool size the sketch pages were made for
   void* sketch_base_ = nullptr;        // [full layers][n_blocks][n_kv][P][rank] f16
   int64_t sketch_layer_bytes_ = 0;
+  // Hierarchical scoring (SparseConfig::page_shortlist): a layer's page summaries [n_blocks][n_kv]
+  // [2][rank] f16 follow its sketches at this offset (0: not kept).
+  int64_t sketch_summary_offset_ = 0;
   std::vector<int> sketch_slot_;       // [n_layer] index among the sparse layers, -1: none
   void* basis_dev_ = nullptr;          // per sparse layer: B, A [n_kv][hd][rank], mu [n_kv][hd] f32
   int64_t basis_layer_floats_ = 0;
@@ -414,6 +417,7 @@ class CudaBackend final : public Backend {
   const int32_t* d_sparse_tok_ = nullptr;  // [n] step table: 1 = selects
   Scratch sel_;     // [n * n_kv] x (chunks [cap] | pages [cap]) then lengths [n * n_kv], int32
   Scratch scores_;  // [n * n_kv][score stride] f32
+  Scratch shortlist_;  // hierarchical scoring: [n * n_kv] x (list [shortlist] i32, scores [shortlist] f32), n_list [n * n_kv]
   int64_t sel_rows_ = 0;  // rows of the last selection (last_selections)
   int sel_cap_ = 0;
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split

@@ -134,6 +134,11 @@ Status CudaBackend::bind_sparse_pages() {
     sketch_base_ = nullptr;
   }
   sketch_layer_bytes_ = static_cast<int64_t>(kv_blocks_) * g.n_kv_heads * g.page_tokens * sketch_rank_ * 2;
+  sketch_summary_offset_ = 0;
+  if (sparse_->config().page_shortlist > 0) {  // + the page summaries: 2 / P of the sketches
+    sketch_summary_offset_ = sketch_layer_bytes_;
+    sketch_layer_bytes_ += static_cast<int64_t>(kv_blocks_) * g.n_kv_heads * 2 * sketch_rank_ * 2;
+  }
   const size_t total = static_cast<size_t>(sketch_layer_bytes_) * std::max(1, n_sparse);
   HS_RETURN_IF_ERROR(device_malloc(&sketch_base_, total,
                                    fmt::format("the key sketches ({} layers x {} pages, rank {})", n_sparse, kv_blocks_,
@@ -183,7 +188,13 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
     const int64_t window_keys = n_keys - std::min<int64_t>(n_keys, static_cast<int64_t>(last) * C);
     const int64_t selected =
         all ? n_keys : std::min<int64_t>(n_keys, static_cast<int64_t>(first) * C) + int64_t{cfg.budget_chunks()} * C + window_keys;
-    const int64_t scored = all ? 0 : static_cast<int64_t>(last - first) * C;
+    // Hierarchical scoring reads each candidate's page summary (4 rank bytes: two tokens'
+    // sketches) and the shortlist's token sketches instead of every candidate's.
+    const int64_t n_cand = last - first;
+    const int32_t sl = sketch_summary_offset_ > 0 ? cfg.page_shortlist : 0;
+    const int64_t scored = all                      ? 0
+                           : sl > 0 && n_cand > sl ? int64_t{sl} * C + 2 * n_cand
+                                                    : n_cand * C;
     sparse_->count_external(per_token, n_keys, selected, scored, sketch_bytes);
   }
 }
@@ -194,9 +205,12 @@ bool CudaBackend::sparse_layer(int layer, const AttentionParams& p) const {
 }
 
 namespace {
-SketchLayerView sketch_view(void* base, int64_t layer_bytes, int slot, const KvGeometry& g, int rank) {
-  return SketchLayerView{reinterpret_cast<uint16_t*>(static_cast<uint8_t*>(base) + slot * layer_bytes), g.n_kv_heads,
-                         g.page_tokens, rank};
+SketchLayerView sketch_view(void* base, int64_t layer_bytes, int slot, const KvGeometry& g, int rank,
+                            int64_t summary_offset) {
+  uint8_t* layer = static_cast<uint8_t*>(base) + slot * layer_bytes;
+  SketchLayerView v{reinterpret_cast<uint16_t*>(layer), g.n_kv_heads, g.page_tokens, rank};
+  if (summary_offset > 0) v.summary = reinterpret_cast<uint16_t*>(layer + summary_offset);
+  return v;
 }
 // With the hot set's residency map of the layer (writes clear rewritten pages' entries).
 SketchLayerView with_residency(SketchLayerView v, const HotPoolView& pool) {
@@ -217,7 +231,7 @@ Status CudaBackend::write_sketches(int layer, const Tensor& k) {
     return Status::ok();
   const int slot = sketch_slot_[layer];
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+  SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_, sketch_summary_offset_);
   if (hot_.base) sk = with_residency(sk, hot_pool(slot));
   return launched(launch_sketch_encode(sk,
                                        basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_), t,
@@ -248,8 +262,19 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   s.sel_chunks = sel;
   s.sel_pages = sel + rows * cap;
   s.sel_len = sel + 2 * rows * cap;
+  // Hierarchical scoring when some row can have more candidates than the shortlist (stride is
+  // the step's bucket: a graph serves one choice).
+  const int32_t shortlist = sparse_->config().page_shortlist;
+  if (sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist) {
+    HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * shortlist + 1) * 4, "sparse shortlists"));
+    int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
+    s.shortlist = shortlist;
+    s.list = lp;
+    s.list_scores = reinterpret_cast<float*>(lp + rows * shortlist);
+    s.n_list = lp + 2 * rows * shortlist;
+  }
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
-  const SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+  const SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_, sketch_summary_offset_);
   const SketchBasisView bv = basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_);
   if (!profile_.on()) {
     HS_RETURN_IF_ERROR(launched(launch_sparse_select(sk, bv, t, crows_of(q), s, stride, stream_), "sparse_select"));
@@ -310,7 +335,7 @@ Status CudaBackend::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32
     for (int l = 0; l < kv_geom_.n_layer; ++l) {
       if (sketch_slot_[l] < 0) continue;
       const int slot = sketch_slot_[l];
-      SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_);
+      SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_, sketch_summary_offset_);
       if (hot_.base) sk = with_residency(sk, hot_pool(slot));
       HS_RETURN_IF_ERROR(launched(
           launch_sketch_rebuild(sk,

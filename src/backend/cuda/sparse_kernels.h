@@ -39,6 +39,10 @@ struct SketchLayerView {
   // token (a new or reused block) clears its entry, so no slot fetched before serves it again.
   int32_t* residency = nullptr;
   int32_t n_blocks = 0;
+  // Hierarchical scoring (SparseConfig::page_shortlist): per (block, kv head) the max then the
+  // min of each sketch dim over the page's written tokens, [n_blocks][n_kv][2][rank] f16; kept
+  // by sketch_encode / sketch_rebuild when set.
+  uint16_t* summary = nullptr;
 };
 constexpr int kMaxSketchRank = 64;
 
@@ -70,6 +74,13 @@ struct SelectArgs {
   int32_t* sel_chunks = nullptr;        // [n * n_kv][max_selected] ascending chunk ids, -1 padded
   int32_t* sel_pages = nullptr;         // [n * n_kv][max_selected] their block ids
   int32_t* sel_len = nullptr;           // [n * n_kv] selected keys, -1: a dense row
+  // Hierarchical scoring (sk.summary set): scores first holds each candidate page's bound; the
+  // best `shortlist` of a row (all when it has no more) go to list, ascending, and are scored
+  // token by token into list_scores; the final top-k picks among them.
+  int32_t shortlist = 0;
+  int32_t* list = nullptr;          // [n * n_kv][shortlist] chunk ids
+  int32_t* n_list = nullptr;        // [n * n_kv]
+  float* list_scores = nullptr;     // [n * n_kv][shortlist]
 };
 
 // Floats of SelectArgs::scores for `rows` rows.
@@ -84,6 +95,8 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
 // Selections of every (token, kv head) row of the step (q [n][n_head * head_dim] f32);
 // max_candidates: an upper bound on any row's candidate chunks (the grid's extent).
 // stages: which of the three kernels to launch (all by default; the profiler times them apart).
+// With a shortlist, kSelectScore is the page bounds, their top-`shortlist` and the shortlist's
+// token scores.
 enum SelectStage : int { kSelectProject = 1, kSelectScore = 2, kSelectTopk = 4, kSelectAll = 7 };
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
                                  int32_t max_candidates, cudaStream_t s, int stages = kSelectAll);

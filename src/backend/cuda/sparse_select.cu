@@ -149,6 +149,51 @@ __global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_scaled_kernel(S
   encode_sketch(x, sk, b, h, block, pos % P);
 }
 
+// ---- page summaries (hierarchical scoring) ------------------------------------------------
+
+// Summary of (block, head) over the page's tokens [0, fill): thread j < rank takes dim j's max
+// and min of the f16 sketches (exact: f16 in, f16 out).
+__device__ __forceinline__ void summarize_page(const SketchLayerView& sk, int h, int32_t block, int fill) {
+  const int r = sk.rank, P = sk.page_tokens;
+  const uint16_t* sp = sk.base + (static_cast<int64_t>(block) * sk.n_kv_heads + h) * P * r;
+  uint16_t* out = sk.summary + (static_cast<int64_t>(block) * sk.n_kv_heads + h) * 2 * r;
+  for (int j = threadIdx.x; j < r; j += blockDim.x) {
+    float mx = -INFINITY, mn = INFINITY;
+    for (int t = 0; t < fill; ++t) {
+      const float v = __half2float(__ushort_as_half(sp[t * r + j]));
+      mx = fmaxf(mx, v);
+      mn = fminf(mn, v);
+    }
+    out[j] = __half_as_ushort(__float2half_rn(mx));
+    out[r + j] = __half_as_ushort(__float2half_rn(mn));
+  }
+}
+
+// After sketch_encode: grid (n tokens, n_kv), kMaxSketchRank threads. Token i summarizes its page
+// when it is the step's last token of that page (the next token is another sequence's or on
+// another page: a sequence's tokens of a step are consecutive and ascending), over [0, pos % P].
+__global__ void __launch_bounds__(kMaxSketchRank) summary_encode_kernel(SketchLayerView sk, StepTables t,
+                                                                        int64_t n_tokens) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y, P = sk.page_tokens;
+  const int32_t pos = t.positions[i];
+  if (i + 1 < n_tokens && t.seq_index[i + 1] == t.seq_index[i] && t.positions[i + 1] / P == pos / P) return;
+  const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
+  summarize_page(sk, h, block, pos % P + 1);
+}
+
+// After sketch_rebuild: grid (pages of the sequence, n_kv).
+__global__ void __launch_bounds__(kMaxSketchRank) summary_rebuild_kernel(SketchLayerView sk, const int32_t* pages,
+                                                                         int32_t n_tokens) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int32_t pg = static_cast<int32_t>(blockIdx.x);
+  const int P = sk.page_tokens;
+  summarize_page(sk, blockIdx.y, pages[pg], min(P, n_tokens - pg * P));
+}
+
 // The candidate chunks [first, last) and the budget rule of sparse/selector.cpp.
 struct RowRule {
   int32_t n_tokens, n_chunks, first, last, k;
@@ -217,6 +262,66 @@ __global__ void __launch_bounds__(kProjThreads) project_kernel(SketchBasisView b
   }
 }
 
+// Page bounds (hierarchical scoring): grid (rows, candidate blocks of kChunksPerCta chunks), two
+// threads a chunk, each half of the dims: max_g (b_g + Σ_j max(q̂_gj mx_j, q̂_gj mn_j)) from the
+// page's summary, an upper bound of the max rule's chunk score (up to the f16 rounding of the
+// sketches both read), written where score_kernel writes its scores.
+template <int R>
+__global__ void __launch_bounds__(kScoreThreads) bound_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
+                                                              const float* proj, int proj_stride) {
+  pdl_launch_dependents();
+  pdl_wait();
+  static_assert(2 * kChunksPerCta == kScoreThreads, "two threads a chunk");
+  constexpr int H = R / 2;  // dims a thread bounds
+  __shared__ float qs[kMaxGroup * R + kMaxGroup];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  const int h = static_cast<int>(row % a.n_kv_heads);
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  if (rr.all) return;
+  const int G = a.group;
+  const int32_t c = rr.first + static_cast<int32_t>(blockIdx.y) * kChunksPerCta + static_cast<int32_t>(threadIdx.x >> 1);
+  if (rr.first + static_cast<int32_t>(blockIdx.y) * kChunksPerCta >= rr.last) return;  // CTA-uniform
+  const float* pr = proj + row * proj_stride;
+  for (int idx = threadIdx.x; idx < G * R + G; idx += blockDim.x) qs[idx] = pr[idx];
+  __syncthreads();
+  const int half = threadIdx.x & 1;
+  float ub[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) ub[g] = 0.0f;
+  if (c < rr.last) {
+    const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + c];
+    const uint16_t* sm = sk.summary + (static_cast<int64_t>(block) * sk.n_kv_heads + h) * 2 * R + half * H;
+    uint4 mx4[H / 8], mn4[H / 8];
+#pragma unroll
+    for (int q = 0; q < H / 8; ++q) {
+      mx4[q] = reinterpret_cast<const uint4*>(sm)[q];
+      mn4[q] = reinterpret_cast<const uint4*>(sm + R)[q];
+    }
+    const __half* mx = reinterpret_cast<const __half*>(mx4);
+    const __half* mn = reinterpret_cast<const __half*>(mn4);
+#pragma unroll
+    for (int j = 0; j < H; ++j) {
+      const float hi = __half2float(mx[j]), lo = __half2float(mn[j]);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= G) break;
+        const float qv = qs[g * R + half * H + j];
+        ub[g] += fmaxf(qv * hi, qv * lo);
+      }
+    }
+  }
+  float best = -INFINITY;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
+    const float v = ub[g] + __shfl_xor_sync(0xffffffffu, ub[g], 1);
+    best = fmaxf(best, qs[G * R + g] + v);
+  }
+  if (c < rr.last && half == 0) a.scores[row * a.score_stride + (c - rr.first)] = best;
+}
+
 // Chunk scores on tensor cores: each warp scores kChunksPerWarp consecutive candidate chunks,
 // 8 tokens at a time as mma.sync.m16n8k16 (mma.cuh): A = q̂ of the row's G heads, rows 0..7 its
 // f16 high part and rows 8..15 the f16 remainder (q̂ · s − hi, s a power of two putting max|q̂ s|
@@ -229,7 +334,7 @@ __global__ void __launch_bounds__(kProjThreads) project_kernel(SketchBasisView b
 // -inf bias. A chunk's max reduces over its P / 8 token groups, the lane's two tokens and the
 // warp's lanes. kUnroll chunks' loads are in flight while the previous are scored; the warp's
 // pages are read once (lane k: chunk k) and broadcast by shuffles. Needs P a multiple of 8.
-template <int R, int TG>
+template <int R, int TG, bool kList>
 __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView sk, StepTables t, SelectArgs a,
                                                                  const float* proj, int proj_stride) {
   pdl_launch_dependents();
@@ -247,9 +352,12 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
   const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   if (rr.all) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int32_t c0 = rr.first + (static_cast<int32_t>(blockIdx.y) * (kScoreThreads / 32) + warp) * kChunksPerWarp;
-  if (c0 >= rr.last) return;
-  const int32_t nc = min(rr.last - c0, kChunksPerWarp);
+  // Candidates [lo, hi): chunks first.. (flat) or shortlist entries 0.. (kList: chunk list[c]).
+  const int32_t* list = kList ? a.list + row * a.shortlist : nullptr;
+  const int32_t lo = kList ? 0 : rr.first, hi = kList ? a.n_list[row] : rr.last;
+  const int32_t c0 = lo + (static_cast<int32_t>(blockIdx.y) * (kScoreThreads / 32) + warp) * kChunksPerWarp;
+  if (c0 >= hi) return;
+  const int32_t nc = min(hi - c0, kChunksPerWarp);
   const int g = lane >> 2, tq = lane & 3;
   const float* pr = proj + row * proj_stride;
 
@@ -289,11 +397,11 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
   const float bias = g < G ? pr[G * R + g] : -INFINITY;
 
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
-  const int32_t my_page = lane < nc ? pages[c0 + lane] : 0;
+  const int32_t my_page = lane < nc ? pages[kList ? list[c0 + lane] : c0 + lane] : 0;
   // Lane's words of token (tg * 8 + g) of a page: head_base + page * page_stride + tg * 8 * R.
   const uint16_t* head_base = sk.base + static_cast<int64_t>(h) * P * R + g * R + tq * DPT;
   const int64_t page_stride = static_cast<int64_t>(sk.n_kv_heads) * P * R;
-  float* out = a.scores + row * a.score_stride - rr.first;
+  float* out = kList ? a.list_scores + row * a.shortlist : a.scores + row * a.score_stride - rr.first;
   using Words = uint32_t[TG][WPT];
   auto load = [&](Words& w, int c) {  // chunk c of the warp (c < nc, warp-uniform)
     const int page = __shfl_sync(0xffffffffu, my_page, c);
@@ -353,7 +461,12 @@ __device__ __forceinline__ uint32_t order_key(float s) {
 
 // kShared: the row's keys are first copied into dynamic shared memory (score_stride of them), so
 // the four radix passes and the two output passes read shared memory, not L2.
-template <bool kShared>
+// kMode: kTopkFlat, the selection from every candidate's score; kTopkShortlist, the best
+// a.shortlist page bounds of a row into a.list (ascending; all candidates when there are no
+// more; nothing for a row whose candidates fit); kTopkFromList, the selection from the list's
+// token scores (a.list_scores), chunk list[c] for entry c.
+constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2;
+template <bool kShared, int kMode>
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
   pdl_wait();
@@ -371,14 +484,28 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   int32_t* chunks = a.sel_chunks + row * cap;
   int32_t* pages_out = a.sel_pages + row * cap;
   if (!a.sparse_tok[i]) {
-    if (tid == 0) a.sel_len[row] = -1;
+    if (tid == 0 && kMode != kTopkShortlist) a.sel_len[row] = -1;
     return;
   }
-  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
   const int C = a.rule.chunk_tokens;
-  const int32_t n_cand = rr.last - rr.first;
-  const float* sc = a.scores + row * a.score_stride;
+  int32_t* list = a.list + row * a.shortlist;  // kTopkShortlist / kTopkFromList
+  if constexpr (kMode == kTopkShortlist) {
+    const int32_t n = rr.last - rr.first;
+    if (rr.all || n <= a.shortlist) {  // nothing to select (fits), or every candidate is listed
+      const int32_t m = rr.all ? 0 : n;
+      for (int32_t c = tid; c < m; c += kTopkThreads) list[c] = rr.first + c;
+      if (tid == 0) a.n_list[row] = m;
+      return;
+    }
+    rr.k = a.shortlist;
+  }
+  // Candidates c in [0, n_cand): chunk rr.first + c, or list[c] (kTopkFromList, unless all fit).
+  const bool from_list = kMode == kTopkFromList && !rr.all;
+  const int32_t n_cand = from_list ? a.n_list[row] : rr.last - rr.first;
+  const float* sc = from_list ? a.list_scores + row * a.shortlist : a.scores + row * a.score_stride;
+  auto chunk_of = [&](int32_t c) { return from_list ? list[c] : rr.first + c; };
   if (kShared && !rr.all) {
     for (int32_t c = tid; c < n_cand; c += kTopkThreads) skeys[c] = order_key(sc[c]);
     __syncthreads();
@@ -462,6 +589,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   if (tid == kTopkThreads - 1) s_eq_total = eq_before + eq;
   __syncthreads();
   const int eq_total = s_eq_total;
+  if constexpr (kMode == kTopkShortlist) {  // the winners' chunk ids, ascending
+    int out = gt_before + max(0, eq_before - (eq_total - need));
+    int e = eq_before;
+    for (int32_t c = s0; c < s1; ++c) {
+      const uint32_t key = key_at(c);
+      bool win = key > T;
+      if (key == T) win = e++ >= eq_total - need;
+      if (win) list[out++] = rr.first + c;
+    }
+    if (tid == 0) a.n_list[row] = rr.k;
+    return;
+  }
   const int32_t n_win = rr.all ? n_cand : rr.k;
   const int32_t n_sel = rr.first + n_win + (rr.n_chunks - rr.last);
   auto put = [&](int32_t slot, int32_t c) {
@@ -483,7 +622,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
       const uint32_t key = key_at(c);
       bool win = key > T;
       if (key == T) win = e++ >= eq_total - need;
-      if (win) put(out++, rr.first + c);
+      if (win) put(out++, chunk_of(c));
     }
   }
   for (int32_t slot = n_sel + tid; slot < cap; slot += kTopkThreads) {
@@ -502,22 +641,42 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   }
 }
 
-template <int R>
+template <int R, bool kList>
 void launch_score_p(int page_tokens, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
                     const SelectArgs& a, const float* proj, int proj_stride) {
   switch (page_tokens) {  // 8, 16 or 32 (launch_sparse_select checks)
-    case 8: launch_chain(score_kernel<R, 1>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
-    case 16: launch_chain(score_kernel<R, 2>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
-    default: launch_chain(score_kernel<R, 4>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    case 8: launch_chain(score_kernel<R, 1, kList>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    case 16: launch_chain(score_kernel<R, 2, kList>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    default: launch_chain(score_kernel<R, 4, kList>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
   }
 }
+template <bool kList>
 void launch_score(int rank, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
                   const SelectArgs& a, const float* proj, int proj_stride) {
   switch (rank) {
-    case 16: launch_score_p<16>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
-    case 32: launch_score_p<32>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
-    default: launch_score_p<64>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
+    case 16: launch_score_p<16, kList>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
+    case 32: launch_score_p<32, kList>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
+    default: launch_score_p<64, kList>(sk.page_tokens, grid, s, sk, t, a, proj, proj_stride); break;
   }
+}
+void launch_bound(int rank, dim3 grid, cudaStream_t s, const SketchLayerView& sk, const StepTables& t,
+                  const SelectArgs& a, const float* proj, int proj_stride) {
+  switch (rank) {
+    case 16: launch_chain(bound_kernel<16>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    case 32: launch_chain(bound_kernel<32>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+    default: launch_chain(bound_kernel<64>, grid, kScoreThreads, 0, s, sk, t, a, proj, proj_stride); break;
+  }
+}
+// The top-k of mode kMode over n_keys candidates a row (keys in shared memory when they fit).
+template <int kMode>
+void launch_topk(int64_t rows, int32_t n_keys, cudaStream_t s, const StepTables& t, const SelectArgs& a) {
+  const size_t smem = static_cast<size_t>(std::max(0, n_keys)) * sizeof(uint32_t);
+  static const bool smem_ok = cudaFuncSetAttribute(topk_kernel<true, kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   kTopkSmemBytes) == cudaSuccess;
+  if (smem_ok && smem <= kTopkSmemBytes)
+    launch_chain(topk_kernel<true, kMode>, dim3(static_cast<unsigned>(rows)), kTopkThreads, smem, s, t, a);
+  else
+    launch_chain(topk_kernel<false, kMode>, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
 }
 
 bool rank_ok(int rank) { return rank == 16 || rank == 32 || rank == 64; }
@@ -535,6 +694,9 @@ cudaError_t launch_sketch_encode(SketchLayerView sk, SketchBasisView b, StepTabl
     return cudaErrorInvalidValue;
   launch_chain(sketch_encode_kernel, dim3(static_cast<unsigned>(k.rows), static_cast<unsigned>(sk.n_kv_heads)),
                kEncodeThreads, 0, s, sk, b, t, k);
+  if (sk.summary)
+    launch_chain(summary_encode_kernel, dim3(static_cast<unsigned>(k.rows), static_cast<unsigned>(sk.n_kv_heads)),
+                 kMaxSketchRank, 0, s, sk, t, k.rows);
   return cudaGetLastError();
 }
 
@@ -558,6 +720,11 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
       break;
     default: return cudaErrorInvalidValue;
   }
+  if (sk.summary) {
+    const unsigned n_pages = static_cast<unsigned>((n_tokens + sk.page_tokens - 1) / sk.page_tokens);
+    launch_chain(summary_rebuild_kernel, dim3(n_pages, static_cast<unsigned>(sk.n_kv_heads)), kMaxSketchRank, 0, s, sk,
+                 pages, n_tokens);
+  }
   return cudaGetLastError();
 }
 
@@ -578,20 +745,26 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   float* proj = a.scores + rows * a.score_stride;
   if ((stages & kSelectProject) && max_candidates > 0)
     launch_chain(project_kernel, dim3(static_cast<unsigned>(rows)), kProjThreads, 0, s, b, q, a, proj, proj_stride);
+  const float* cp = proj;
+  // Hierarchical: page bounds over every candidate, their best a.shortlist, token scores of those.
+  const bool hier = sk.summary && a.shortlist > 0 && a.list && a.n_list && a.list_scores;
   if ((stages & kSelectScore) && max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
-    const float* cp = proj;
-    launch_score(b.rank, grid, s, sk, t, a, cp, proj_stride);
+    if (hier) {
+      launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
+      launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
+    } else {
+      launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
+    }
   }
+  // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
   if (stages & kSelectTopk) {
-    // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
-    const size_t smem = static_cast<size_t>(std::max(0, max_candidates)) * sizeof(uint32_t);
-    static const bool smem_ok = cudaFuncSetAttribute(topk_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     kTopkSmemBytes) == cudaSuccess;
-    if (smem_ok && smem <= kTopkSmemBytes)
-      launch_chain(topk_kernel<true>, dim3(static_cast<unsigned>(rows)), kTopkThreads, smem, s, t, a);
+    if (hier)
+      launch_topk<kTopkFromList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
     else
-      launch_chain(topk_kernel<false>, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
+      launch_topk<kTopkFlat>(rows, max_candidates, s, t, a);
   }
   return cudaGetLastError();
 }

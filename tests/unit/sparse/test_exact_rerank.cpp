@@ -15,6 +15,7 @@
 #include "sparse/exact_chunk_mass.h"
 #include "sparse/oracle_selector.h"
 #include "backend/cpu_sparse_attention.h"
+#include "sparse/sketch_basis.h"
 #include "sparse/sparse_runtime.h"
 #include "sparse_test_util.h"
 
@@ -281,6 +282,25 @@ TEST(SparseExactRerank, AutoFactorFollowsTheByteRule) {
   EXPECT_EQ(auto_rerank_factor(4 * 1000 * 2 * 100 * 8, 2, 100, 1000, true), kAutoRerankFactor);
   EXPECT_EQ(auto_rerank_factor(4 * 1000 * 2 * 100 * 8 - 1, 2, 100, 1000, true), 0);
   EXPECT_EQ(auto_rerank_factor(0, 2, 100, 1000, true), 0);
+}
+
+// Hierarchical page scoring (--sparse-page-shortlist) is the GPU sketch path's: the host sparse
+// path refuses it with a message naming it, and a shortlist below the budget is refused.
+TEST(SparsePageShortlist, RefusedOffTheGpuSketchPath) {
+  std::mt19937 rng(sparse_seed());
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = 64, .page_tokens = 16, .dtype = KvDtype::kF16};
+  PagedContext ctx(kg, 100, rng);
+  SparseConfig cfg = small_config(128, 0);
+  cfg.page_shortlist = 64;
+  auto rt = SparseRuntime::create(SparseMode::kQuest, cfg, geometry(ctx.cache), nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.25f);
+  ASSERT_FALSE(rt.is_ok());
+  EXPECT_NE(rt.status().message().find("--sparse-page-shortlist"), std::string::npos) << rt.status().message();
+  cfg.page_shortlist = 4;  // below the budget's 8 chunks, and the device path (no kernels)
+  auto dev = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
+                                   std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 64, 16, 1)), nullptr,
+                                   &ctx.cache, 0.25f);
+  ASSERT_FALSE(dev.is_ok());
+  EXPECT_NE(dev.status().message().find("below the budget"), std::string::npos) << dev.status().message();
 }
 
 }  // namespace
