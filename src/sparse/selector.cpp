@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <vector>
 
 #include "sparse/sketch_store.h"
 
@@ -139,6 +141,7 @@ void ChunkSelector::select(const SelectInput& in, std::vector<int32_t>& chunks_o
   float* ranking = ranking_of(raw, in.n_q, n_cand);
   chunk_scores(in, scratch.prep.data(), first, last, raw);
   if (stride > 1) finish_scores(in, scratch.prep.data(), raw, n_cand, ranking);
+  restrict_candidates(in, scratch.prep.data(), n_cand, ranking);
   select_top_chunks(std::span<const float>(ranking, n_cand), in.n_tokens, cfg_, chunks_out, &scratch.ids);
 }
 
@@ -187,6 +190,7 @@ void ChunkSelector::select_batch(std::span<const SelectInput> ins, std::span<std
       chunk_scores(in, prep, t.chunk_begin, t.chunk_end, raw + static_cast<int64_t>(t.chunk_begin - first) * stride);
       if (s.left[t.item].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         if (stride > 1) finish_scores(in, prep, raw, n_cand, ranking);
+        restrict_candidates(in, prep, n_cand, ranking);
         select_top_chunks(std::span<const float>(ranking, n_cand), in.n_tokens, cfg_, outs[t.item], &s.ids[thread]);
       }
     }
@@ -262,6 +266,61 @@ void group_mass_ranking(const float* raw, int n_q, int32_t n_cand, const float* 
     float share = 0.0f;
     for (int g = 0; g < G; ++g) share += std::exp(l[g] - lse[g]);
     ranking[c] = share;
+  }
+}
+
+// The GPU's hierarchical rule (backend/cuda/sparse_select.cu, docs/gpu-sparse.md) on the host, for
+// measuring its recall: each candidate chunk's bound max_g (b_g + Σ_j max(q̂_gj mx_j, q̂_gj mn_j))
+// over its tokens' stored sketches; all but the page_shortlist best bounds (ties to the later
+// chunk) leave the ranking. Reads every candidate token's sketch again: a quality emulation, no
+// speed-up on the host.
+void SketchTopKSelector::restrict_candidates(const SelectInput& in, const float* prep, int32_t n_cand,
+                                             float* ranking) const {
+  const int32_t n_keep = cfg_.page_shortlist;
+  if (n_keep <= 0 || n_cand <= n_keep) return;
+  const int R = store_.geometry().rank, G = in.n_q, C = cfg_.chunk_tokens;
+  const float* q_hat = prep;
+  const float* bias = prep + G * R;
+  const auto [first, last] = candidate_range(in.n_tokens, cfg_);
+  std::vector<float> bound(static_cast<size_t>(n_cand)), s(static_cast<size_t>(R)), mx(static_cast<size_t>(R)),
+      mn(static_cast<size_t>(R));
+  for (int32_t c = first; c < last; ++c) {
+    std::fill(mx.begin(), mx.end(), -INFINITY);
+    std::fill(mn.begin(), mn.end(), INFINITY);
+    const int32_t t1 = std::min(in.n_tokens, (c + 1) * C);
+    for (int32_t t = c * C; t < t1; ++t) {
+      store_.read(in.blocks, in.layer, in.kv_head, t, s.data());
+      for (int j = 0; j < R; ++j) {
+        mx[j] = std::max(mx[j], s[j]);
+        mn[j] = std::min(mn[j], s[j]);
+      }
+    }
+    float best = -INFINITY;
+    for (int g = 0; g < G; ++g) {
+      float ub = bias[g];
+      for (int j = 0; j < R; ++j) {
+        const float qv = q_hat[g * R + j];
+        ub += std::max(qv * mx[j], qv * mn[j]);
+      }
+      best = std::max(best, ub);
+    }
+    bound[static_cast<size_t>(c - first)] = best;
+  }
+  // The n_keep-th best bound; ties kept from the latest chunk back, as the GPU's top-k.
+  std::vector<float> sorted = bound;
+  std::nth_element(sorted.begin(), sorted.begin() + (n_keep - 1), sorted.end(), std::greater<float>());
+  const float kth = sorted[static_cast<size_t>(n_keep - 1)];
+  int32_t above = 0;
+  for (float b : bound) above += b > kth;
+  int32_t ties_left = n_keep - above;
+  for (int32_t c = n_cand - 1; c >= 0; --c) {
+    const float b = bound[static_cast<size_t>(c)];
+    if (b > kth) continue;
+    if (b == kth && ties_left > 0) {
+      --ties_left;
+      continue;
+    }
+    ranking[c] = -INFINITY;
   }
 }
 

@@ -168,6 +168,10 @@ class ChunkSelector {
   // score may depend on all chunks, such as a per-head normaliser). raw stays readable after.
   virtual void finish_scores(const SelectInput& /*in*/, const float* /*prep*/, const float* /*raw*/,
                              int32_t /*n_cand*/, float* /*ranking*/) const {}
+  // Once the ranking is final: a selector may take candidates out (ranking -inf) before the
+  // top-k (the sketch selector's page shortlist, SparseConfig::page_shortlist).
+  virtual void restrict_candidates(const SelectInput& /*in*/, const float* /*prep*/, int32_t /*n_cand*/,
+                                   float* /*ranking*/) const {}
   // Floats one selection of n_cand candidates keeps: raw, then (stride > 1) the ranking.
   int64_t score_floats(int n_q, int32_t n_cand) const {
     const int st = score_stride(n_q);
@@ -205,6 +209,7 @@ class SketchTopKSelector final : public ChunkSelector {
   int score_stride(int n_q) const override { return group_mass() ? n_q : 1; }
   void finish_scores(const SelectInput& in, const float* prep, const float* raw, int32_t n_cand,
                      float* ranking) const override;
+  void restrict_candidates(const SelectInput& in, const float* prep, int32_t n_cand, float* ranking) const override;
 
  private:
   SketchTopKSelector(const SketchStore& store, const SparseConfig& cfg) : ChunkSelector(cfg), store_(store) {}

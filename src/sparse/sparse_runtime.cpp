@@ -61,9 +61,11 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
   if (cfg.tail_estimate && !kernels)
     return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
   if (cfg.page_shortlist != 0) {
-    if (kernels || mode != SparseMode::kSketch)
+    // The host sketch selector emulates the GPU's rule (its recall; no speed-up), max rule only.
+    if (mode != SparseMode::kSketch || cfg.chunk_mass_scale > 0.0f || cfg.rerank_factor != 0)
       return make_error(StatusCode::kUnsupported,
-                        "sparse: --sparse-page-shortlist (hierarchical scoring) runs on the GPU sketch path only");
+                        "sparse: --sparse-page-shortlist (hierarchical scoring) takes the sketch selector with the max "
+                        "chunk score and no rerank (--sparse sketch --sparse-chunk-score max --sparse-rerank 0)");
     if (cfg.page_shortlist < cfg.budget_chunks())
       return make_error(StatusCode::kInvalidArgument,
                         "sparse: --sparse-page-shortlist {} is below the budget's {} chunks", cfg.page_shortlist,

@@ -84,6 +84,7 @@ class SparseRuntime {
   bool host_selection() const { return selector_ != nullptr; }
   const SparseConfig& config() const { return cfg_; }
   const ChunkSelector& selector() const { return *selector_; }
+  const SketchStore* sketches() const { return sketches_.get(); }  // kSketch on the host path; null otherwise
   bool layer_sparse(int layer) const { return g_.full_layer[layer]; }
   int page_tokens() const { return g_.page_tokens; }
   bool use_sparse(int32_t n_keys) const { return cfg_.use_sparse(n_keys); }

@@ -284,9 +284,78 @@ TEST(SparseExactRerank, AutoFactorFollowsTheByteRule) {
   EXPECT_EQ(auto_rerank_factor(0, 2, 100, 1000, true), 0);
 }
 
-// Hierarchical page scoring (--sparse-page-shortlist) is the GPU sketch path's: the host sparse
-// path refuses it with a message naming it, and a shortlist below the budget is refused.
-TEST(SparsePageShortlist, RefusedOffTheGpuSketchPath) {
+// The host sketch selector's emulation of the GPU's hierarchical rule: a shortlist covering
+// every candidate selects as the flat rule; a short one selects the flat rule's top-k among the
+// chunks whose bound (recomputed here from the stored sketches) ranks in the best N.
+TEST(SparsePageShortlist, HostEmulationKeepsTheBestBounds) {
+  std::mt19937 rng(sparse_seed());
+  const int hd = 64, G = 4, R = 16;
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF16};
+  const int32_t n = 3000;
+  PagedContext ctx(kg, n, rng);
+  SparseConfig flat = small_config(256, 0);
+  auto make = [&](int32_t shortlist) {
+    SparseConfig cfg = flat;
+    cfg.page_shortlist = shortlist;
+    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
+                                    std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
+                                    &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+    EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
+    return rt.is_ok() ? std::move(*rt) : nullptr;
+  };
+  auto rt_flat = make(0), rt_all = make(4096), rt_short = make(24);
+  ASSERT_TRUE(rt_flat && rt_all && rt_short);
+  test::fill_hot_keys(ctx, rng, 0.03, [&](int32_t t, const float* k, const float* v) {
+    for (SparseRuntime* rt : {rt_flat.get(), rt_all.get(), rt_short.get()}) rt->on_key(ctx.seq.blocks, 0, 0, t, k, v);
+  });
+  const auto q = randn(rng, G * hd);
+  const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
+  std::vector<int32_t> want, all, got;
+  rt_flat->selector().select(in, want);
+  rt_all->selector().select(in, all);
+  rt_short->selector().select(in, got);
+  EXPECT_EQ(all, want);
+  ASSERT_EQ(got.size(), want.size());
+  // The bounds, from the stored sketches.
+  const ChunkSelector& sel = rt_short->selector();
+  std::vector<float> prep(static_cast<size_t>(sel.prep_floats(G)));
+  sel.prepare(in, prep.data());
+  const auto [first, last] = candidate_range(n, flat);
+  std::vector<float> bound;
+  std::vector<float> sk(R);
+  for (int32_t c = first; c < last; ++c) {
+    float best = -INFINITY;
+    for (int g = 0; g < G; ++g) {
+      float ub = prep[static_cast<size_t>(G * R + g)];
+      for (int j = 0; j < R; ++j) {
+        float mx = -INFINITY, mn = INFINITY;
+        for (int32_t t = c * 16; t < std::min(n, (c + 1) * 16); ++t) {
+          rt_short->sketches()->read(ctx.seq.blocks, 0, 0, t, sk.data());
+          mx = std::max(mx, sk[j]);
+          mn = std::min(mn, sk[j]);
+        }
+        const float qv = prep[static_cast<size_t>(g * R + j)];
+        ub += std::max(qv * mx, qv * mn);
+      }
+      best = std::max(best, ub);
+    }
+    bound.push_back(best);
+  }
+  std::vector<float> sorted = bound;
+  std::sort(sorted.rbegin(), sorted.rend());
+  const float kth = sorted[23];
+  int scored = 0;
+  for (int32_t c : got)
+    if (c >= first && c < last) {
+      ++scored;
+      EXPECT_GE(bound[static_cast<size_t>(c - first)], kth - 1e-4f * std::abs(kth)) << "chunk " << c << " outside the shortlist";
+    }
+  EXPECT_EQ(scored, flat.budget_chunks());
+}
+
+// Hierarchical page scoring (--sparse-page-shortlist) takes the sketch selector: Quest refuses it
+// with a message naming it, and a shortlist below the budget is refused.
+TEST(SparsePageShortlist, RefusedOffTheSketchPath) {
   std::mt19937 rng(sparse_seed());
   KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = 64, .page_tokens = 16, .dtype = KvDtype::kF16};
   PagedContext ctx(kg, 100, rng);
