@@ -90,10 +90,11 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "rank-r sketch misses (one more sketch dimension: each key's residual norm)")
       ->check(CLI::Range(0.0f, 16.0f))
       ->capture_default_str();
-  cmd->add_option("--sparse-page-shortlist", opt.sparse_cfg.page_shortlist,
-                  "Hierarchical scoring (CUDA): bound every candidate page by its sketch summary first and score only "
-                  "the N best pages token by token (0 = off: every candidate token scored; N >= budget / chunk)")
-      ->check(CLI::Range(0, 1 << 20))
+  cmd->add_option("--sparse-page-shortlist", opt.sparse_page_shortlist,
+                  "Hierarchical scoring: bound every candidate page by its sketch summary first and score only the N "
+                  "best pages token by token (N >= budget / chunk; 0 = off: every candidate scored; -1 = auto: on the "
+                  "GPU 4 x the budget's chunks, off on the CPU, which only emulates it to measure its recall)")
+      ->check(CLI::Range(-1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--sparse-rerank", opt.sparse_rerank,
                   "Two-stage selection: the selector shortlists R x budget tokens and the exact keys of the shortlist "
@@ -164,6 +165,11 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   }
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? SketchElem::kF16 : SketchElem::kInt8;
+  // Hierarchical scoring: auto = 4 x the budget's chunks on the GPU (measured as good as the flat
+  // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), off on the CPU.
+  cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
+                       : gpu && mode == SparseMode::kSketch ? 4 * cfg.budget_chunks()
+                                                            : 0;
   if (gpu && opt.sparse_rerank == "auto") {
     cfg.rerank_factor = 0;
   } else if (opt.sparse_rerank == "auto") {

@@ -48,6 +48,9 @@ struct ModelOptions {
   // Two-stage selection: auto (auto_rerank_factor: on when its key reads are cheap against
   // the weights) | 0 (off) | R in 2..64 (sparse/exact_rerank.h).
   std::string sparse_rerank = "auto";
+  // --sparse-page-shortlist: -1 = auto (the GPU: 4 x the budget's chunks, docs/gpu-sparse.md;
+  // the CPU: 0), 0 = off, N = that many pages scored token by token.
+  int sparse_page_shortlist = -1;
   std::string sparse_tail = "drop";   // unselected chunks: drop | estimate (sparse/tail_estimate.h)
   // Device tier of the sparse path: hot chunk slots (sparse/hot_chunks.h). 0: none, sparse
   // attention reads the KV pages directly.
