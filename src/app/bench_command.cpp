@@ -477,11 +477,16 @@ int run_bench(BenchOptions& o) {
   fmt::print("\n| model | size | device | threads | simd | matmul | kv | test | attention | t/s | roofline | "
              "MB/step weights | MB/step sketch | MB/step KV | MB/step state | fetch MB/step | hit rate |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  // "cuda x2": the model split over two ranks (--tensor-parallel-size).
+  const std::string device_label = model.tensor_parallel_size() == 1
+                                       ? std::string(device_name(model.device()))
+                                       : fmt::format("{} x{}", device_name(model.device()), model.tensor_parallel_size());
   nlohmann::ordered_json j;
   j["model"] = model_display_name(o.model);
   j["arch"] = c.arch_name;
   j["weight_bytes"] = weight_bytes;
   j["device"] = device_name(model.device());
+  j["tensor_parallel"] = model.tensor_parallel_size();
   j["backend"] = backend;
   j["threads"] = m->pool->n_threads();
   j["simd"] = cpu::simd_level();
@@ -515,7 +520,7 @@ int run_bench(BenchOptions& o) {
                              : r.depth > 0 ? r.test + " (synthetic context)"
                                            : r.test;
     fmt::print("| {} | {:.1f} MiB | {} | {} | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} | {} | {} | {} | {} | {} | {} | {} |\n",
-               c.arch_name, weight_bytes / 1048576.0, device_name(model.device()), m->pool->n_threads(),
+               c.arch_name, weight_bytes / 1048576.0, device_label, m->pool->n_threads(),
                on_cpu ? cpu::simd_level() : "-", on_cpu ? o.matmul : "f16/bf16",
                kv_dtype_name(m->kv->geometry().dtype), test, r.attention, r.mean(), r.stddev(), roof,
                decode ? fmt::format("{:.1f}", r.weight_bytes / 1e6) : "-",

@@ -109,6 +109,12 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
                   "pages directly); on a GPU with --kv-tier host, the device hot set's bytes")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
+  cmd->add_option("--tensor-parallel-size,--tp", opt.tensor_parallel,
+                  "Split the model over N ranks (Megatron-style: heads, FFN columns, vocabulary; an all-reduce after "
+                  "the attention and FFN outputs; docs/tensor-parallel.md). CUDA: GPUs 0..N-1 through NCCL; CPU: N "
+                  "ranks on the same cores (checks the split). llama / gemma3 / qwen2; dense attention")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   cmd->add_option("--kv-tier", opt.kv_tier,
                   "GPU: where the KV pages live: device (all on the card) | host (pinned host memory; with --sparse the "
                   "selected pieces are fetched into a device hot set of --device-kv-budget bytes, dense steps read "
@@ -121,6 +127,9 @@ Status apply_kv_tier(const ModelOptions& opt, LanguageModel& model) {
   Backend::KvTier t;
   t.host = opt.kv_tier == "host";
   t.hot_budget_bytes = opt.device_kv_budget;
+  if (t.host && model.tensor_parallel_size() > 1)
+    return make_error(StatusCode::kUnsupported, "--kv-tier host with --tensor-parallel-size {}: the host tier is not "
+                      "split per rank yet", model.tensor_parallel_size());
   return model.backend().set_kv_tier(t);
 }
 
@@ -146,9 +155,13 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
                                                            const KvCache& kv) {
   const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
   std::string mode_name = opt.sparse;
-  if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
+  if (mode_name == "auto")  // split models run dense (the ranks do not select yet: docs/tensor-parallel.md)
+    mode_name = dec.tensor_parallel_size() == 1 && (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
+  if (dec.tensor_parallel_size() > 1)
+    return make_error(StatusCode::kUnsupported, "--sparse {} with --tensor-parallel-size {}: sparse attention runs on "
+                      "one rank only so far", opt.sparse, dec.tensor_parallel_size());
   // The GPU path (docs/gpu-sparse.md): sketch selection by the max rule over whole pages; the
   // CPU's rerank, group mass and estimated tail are not built there yet.
   const bool gpu = dec.device() != Device::kCpu;
@@ -279,7 +292,8 @@ Result<SamplingParams> SamplingOptions::resolve() const {
 std::unique_ptr<KvCache> make_kv_cache(const ModelOptions&, const LanguageModel& model, KvDtype dtype,
                                        int32_t n_pages) {
   const KvGeometry g = model.kv_geometry(16, dtype);
-  const bool host_pages = model.device() == Device::kCpu;
+  // A split model's ranks keep their own kv heads' pages (Decoder: a cache per rank under these block ids).
+  const bool host_pages = model.device() == Device::kCpu && model.tensor_parallel_size() == 1;
   return std::make_unique<KvCache>(g, n_pages, KvCache::kDefaultMaxLeases, host_pages);
 }
 
@@ -308,12 +322,12 @@ static Result<std::unique_ptr<gguf::File>> make_dummy_file(const ModelOptions& o
 Result<std::unique_ptr<Decoder>> load_decoder(const ModelOptions& opt, Device device) {
   if (opt.load_format == "dummy") {
     HS_ASSIGN_OR_RETURN(auto file, make_dummy_file(opt));
-    return Decoder::create(std::move(file), device);
+    return Decoder::create(std::move(file), device, opt.tensor_parallel);
   }
   if (opt.model.empty())
     return make_error(StatusCode::kInvalidArgument, "--model FILE is required (or --load-format dummy --config FILE)");
   if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
-  return Decoder::load(opt.model, device);
+  return Decoder::load(opt.model, device, opt.tensor_parallel);
 }
 
 Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
@@ -322,15 +336,18 @@ Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
   auto either = [&](std::unique_ptr<gguf::File> file) -> Result<ModelPair> {
     HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
     if (c.is_hybrid()) {
+      HS_RETURN_IF_ERROR(plan_tensor_parallel(c, opt.tensor_parallel).status());  // its refusal for hybrids
       HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
     } else {
-      HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device));
+      HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device, opt.tensor_parallel));
     }
     return std::move(p);
   };
   if (opt.load_format == "gguf" && !opt.model.empty() && std::filesystem::is_directory(opt.model)) {
     if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
     HS_ASSIGN_OR_RETURN(auto file, load_hf_model(opt.model));
+    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
+    HS_RETURN_IF_ERROR(plan_tensor_parallel(c, opt.tensor_parallel).status());
     HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
     return p;
   }

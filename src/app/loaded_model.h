@@ -58,6 +58,8 @@ struct ModelOptions {
   // Where a GPU keeps the KV pages: device (all on the card) | host (mapped pinned host memory,
   // the sparse rows served from a device hot set of --device-kv-budget bytes; docs/gpu-sparse.md).
   std::string kv_tier = "device";
+  // --tensor-parallel-size: ranks the model is split over (model/tensor_parallel.h).
+  int tensor_parallel = 1;
 };
 void add_model_options(CLI::App* cmd, ModelOptions& opt);
 // --kv-tier on the model's backend (before its first step).

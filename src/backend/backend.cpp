@@ -73,11 +73,12 @@ Result<Device> parse_device(std::string_view name) {
   return make_error(StatusCode::kInvalidArgument, "unknown device '{}' (cpu, cuda)", name);
 }
 
-Result<std::unique_ptr<Backend>> make_backend(Device device) {
+Result<std::unique_ptr<Backend>> make_backend(Device device, int index) {
   if (device == Device::kCpu) return std::unique_ptr<Backend>(std::make_unique<CpuBackend>());
 #if HS_WITH_CUDA
-  return cuda::make_cuda_backend(0);
+  return cuda::make_cuda_backend(index);
 #else
+  (void)index;
   return make_error(StatusCode::kUnsupported, "this build has no CUDA backend (build the cuda preset: make cuda)");
 #endif
 }

@@ -137,6 +137,14 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;  // "cpu (avx512, 16 threads)", "cuda:0 NVIDIA H200"
+  // Which device of its kind (CUDA ordinal; 0 on the CPU).
+  virtual int device_index() const { return 0; }
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice). One host
+  // thread driving several backends (tensor-parallel ranks) calls it before each rank's ops.
+  virtual Status make_current() { return Status::ok(); }
+  // The queue this backend's ops run on (CUDA: its cudaStream_t; null on the CPU), for
+  // collectives that must be ordered after them (backend/communicator.h).
+  virtual void* native_stream() const { return nullptr; }
 
   // ---- memory ------------------------------------------------------------------------
   // Zero-initialised; errors name the size and what is free.
@@ -368,8 +376,8 @@ inline void Buffer::reset() {
 
 // Which backends this build has; "cuda" errors clearly when the build or the machine has none.
 Result<Device> parse_device(std::string_view name);  // cpu | cuda
-// A backend for `device` (cuda: device 0; fails without a GPU, naming why).
-Result<std::unique_ptr<Backend>> make_backend(Device device);
+// A backend for `device` (cuda: device `index`; fails without a GPU, naming why).
+Result<std::unique_ptr<Backend>> make_backend(Device device, int index = 0);
 bool cuda_compiled();
 
 }  // namespace hs

@@ -1,4 +1,5 @@
-// model/decoder.cpp — forward pass of the llama/gemma3/qwen2 decoder over the Backend (decoder.h).
+// model/decoder.cpp — forward pass of the llama/gemma3/qwen2 decoder over the Backend (decoder.h),
+// on one rank or several in lockstep (tensor parallelism).
 #include "model/decoder.h"
 
 #include <algorithm>
@@ -19,15 +20,15 @@ namespace {
 
 constexpr int64_t kDefaultWorkspaceTokens = 512;
 
-
 }  // namespace
 
-Result<std::unique_ptr<Decoder>> Decoder::load(const std::string& path, Device device) {
+Result<std::unique_ptr<Decoder>> Decoder::load(const std::string& path, Device device, int tensor_parallel) {
   HS_ASSIGN_OR_RETURN(auto file, gguf::File::open(path));
-  return create(std::move(file), device);
+  return create(std::move(file), device, tensor_parallel);
 }
 
-Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> file, Device device) {
+Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> file, Device device,
+                                                 int tensor_parallel) {
   std::unique_ptr<Decoder> d(new Decoder());
   d->file_ = std::move(file);
   HS_ASSIGN_OR_RETURN(d->config_, load_model_config(*d->file_));
@@ -36,15 +37,32 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
                       "{} is a hybrid (Gated-DeltaNet) model: load it with HybridDecoder (app/loaded_model.h picks "
                       "the right one)", d->config_.arch_name);
   HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
-  HS_ASSIGN_OR_RETURN(d->backend_, make_backend(device));
-  HS_RETURN_IF_ERROR(d->prepare_weights());
+  const int64_t down_block =
+      d->weights_.layers.empty() ? 1 : dtype_info(d->weights_.layers[0].w_down.type).value_or(DTypeInfo{}).block_elems;
+  HS_ASSIGN_OR_RETURN(std::vector<TpSlice> slices, plan_tensor_parallel(d->config_, tensor_parallel, down_block));
+  d->ranks_.resize(slices.size());
+  std::vector<Backend*> backends;
+  for (size_t r = 0; r < slices.size(); ++r) {
+    Rank& R = d->ranks_[r];
+    R.slice = slices[r];
+    HS_ASSIGN_OR_RETURN(R.backend, make_backend(device, static_cast<int>(r)));
+    HS_RETURN_IF_ERROR(d->prepare_weights(R));
+    backends.push_back(R.backend.get());
+  }
+  if (backends.size() > 1) {
+    HS_ASSIGN_OR_RETURN(d->comm_, make_communicator(backends));
+  }
   HS_RETURN_IF_ERROR(d->reserve(kDefaultWorkspaceTokens));
   return d;
 }
 
-Status Decoder::prepare_weights() {
-  Backend& b = *backend_;
+// Rank R's share of every weight (model/tensor_parallel.h); one rank gets the file's views whole.
+Status Decoder::prepare_weights(Rank& R) {
+  Backend& b = *R.backend;
   const ModelConfig& c = config_;
+  const TpSlice& s = R.slice;
+  const int64_t hd = c.head_dim;
+  const int64_t q0 = s.q_head0 * hd, nq = s.n_q_heads * hd, k0 = s.kv_head0 * hd, nk = s.n_kv_heads * hd;
   auto mat = [&](const WeightView& w, const std::string& name, Tensor& out) { return prepare_matrix(b, w, name, out); };
   // Weights that share an input (one matmul_multi) are prepared together (a device may place them
   // back to back).
@@ -55,45 +73,72 @@ Status Decoder::prepare_weights() {
     HS_ASSIGN_OR_RETURN(out, b.prepare_vector(v, name));
     return Status::ok();
   };
-  HS_RETURN_IF_ERROR(mat(weights_.token_embd, "token_embd.weight", token_embd_));
-  HS_RETURN_IF_ERROR(mat(weights_.output, c.tied_output ? "token_embd.weight" : "output.weight", output_));
-  HS_RETURN_IF_ERROR(vec(weights_.output_norm, "output_norm.weight", output_norm_));
-  layers_.resize(c.n_layer);
+  // A slice of a per-feature vector (q/k/v biases); the whole vector for one rank.
+  auto part = [&](const std::vector<float>& v, int64_t off, int64_t n) -> const std::vector<float>& {
+    return s.size == 1 ? v : shards_.sub(v, off, n);
+  };
+  HS_RETURN_IF_ERROR(mat(weights_.token_embd, "token_embd.weight", R.token_embd));
+  HS_RETURN_IF_ERROR(mat(ShardStore::rows(weights_.output, s.vocab0, s.n_vocab),
+                         c.tied_output ? "token_embd.weight" : "output.weight", R.output));
+  HS_RETURN_IF_ERROR(vec(weights_.output_norm, "output_norm.weight", R.output_norm));
+  R.layers.resize(c.n_layer);
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& L = weights_.layers[il];
-    LayerTensors& T = layers_[il];
+    LayerTensors& T = R.layers[il];
     const std::string p = "blk." + std::to_string(il) + ".";
+    const WeightView wq = ShardStore::rows(L.wq, q0, nq), wk = ShardStore::rows(L.wk, k0, nk),
+                     wv = ShardStore::rows(L.wv, k0, nk);
+    const WeightView gate = ShardStore::rows(L.w_gate, s.ff0, s.n_ff), up = ShardStore::rows(L.w_up, s.ff0, s.n_ff);
+    HS_ASSIGN_OR_RETURN(const WeightView wo, shards_.cols(L.wo, q0, nq));
+    HS_ASSIGN_OR_RETURN(const WeightView down, shards_.cols(L.w_down, s.ff0, s.n_ff));
     HS_RETURN_IF_ERROR(vec(L.attn_norm, p + "attn_norm.weight", T.attn_norm));
-    HS_RETURN_IF_ERROR(group({&L.wq, &L.wk, &L.wv}, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
+    HS_RETURN_IF_ERROR(group({&wq, &wk, &wv}, {p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"},
                              {&T.wq, &T.wk, &T.wv}));
-    HS_RETURN_IF_ERROR(mat(L.wo, p + "attn_output.weight", T.wo));
-    HS_RETURN_IF_ERROR(vec(L.bq, p + "attn_q.bias", T.bq));
-    HS_RETURN_IF_ERROR(vec(L.bk, p + "attn_k.bias", T.bk));
-    HS_RETURN_IF_ERROR(vec(L.bv, p + "attn_v.bias", T.bv));
+    HS_RETURN_IF_ERROR(mat(wo, p + "attn_output.weight", T.wo));
+    HS_RETURN_IF_ERROR(vec(part(L.bq, q0, nq), p + "attn_q.bias", T.bq));
+    HS_RETURN_IF_ERROR(vec(part(L.bk, k0, nk), p + "attn_k.bias", T.bk));
+    HS_RETURN_IF_ERROR(vec(part(L.bv, k0, nk), p + "attn_v.bias", T.bv));
     HS_RETURN_IF_ERROR(vec(L.q_norm, p + "attn_q_norm.weight", T.q_norm));
     HS_RETURN_IF_ERROR(vec(L.k_norm, p + "attn_k_norm.weight", T.k_norm));
     HS_RETURN_IF_ERROR(vec(L.post_attn_norm, p + "post_attention_norm.weight", T.post_attn_norm));
     HS_RETURN_IF_ERROR(vec(L.ffn_norm, p + "ffn_norm.weight", T.ffn_norm));
-    HS_RETURN_IF_ERROR(group({&L.w_gate, &L.w_up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
-    HS_RETURN_IF_ERROR(mat(L.w_down, p + "ffn_down.weight", T.w_down));
+    HS_RETURN_IF_ERROR(group({&gate, &up}, {p + "ffn_gate.weight", p + "ffn_up.weight"}, {&T.w_gate, &T.w_up}));
+    HS_RETURN_IF_ERROR(mat(down, p + "ffn_down.weight", T.w_down));
     HS_RETURN_IF_ERROR(vec(L.post_ffn_norm, p + "post_ffw_norm.weight", T.post_ffn_norm));
   }
   return Status::ok();
 }
 
 Status Decoder::reserve(int64_t max_tokens) {
-  if (max_tokens <= ws_.capacity) return Status::ok();
-  const ModelConfig& c = config_;
-  const int64_t widths[] = {c.n_embd, c.n_embd, c.n_embd, c.q_dim(), c.q_dim(), c.kv_dim(), c.kv_dim(), c.kv_dim(),
-                            c.n_ff, c.n_ff};
-  Tensor* slots[] = {&ws_.x, &ws_.h, &ws_.o, &ws_.q, &ws_.att, &ws_.k, &ws_.v, &ws_.k_pre, &ws_.gate, &ws_.up};
-  HS_RETURN_IF_ERROR(carve_activations(*backend_, max_tokens, widths, slots, "the activation workspace", ws_.mem));
-  ws_.capacity = max_tokens;
+  for (Rank& R : ranks_) {
+    if (max_tokens <= R.ws.capacity) continue;
+    const ModelConfig& c = config_;
+    const TpSlice& s = R.slice;
+    const int64_t q = static_cast<int64_t>(s.n_q_heads) * c.head_dim, kv = static_cast<int64_t>(s.n_kv_heads) * c.head_dim;
+    const int64_t widths[] = {c.n_embd, c.n_embd, c.n_embd, q, q, kv, kv, kv, s.n_ff, s.n_ff};
+    Workspace& w = R.ws;
+    Tensor* slots[] = {&w.x, &w.h, &w.o, &w.q, &w.att, &w.k, &w.v, &w.k_pre, &w.gate, &w.up};
+    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(carve_activations(*R.backend, max_tokens, widths, slots, "the activation workspace", w.mem));
+    w.capacity = max_tokens;
+  }
   return Status::ok();
 }
 
 Status Decoder::reserve_logits(int64_t rows) {
-  return ws_.out.reserve(*backend_, config_.n_embd, config_.n_vocab, rows);
+  for (Rank& R : ranks_) {
+    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(R.ws.out.reserve(*R.backend, config_.n_embd, R.slice.n_vocab, rows));
+  }
+  if (ranks_.size() > 1) {
+    HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
+    HS_RETURN_IF_ERROR(gathered_.reserve(*ranks_[0].backend, config_.n_embd, config_.n_vocab, rows));
+  }
+  return Status::ok();
+}
+
+Status Decoder::make_current_if_split(Rank& R) {
+  return ranks_.size() > 1 ? R.backend->make_current() : Status::ok();
 }
 
 std::vector<bool> Decoder::sparse_kv_layers() const {
@@ -102,27 +147,73 @@ std::vector<bool> Decoder::sparse_kv_layers() const {
   return full;
 }
 
+Status Decoder::plan_ranks(const KvCache& kv) {
+  if (ranks_.size() == 1) return Status::ok();
+  for (Rank& R : ranks_) {
+    if (!R.kv || R.kv_source != &kv || R.kv->pool().n_blocks() != kv.pool().n_blocks() ||
+        R.kv->geometry().dtype != kv.geometry().dtype || R.kv->geometry().page_tokens != kv.geometry().page_tokens) {
+      KvGeometry g = kv.geometry();
+      g.n_kv_heads = R.slice.n_kv_heads;
+      R.kv = std::make_unique<KvCache>(g, kv.pool().n_blocks(), /*max_leases=*/1,
+                                       /*host_pages=*/R.backend->device() == Device::kCpu);
+      R.kv_source = &kv;
+    }
+    R.plan = plan_;
+    R.plan.kv = R.kv.get();
+  }
+  return Status::ok();
+}
+
+Status Decoder::each_rank(const std::function<Status(Rank&)>& fn) {
+  for (Rank& R : ranks_) {
+    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(fn(R));
+  }
+  return Status::ok();
+}
+
+Status Decoder::all_reduce(Tensor Workspace::*which, int64_t n) {
+  if (ranks_.size() == 1) return Status::ok();
+  std::vector<Tensor> parts;
+  for (Rank& R : ranks_) parts.push_back((R.ws.*which).slice_rows(0, n));
+  return comm_->all_reduce_sum(parts);
+}
+
 Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
                                                 ThreadPool& pool) {
   const int64_t n = batch.size();
   if (n == 0) return std::span<float>();
   HS_RETURN_IF_ERROR(sparse_ready());
+  if (ranks_.size() > 1 && (sparse_ || hot_ || key_observer_))
+    return make_error(StatusCode::kUnsupported,
+                      "sparse attention, its device tier and the key observer do not run with --tensor-parallel-size "
+                      "{} yet (run them on one rank)", ranks_.size());
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
+  HS_RETURN_IF_ERROR(plan_ranks(kv));
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
-  HS_RETURN_IF_ERROR(backend_->begin_step(plan_));
-  // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs).
-  Status st = backend_->run_step([&] { return run_layers(n); });
-  Status end = backend_->end_step();
+  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return R.backend->begin_step(ranks_.size() == 1 ? plan_ : R.plan); }));
+  // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs). One
+  // rank may capture the step as a graph; several run it eagerly, rank by rank in lockstep.
+  const auto body = [&] { return run_layers(n); };
+  Status st = ranks_.size() == 1 ? backend().run_step(body) : body();
+  Status end = Status::ok();
+  for (Rank& R : ranks_) {
+    Status e = make_current_if_split(R);
+    if (e.is_ok()) e = R.backend->end_step();
+    if (end.is_ok()) end = e;
+  }
   if (!st.is_ok()) return st;
   HS_RETURN_IF_ERROR(end);
   for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos_[s];
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   const size_t n_floats = static_cast<size_t>(n_out * config_.n_vocab);
   if (n_out == 0) return std::span<float>();
-  if (backend_->device() == Device::kCpu) return std::span<float>(ws_.out.logits.f32(), n_floats);
-  float* host = static_cast<float*>(ws_.out.host.data());
-  HS_RETURN_IF_ERROR(backend_->to_host(ws_.out.logits.slice_rows(0, n_out), host));
+  LogitRows& out = ranks_.size() == 1 ? ranks_[0].ws.out : gathered_;
+  if (backend().device() == Device::kCpu) return std::span<float>(out.logits.f32(), n_floats);
+  float* host = static_cast<float*>(out.host.data());
+  HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
+  HS_RETURN_IF_ERROR(backend().to_host(out.logits.slice_rows(0, n_out), host));
   return std::span<float>(host, n_floats);
 }
 
@@ -135,67 +226,111 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
 
 Status Decoder::run_layers(int64_t n) {
   const ModelConfig& c = config_;
-  Backend& b = *backend_;
-  const int hd = c.head_dim;
-  const Tensor x = ws_.x.slice_rows(0, n), h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n);
-  const Tensor q = ws_.q.slice_rows(0, n), att = ws_.att.slice_rows(0, n);
-  const Tensor k = ws_.k.slice_rows(0, n), v = ws_.v.slice_rows(0, n);
-  const Tensor gate = ws_.gate.slice_rows(0, n), up = ws_.up.slice_rows(0, n);
-  const bool neox = c.rope_style == RopeStyle::kNeox;
-
-  HS_RETURN_IF_ERROR(b.embedding(token_embd_, x));
-  if (c.embed_scale != 1.0f) HS_RETURN_IF_ERROR(b.scale(x, c.embed_scale));
-  // Each residual add is fused with the norm that reads its sum next (add_rms_norm); the last
-  // layer's FFN add stands alone (the final norm runs on the logit rows only).
-  if (c.n_layer > 0) HS_RETURN_IF_ERROR(b.rms_norm(x, layers_[0].attn_norm, c.rms_eps, h));
+  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) -> Status {
+    Backend& b = *R.backend;
+    const Tensor x = R.ws.x.slice_rows(0, n), h = R.ws.h.slice_rows(0, n);
+    HS_RETURN_IF_ERROR(b.embedding(R.token_embd, x));
+    if (c.embed_scale != 1.0f) HS_RETURN_IF_ERROR(b.scale(x, c.embed_scale));
+    // Each residual add is fused with the norm that reads its sum next (add_rms_norm); the last
+    // layer's FFN add stands alone (the final norm runs on the logit rows only).
+    if (c.n_layer > 0) HS_RETURN_IF_ERROR(b.rms_norm(x, R.layers[0].attn_norm, c.rms_eps, h));
+    return Status::ok();
+  }));
   for (int il = 0; il < c.n_layer; ++il) {
-    const LayerTensors& L = layers_[il];
-    const bool swa = c.layer_is_swa[il];
-    {  // q [n][q_dim], k [n][kv_dim], v [n][kv_dim] in one dispatch
-      const Tensor ws[] = {L.wq, L.wk, L.wv};
-      const Tensor ys[] = {q, k, v};
-      HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
-    }
-    if (!L.bq.empty()) HS_RETURN_IF_ERROR(b.add_bias(q, L.bq));  // qwen2
-    if (!L.bk.empty()) HS_RETURN_IF_ERROR(b.add_bias(k, L.bk));
-    if (!L.bv.empty()) HS_RETURN_IF_ERROR(b.add_bias(v, L.bv));
-    if (c.qk_norm) {  // per head: rows of head_dim
-      HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
-      HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
-    }
-    const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
-    if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
-    const float theta = swa ? c.rope_theta_local : c.rope_theta;
-    HS_RETURN_IF_ERROR(b.rope_qk_kv_write(il, q, k, v, hd, theta, neox));
-    if (key_observer_) key_observer_(il, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
-    AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, swa && c.sliding_window > 0 ? c.sliding_window : 0};
-    HS_RETURN_IF_ERROR(b.attention(il, q, att, ap));
-    HS_RETURN_IF_ERROR(b.matmul(L.wo, att, o));  // [n][d]
-    if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, L.post_attn_norm, c.rms_eps, o));
-    HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, L.ffn_norm, c.rms_eps, h));
-    {  // gate, up [n][n_ff] in one dispatch
-      const Tensor ws[] = {L.w_gate, L.w_up};
-      const Tensor ys[] = {gate, up};
-      HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
-    }
-    HS_RETURN_IF_ERROR(b.glu(c.ffn_act == FfnActivation::kSilu ? GluKind::kSilu : GluKind::kGeluTanh, gate, up, gate));
-    HS_RETURN_IF_ERROR(b.matmul(L.w_down, gate, o));  // [n][d]
-    if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, L.post_ffn_norm, c.rms_eps, o));
-    if (il + 1 < c.n_layer)
-      HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, layers_[il + 1].attn_norm, c.rms_eps, h));
-    else
-      HS_RETURN_IF_ERROR(b.add(x, o));
+    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return attention_block(R, il, n); }));
+    HS_RETURN_IF_ERROR(all_reduce(&Workspace::o, n));
+    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return ffn_block(R, il, n); }));
+    HS_RETURN_IF_ERROR(all_reduce(&Workspace::o, n));
+    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return close_layer(R, il, n); }));
   }
 
-  // Final norm + output projection for the rows that want logits.
+  // Final norm + output projection for the rows that want logits: each rank its vocabulary rows,
+  // gathered side by side on rank 0 when there are several.
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   if (n_out == 0) return Status::ok();
-  const Tensor hsel = ws_.out.hsel.slice_rows(0, n_out), lg = ws_.out.logits.slice_rows(0, n_out);
-  HS_RETURN_IF_ERROR(b.logit_rows(x, hsel));
-  HS_RETURN_IF_ERROR(b.rms_norm(hsel, output_norm_, c.rms_eps, hsel));
-  HS_RETURN_IF_ERROR(b.matmul(output_, hsel, lg));
-  if (c.final_logit_softcap > 0) HS_RETURN_IF_ERROR(b.softcap(lg, c.final_logit_softcap));
+  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return output_rows(R, n_out); }));
+  Tensor lg = ranks_[0].ws.out.logits.slice_rows(0, n_out);
+  if (ranks_.size() > 1) {
+    std::vector<Tensor> parts;
+    for (Rank& R : ranks_) parts.push_back(R.ws.out.logits.slice_rows(0, n_out));
+    lg = gathered_.logits.slice_rows(0, n_out);
+    HS_RETURN_IF_ERROR(comm_->gather_columns(parts, lg));
+    HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
+  }
+  if (c.final_logit_softcap > 0) HS_RETURN_IF_ERROR(backend().softcap(lg, c.final_logit_softcap));
   return Status::ok();
+}
+
+// q/k/v of the rank's heads, RoPE and the KV write, attention, o = att · wo (this rank's columns:
+// a partial sum of the layer's output when the model is split).
+Status Decoder::attention_block(Rank& R, int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *R.backend;
+  const LayerTensors& L = R.layers[il];
+  const int hd = c.head_dim;
+  const bool swa = c.layer_is_swa[il];
+  const Tensor h = R.ws.h.slice_rows(0, n), o = R.ws.o.slice_rows(0, n);
+  const Tensor q = R.ws.q.slice_rows(0, n), att = R.ws.att.slice_rows(0, n);
+  const Tensor k = R.ws.k.slice_rows(0, n), v = R.ws.v.slice_rows(0, n);
+  {  // q [n][q_dim], k [n][kv_dim], v [n][kv_dim] in one dispatch
+    const Tensor ws[] = {L.wq, L.wk, L.wv};
+    const Tensor ys[] = {q, k, v};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  }
+  if (!L.bq.empty()) HS_RETURN_IF_ERROR(b.add_bias(q, L.bq));  // qwen2
+  if (!L.bk.empty()) HS_RETURN_IF_ERROR(b.add_bias(k, L.bk));
+  if (!L.bv.empty()) HS_RETURN_IF_ERROR(b.add_bias(v, L.bv));
+  if (c.qk_norm) {  // per head: rows of head_dim
+    HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
+    HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
+  }
+  const Tensor k_pre = R.ws.k_pre.slice_rows(0, n);
+  if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
+  const float theta = swa ? c.rope_theta_local : c.rope_theta;
+  HS_RETURN_IF_ERROR(b.rope_qk_kv_write(il, q, k, v, hd, theta, c.rope_style == RopeStyle::kNeox));
+  if (key_observer_) key_observer_(il, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
+  AttentionParams ap{R.slice.n_q_heads, R.slice.n_kv_heads, hd, c.attn_scale,
+                     swa && c.sliding_window > 0 ? c.sliding_window : 0};
+  HS_RETURN_IF_ERROR(b.attention(il, q, att, ap));
+  return b.matmul(L.wo, att, o);  // [n][d]
+}
+
+// The attention output (summed over the ranks) into the residual, then the FFN over the rank's
+// columns: o = act · down, a partial sum when split.
+Status Decoder::ffn_block(Rank& R, int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *R.backend;
+  const LayerTensors& L = R.layers[il];
+  const Tensor x = R.ws.x.slice_rows(0, n), h = R.ws.h.slice_rows(0, n), o = R.ws.o.slice_rows(0, n);
+  const Tensor gate = R.ws.gate.slice_rows(0, n), up = R.ws.up.slice_rows(0, n);
+  if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, L.post_attn_norm, c.rms_eps, o));
+  HS_RETURN_IF_ERROR(b.add_rms_norm(x, o, L.ffn_norm, c.rms_eps, h));
+  {  // gate, up [n][n_ff] in one dispatch
+    const Tensor ws[] = {L.w_gate, L.w_up};
+    const Tensor ys[] = {gate, up};
+    HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
+  }
+  HS_RETURN_IF_ERROR(b.glu(c.ffn_act == FfnActivation::kSilu ? GluKind::kSilu : GluKind::kGeluTanh, gate, up, gate));
+  return b.matmul(L.w_down, gate, o);  // [n][d]
+}
+
+// The FFN output (summed over the ranks) into the residual, fused with the next layer's norm.
+Status Decoder::close_layer(Rank& R, int il, int64_t n) {
+  const ModelConfig& c = config_;
+  Backend& b = *R.backend;
+  const Tensor x = R.ws.x.slice_rows(0, n), h = R.ws.h.slice_rows(0, n), o = R.ws.o.slice_rows(0, n);
+  if (c.post_norms) HS_RETURN_IF_ERROR(b.rms_norm(o, R.layers[il].post_ffn_norm, c.rms_eps, o));
+  if (il + 1 < c.n_layer) return b.add_rms_norm(x, o, R.layers[il + 1].attn_norm, c.rms_eps, h);
+  return b.add(x, o);
+}
+
+// The logit rows' final norm and this rank's vocabulary rows of the output layer.
+Status Decoder::output_rows(Rank& R, int64_t n_out) {
+  Backend& b = *R.backend;
+  const Tensor hsel = R.ws.out.hsel.slice_rows(0, n_out), lg = R.ws.out.logits.slice_rows(0, n_out);
+  HS_RETURN_IF_ERROR(b.logit_rows(R.ws.x.slice_rows(0, plan_.n_tokens()), hsel));
+  HS_RETURN_IF_ERROR(b.rms_norm(hsel, R.output_norm, config_.rms_eps, hsel));
+  return b.matmul(R.output, hsel, lg);
 }
 
 }  // namespace hs

@@ -12,6 +12,11 @@
 // holds f16 or bf16) and a Workspace of activations sized for the largest step (grown, never per
 // step). Cost per token: the weights once per batch (matmul), plus O(context * q_dim)
 // attention.
+// Tensor parallelism (model/tensor_parallel.h): with N > 1 ranks the same layer code runs once per
+// rank in lockstep, each rank on its own backend with its heads' and FFN columns' weights, its own
+// workspace and its kv heads' pages (a KvCache per rank under the engine's block ids); the
+// communicator sums the partial outputs of the o and down projections and gathers the vocabulary
+// shares of the logits. N = 1 is the plain decoder: one rank, the engine's cache, no collective.
 #pragma once
 
 #include <functional>
@@ -21,12 +26,14 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/communicator.h"
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "kv/kv_cache.h"
 #include "model/batch.h"
 #include "model/language_model.h"
 #include "model/model_config.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 #include "sparse/hot_chunks.h"
@@ -39,21 +46,30 @@ class Decoder final : public LanguageModel {
   // Opens and maps the GGUF file, reads config and weights (checked) and hands the weights
   // to a backend for `device` (cuda: uploaded as f16 or bf16; a clear error when no GPU or too little
   // memory).
-  static Result<std::unique_ptr<Decoder>> load(const std::string& path, Device device = Device::kCpu);
+  // tensor_parallel: ranks (CUDA: GPUs 0..N-1; CPU: N backends sharing the thread pool, for tests).
+  static Result<std::unique_ptr<Decoder>> load(const std::string& path, Device device = Device::kCpu,
+                                               int tensor_parallel = 1);
   // The same over a parsed file the decoder takes over (an in-memory model: model/dummy_model.h).
-  static Result<std::unique_ptr<Decoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
+  static Result<std::unique_ptr<Decoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu,
+                                                 int tensor_parallel = 1);
 
   const ModelConfig& config() const override { return config_; }
   const gguf::File& file() const override { return *file_; }
-  Backend& backend() const override { return *backend_; }
+  // Rank 0's backend (the one a single-rank model has).
+  Backend& backend() const override { return *ranks_[0].backend; }
+  int tensor_parallel_size() const override { return static_cast<int>(ranks_.size()); }
+  // What rank r owns (heads, FFN columns, vocabulary rows).
+  const TpSlice& rank_slice(int r) const { return ranks_[r].slice; }
   // Bytes of every tensor in the file: what one decode step streams from memory for weights.
   int64_t weight_bytes() const override;
   // One KV layer per model layer.
   KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const override {
     return KvGeometry{config_.n_layer, config_.n_head_kv, config_.head_dim, page_tokens, dtype};
   }
-  void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
-  MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
+  void set_matmul_precision(MatmulPrecision p) {
+    for (Rank& r : ranks_) r.backend->set_matmul_precision(p);
+  }
+  MatmulPrecision matmul_precision() const { return backend().matmul_precision(); }
 
   // Every layer may be sparse but gemma3's sliding-window ones.
   std::vector<bool> sparse_kv_layers() const override;
@@ -73,33 +89,59 @@ class Decoder final : public LanguageModel {
                  std::vector<float>& logits);
 
  private:
-  Decoder() = default;
-  Status prepare_weights();
-  Status reserve_logits(int64_t rows);
-  Status run_layers(int64_t n);
-
   struct LayerTensors {
     Tensor attn_norm, wq, wk, wv, wo, q_norm, k_norm, post_attn_norm, ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
     Tensor bq, bk, bv;  // [q_dim], [kv_dim] x2; empty when the model has no q/k/v biases
   };
-  // Activations of one step, [capacity rows][width] f32 on the backend's device.
+  // Activations of one step, [capacity rows][width] f32 on the rank's device; q / k / v / gate /
+  // up are the rank's share (q_dim, kv_dim, n_ff over the ranks).
   struct Workspace {
     Buffer mem;
     int64_t capacity = 0;     // tokens
     Tensor x, h, o;           // [n][n_embd] residual stream, normed input, projection output
-    Tensor q, att;            // [n][q_dim]
-    Tensor k, v, k_pre;       // [n][kv_dim] (k_pre: keys before RoPE, for the key observer)
-    Tensor gate, up;          // [n][n_ff]
-    LogitRows out;               // hsel, logits (and their host copy) of the rows that want logits
+    Tensor q, att;            // [n][rank q_dim]
+    Tensor k, v, k_pre;       // [n][rank kv_dim] (k_pre: keys before RoPE, for the key observer)
+    Tensor gate, up;          // [n][rank n_ff]
+    LogitRows out;            // hsel, logits [n_out][rank n_vocab] (and their host copy)
   };
+  // One tensor-parallel rank: its backend, weights, workspace and (N > 1) its kv heads' pages.
+  struct Rank {
+    TpSlice slice;
+    std::unique_ptr<Backend> backend;
+    Tensor token_embd, output, output_norm;
+    std::vector<LayerTensors> layers;
+    Workspace ws;
+    std::unique_ptr<KvCache> kv;        // N > 1: pages of this rank's kv heads under the engine's block ids
+    const KvCache* kv_source = nullptr;  // the engine cache `kv` mirrors
+    ForwardPlan plan;                    // N > 1: plan_ on `kv`
+  };
+
+  Decoder() = default;
+  Status prepare_weights(Rank& R);
+  Status reserve_logits(int64_t rows);
+  // Each rank's plan: rank 0 of one rank runs plan_ itself; with several, a copy on the rank's cache.
+  Status plan_ranks(const KvCache& kv);
+  // fn(rank) for every rank in order, each rank's device made current first.
+  Status each_rank(const std::function<Status(Rank&)>& fn);
+  // R's device made current when there are several ranks (one rank never switches).
+  Status make_current_if_split(Rank& R);
+  // Σ over the ranks of workspace tensor `which` (rows [0, n)); nothing with one rank.
+  Status all_reduce(Tensor Workspace::*which, int64_t n);
+  Status run_layers(int64_t n);
+  // One layer's halves on one rank: attention ending in o = att · wo (a partial sum across ranks);
+  // the residual add and the FFN ending in o = act · down (partial); the residual add that closes it.
+  Status attention_block(Rank& R, int il, int64_t n);
+  Status ffn_block(Rank& R, int il, int64_t n);
+  Status close_layer(Rank& R, int il, int64_t n);
+  Status output_rows(Rank& R, int64_t n_out);
 
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;             // host views (mmap'd GGUF) and host norm vectors
-  std::unique_ptr<Backend> backend_;
-  Tensor token_embd_, output_, output_norm_;
-  std::vector<LayerTensors> layers_;
-  Workspace ws_;
+  ShardStore shards_;                // N > 1: the ranks' column slices and sliced vectors
+  std::vector<Rank> ranks_;          // [N]
+  std::unique_ptr<Communicator> comm_;  // N > 1
+  LogitRows gathered_;               // N > 1: [n_out][n_vocab] on rank 0, the ranks' shares side by side
   ForwardPlan plan_;
   std::vector<int32_t> next_pos_;
 };

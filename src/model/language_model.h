@@ -44,6 +44,9 @@ class LanguageModel {
   virtual KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const = 0;
   // Size the workspace for steps of up to max_tokens tokens.
   virtual Status reserve(int64_t max_tokens) = 0;
+  // Ranks the model is split over (model/tensor_parallel.h). Above 1 each rank keeps the pages of
+  // its own kv heads, so the engine's KvCache needs block tables only.
+  virtual int tensor_parallel_size() const { return 1; }
 
   // Runs the batch: K/V appended to each sequence (pages reserved), recurrent state advanced in
   // its slot; returns the logit rows of the tokens with want_logits, [rows][n_vocab] host memory

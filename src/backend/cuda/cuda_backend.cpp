@@ -69,6 +69,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(int device_index) {
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
+Status CudaBackend::make_current() {
+  HS_CUDA(cudaSetDevice(device_));
+  return Status::ok();
+}
+
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device_index) {
   std::unique_ptr<CudaBackend> b(new CudaBackend());
   HS_RETURN_IF_ERROR(b->init(device_index));

@@ -60,6 +60,9 @@ class CudaBackend final : public Backend {
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override { return name_; }  // "cuda:0 NVIDIA H200 (cc 9.0, 139 GiB)"
+  int device_index() const override { return device_; }
+  Status make_current() override;
+  void* native_stream() const override { return stream_; }
 
   Result<Buffer> alloc(size_t bytes, std::string_view what) override;
   void free_memory(void* ptr) override;

@@ -1,0 +1,64 @@
+// model/tensor_parallel.h — how a decoder is split over the ranks of a tensor-parallel group
+// (Megatron-LM's split; docs/tensor-parallel.md) and the weight slices each rank gets.
+//
+// Rank r of N owns n_head / N query heads (attention is computed per head, so a rank needs only
+// its heads' q / k / v rows and its heads' columns of the output projection), the kv heads those
+// query heads read (n_kv / N of them; when N > n_kv, the one kv head its group reads, replicated
+// on N / n_kv ranks as vLLM does), a share of the FFN's intermediate columns (gate / up rows,
+// down columns), and a share of the vocabulary rows of the output layer. The token embedding and
+// the norms are replicated. Partial sums meet in an all-reduce after the output projection and
+// after the FFN's down projection; the vocabulary shares are gathered.
+//
+// Slices: rows of a matrix (q / k / v / gate / up / output) are a view of the file in place;
+// columns (o / down) are copied, in the weight's own type when the cut falls on its block
+// boundaries, else dequantized to f32 (a Q4_K matrix of 896 columns cut in two). Cost: the
+// column slices once more in host memory at load time (a copy of o and down in total).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "core/weight_view.h"
+#include "model/model_config.h"
+
+namespace hs {
+
+// What one rank owns.
+struct TpSlice {
+  int rank = 0, size = 1;
+  int q_head0 = 0, n_q_heads = 0;    // query heads [q_head0, q_head0 + n_q_heads)
+  int kv_head0 = 0, n_kv_heads = 0;  // kv heads [kv_head0, kv_head0 + n_kv_heads)
+  int64_t ff0 = 0, n_ff = 0;         // FFN intermediate columns [ff0, ff0 + n_ff)
+  int64_t vocab0 = 0, n_vocab = 0;   // output rows [vocab0, vocab0 + n_vocab)
+};
+
+// The split of `c` over `size` ranks. FFN shares are whole multiples of ff_align columns when
+// n_ff is (pass the down projection's block size: its column slices then stay quantized). Errors
+// say what does not divide: n_head % size, or size and n_kv_heads neither dividing the other; a
+// hybrid (Gated-DeltaNet) or MoE model (not split yet).
+Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size, int64_t ff_align = 1);
+
+// Owns the bytes of column slices (and sliced vectors) for the life of the model; a CPU backend
+// reads them in place, so they must not move: every buffer is allocated once and never resized.
+class ShardStore {
+ public:
+  // Rows [r0, r0 + n) of w, a view of the same memory.
+  static WeightView rows(const WeightView& w, int64_t r0, int64_t n);
+  // Columns [c0, c0 + n) of w: w itself for the whole range; else a copy in w's type when c0 and
+  // n are whole blocks, dequantized to f32 otherwise.
+  Result<WeightView> cols(const WeightView& w, int64_t c0, int64_t n);
+  // v[off, off + n) (v empty: empty), stored here.
+  const std::vector<float>& sub(const std::vector<float>& v, int64_t off, int64_t n);
+  // Bytes of the copies held.
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::deque<std::unique_ptr<uint8_t[]>> bufs_;
+  std::deque<std::vector<float>> vecs_;
+  int64_t bytes_ = 0;
+};
+
+}  // namespace hs
