@@ -46,6 +46,7 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
     Rank& R = d->ranks_[r];
     R.slice = slices[r];
     HS_ASSIGN_OR_RETURN(R.backend, make_backend(device, static_cast<int>(r)));
+    HS_RETURN_IF_ERROR(R.backend->make_current());
     HS_RETURN_IF_ERROR(d->prepare_weights(R));
     backends.push_back(R.backend.get());
   }

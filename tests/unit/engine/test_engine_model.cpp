@@ -195,5 +195,53 @@ TEST(EngineModel, RejectsOverlongAndInvalidRequests) {
   EXPECT_EQ(std::get<SubmitError>(full).kind, SubmitError::kQueueFull);
 }
 
+
+// The same model split over 3 ranks (9 heads, 3 kv heads: one kv head each; model/tensor_parallel.h)
+// behind the engine: concurrent greedy requests give the one-rank model's tokens, a follow-up reuses
+// the cached prefix (the ranks' pages follow the engine's block ids), and a cancel leaves every page
+// free. The engine's cache holds block tables only; each rank keeps its own kv head's pages.
+TEST(EngineModel, SplitOverThreeRanksServesTheSameTokensAndReusesPrefixes) {
+  NEED_MODEL();
+  auto split = Decoder::load(std::string(HS_SOURCE_DIR) + "/models/smollm2-135m-instruct-q4_1.gguf", Device::kCpu, 3);
+  ASSERT_TRUE(split.is_ok()) << split.status().message();
+  ASSERT_EQ((*split)->tensor_parallel_size(), 3);
+  const ModelConfig& c = (*split)->config();
+  KvCache kv(KvGeometry{c.n_layer, c.n_head_kv, c.head_dim, 16, kDefaultKvDtype}, 256, KvCache::kDefaultMaxLeases,
+             /*host_pages=*/false);
+  const std::vector<std::string> prompts = {"The capital of France is", "def fibonacci(n):"};
+  std::vector<GenerateResult> ref;
+  for (const auto& t : prompts) {
+    GenerateRequest g;
+    g.prompt = m->tok->encode(t, true, false);
+    g.max_tokens = 16;
+    g.sampling.temperature = 0;
+    g.ignore_eos = true;
+    ref.push_back(*generate(*m->dec, *m->tok, *m->kv, *m->pool, g));
+  }
+  Engine e(**split, *m->tok, kv, *m->pool, EngineConfig{.max_model_len = 2048, .max_num_batched_tokens = 8});
+  e.start();
+  std::vector<Engine::Submitted> subs;
+  for (const auto& t : prompts) {
+    RequestParams p = greedy(*m->tok, t, 16);
+    p.ignore_eos = true;
+    subs.push_back(submit_ok(e, p));
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(drain(*subs[i].channel).tokens, ref[i].tokens) << prompts[i];
+  const std::string ctx(400, 'x');
+  RequestParams p = greedy(*m->tok, "Some shared context: " + ctx + " The end. Summary:", 8);
+  Collected first = drain(*submit_ok(e, p).channel);
+  Collected second = drain(*submit_ok(e, p).channel);
+  EXPECT_GT(second.last.usage.cached_tokens, static_cast<int>(p.prompt.size()) - 17);
+  EXPECT_EQ(first.tokens, second.tokens);
+  RequestParams longp = greedy(*m->tok, "Write a long story about a dragon.", 1000);
+  longp.ignore_eos = true;
+  auto sub = submit_ok(e, longp);
+  RequestEvent ev;
+  ASSERT_TRUE(sub.channel->pop(ev, std::chrono::milliseconds(60000)));
+  e.cancel(sub.id);
+  EXPECT_EQ(drain(*sub.channel).last.finish, EventFinish::kCancelled);
+  expect_baseline(e);
+}
+
 }  // namespace
 }  // namespace hs
