@@ -186,7 +186,7 @@ Status synthetic_context(LoadedModel& m, SeqKv& seq, int depth, int extra) {
   HS_RETURN_IF_ERROR(m.kv->reserve(seq, depth + extra));
   if (m.states && depth > 0) HS_RETURN_IF_ERROR(m.states->restore(kSeedStateKey, seq));
   seq.n_tokens = depth;
-  if (sparse_of(m)) HS_RETURN_IF_ERROR(m.model().backend().rebuild_sparse_metadata(*m.kv, seq, depth));
+  if (sparse_of(m)) HS_RETURN_IF_ERROR(m.model().rebuild_sparse_metadata(*m.kv, seq, depth));
   return Status::ok();
 }
 

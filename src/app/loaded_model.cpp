@@ -127,10 +127,7 @@ Status apply_kv_tier(const ModelOptions& opt, LanguageModel& model) {
   Backend::KvTier t;
   t.host = opt.kv_tier == "host";
   t.hot_budget_bytes = opt.device_kv_budget;
-  if (t.host && model.tensor_parallel_size() > 1)
-    return make_error(StatusCode::kUnsupported, "--kv-tier host with --tensor-parallel-size {}: the host tier is not "
-                      "split per rank yet", model.tensor_parallel_size());
-  return model.backend().set_kv_tier(t);
+  return model.set_kv_tier(t);  // every rank's pages, when split
 }
 
 std::string default_sketch_path(const std::string& model_path) {
@@ -155,13 +152,9 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
                                                            const KvCache& kv) {
   const std::string path = opt.sketch.empty() ? default_sketch_path(opt.model) : opt.sketch;
   std::string mode_name = opt.sparse;
-  if (mode_name == "auto")  // split models run dense (the ranks do not select yet: docs/tensor-parallel.md)
-    mode_name = dec.tensor_parallel_size() == 1 && (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
+  if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
-  if (dec.tensor_parallel_size() > 1)
-    return make_error(StatusCode::kUnsupported, "--sparse {} with --tensor-parallel-size {}: sparse attention runs on "
-                      "one rank only so far", opt.sparse, dec.tensor_parallel_size());
   // The GPU path (docs/gpu-sparse.md): sketch selection by the max rule over whole pages; the
   // CPU's rerank, group mass and estimated tail are not built there yet.
   const bool gpu = dec.device() != Device::kCpu;
@@ -245,8 +238,10 @@ Status attach_sparse(const ModelOptions& opt, LoadedModel& m) {
 
 Result<std::unique_ptr<HotChunks>> make_device_tier(const ModelOptions& opt, const LanguageModel& dec, KvCache& kv,
                                                     const SparseConfig& sparse_cfg, int32_t resident_seqs) {
-  // The CPU's hot-slot tier; on a GPU every KV page is on the device (docs/gpu-sparse.md).
-  if (opt.device_kv_budget <= 0 || dec.device() != Device::kCpu) return std::unique_ptr<HotChunks>();
+  // The CPU's hot-slot tier; on a GPU every KV page is on the device (docs/gpu-sparse.md). A split
+  // model's ranks select over their own pages without it (docs/tensor-parallel.md).
+  if (opt.device_kv_budget <= 0 || dec.device() != Device::kCpu || dec.tensor_parallel_size() > 1)
+    return std::unique_ptr<HotChunks>();
   HotChunks::Config cfg;
   cfg.budget_bytes = opt.device_kv_budget;
   cfg.chunk_tokens = sparse_cfg.chunk_tokens;

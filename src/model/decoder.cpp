@@ -148,21 +148,93 @@ std::vector<bool> Decoder::sparse_kv_layers() const {
   return full;
 }
 
-Status Decoder::plan_ranks(const KvCache& kv) {
+Status Decoder::ensure_ranks(const KvCache& kv) {
   if (ranks_.size() == 1) return Status::ok();
   for (Rank& R : ranks_) {
-    if (!R.kv || R.kv_source != &kv || R.kv->pool().n_blocks() != kv.pool().n_blocks() ||
-        R.kv->geometry().dtype != kv.geometry().dtype || R.kv->geometry().page_tokens != kv.geometry().page_tokens) {
+    const bool stale_kv = !R.kv || R.kv_source != &kv || R.kv->pool().n_blocks() != kv.pool().n_blocks() ||
+                          R.kv->geometry().dtype != kv.geometry().dtype ||
+                          R.kv->geometry().page_tokens != kv.geometry().page_tokens;
+    if (stale_kv) {
+      HS_RETURN_IF_ERROR(make_current_if_split(R));
+      if (R.sparse) HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
+      R.sparse.reset();
       KvGeometry g = kv.geometry();
       g.n_kv_heads = R.slice.n_kv_heads;
       R.kv = std::make_unique<KvCache>(g, kv.pool().n_blocks(), /*max_leases=*/1,
                                        /*host_pages=*/R.backend->device() == Device::kCpu);
       R.kv_source = &kv;
     }
+    if (stale_kv || rank_sparse_of_ != sparse_) {
+      HS_RETURN_IF_ERROR(make_current_if_split(R));
+      HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
+      R.sparse.reset();
+      if (sparse_) {
+        const KvGeometry& g = R.kv->geometry();
+        SparseRuntime::Geometry sg{g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, kv.pool().n_blocks(),
+                                   kv_token_bytes(g.dtype, g.head_dim), sparse_kv_layers()};
+        std::unique_ptr<SketchBasis> basis;
+        if (sparse_->basis())
+          basis = std::make_unique<SketchBasis>(sparse_->basis()->heads(R.slice.kv_head0, R.slice.n_kv_heads));
+        HS_ASSIGN_OR_RETURN(R.sparse, SparseRuntime::create(sparse_->mode(), sparse_->config(), sg, std::move(basis),
+                                                            R.backend->host_sparse_kernels(), R.kv.get(),
+                                                            config_.attn_scale));
+        R.sparse->set_measure_recall(false);
+        HS_RETURN_IF_ERROR(R.backend->set_sparse(R.sparse.get(), nullptr));
+      }
+    }
+  }
+  rank_sparse_of_ = sparse_;
+  return Status::ok();
+}
+
+Status Decoder::plan_ranks(const KvCache& kv) {
+  if (ranks_.size() == 1) return Status::ok();
+  HS_RETURN_IF_ERROR(ensure_ranks(kv));
+  for (Rank& R : ranks_) {
     R.plan = plan_;
     R.plan.kv = R.kv.get();
   }
   return Status::ok();
+}
+
+void Decoder::fold_rank_stats() {
+  if (ranks_.size() == 1 || !sparse_) return;
+  int64_t sketch = 0, hot = 0;
+  for (Rank& R : ranks_) {
+    if (!R.sparse) continue;
+    sparse_->add_stats(R.sparse->stats());
+    R.sparse->reset_stats();
+    sketch += R.sparse->device_sketch_bytes();
+    hot += R.sparse->device_hot_set_bytes();
+  }
+  sparse_->set_device_bytes(sketch, hot);
+}
+
+// One rank: the backend takes the runtime itself. Several: each rank gets a runtime of its own kv
+// heads at the next step (ensure_ranks); a rank selects for its kv heads with the query heads it
+// holds, which are all of each head's group only when no kv head is replicated.
+Status Decoder::bind_sparse() {
+  if (ranks_.size() == 1) return LanguageModel::bind_sparse();
+  if (hot_)
+    return make_error(StatusCode::kUnsupported, "the CPU device tier (--device-kv-budget) does not run with "
+                      "--tensor-parallel-size {} (each rank reads its own pages)", ranks_.size());
+  if (sparse_ && config_.n_head_kv < static_cast<int>(ranks_.size()))
+    return make_error(StatusCode::kUnsupported,
+                      "sparse attention with --tensor-parallel-size {} over {} kv heads: a replicated kv head's "
+                      "selection would see only part of its query group (use a split of at most {} ranks)",
+                      ranks_.size(), config_.n_head_kv, config_.n_head_kv);
+  return Status::ok();
+}
+
+Status Decoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
+  if (ranks_.size() == 1) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
+  HS_RETURN_IF_ERROR(sparse_ready());
+  HS_RETURN_IF_ERROR(ensure_ranks(kv));
+  return each_rank([&](Rank& R) { return R.backend->rebuild_sparse_metadata(*R.kv, seq, n_tokens); });
+}
+
+Status Decoder::set_kv_tier(const Backend::KvTier& t) {
+  return each_rank([&](Rank& R) { return R.backend->set_kv_tier(t); });
 }
 
 Status Decoder::each_rank(const std::function<Status(Rank&)>& fn) {
@@ -185,10 +257,10 @@ Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* c
   const int64_t n = batch.size();
   if (n == 0) return std::span<float>();
   HS_RETURN_IF_ERROR(sparse_ready());
-  if (ranks_.size() > 1 && (sparse_ || hot_ || key_observer_))
+  if (ranks_.size() > 1 && key_observer_)
     return make_error(StatusCode::kUnsupported,
-                      "sparse attention, its device tier and the key observer do not run with --tensor-parallel-size "
-                      "{} yet (run them on one rank)", ranks_.size());
+                      "the key observer (fit-sketch, eval recall) does not run with --tensor-parallel-size {} (run it "
+                      "on one rank)", ranks_.size());
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
   HS_RETURN_IF_ERROR(plan_ranks(kv));
   HS_RETURN_IF_ERROR(reserve(n));
@@ -204,6 +276,7 @@ Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* c
     if (e.is_ok()) e = R.backend->end_step();
     if (end.is_ok()) end = e;
   }
+  fold_rank_stats();
   if (!st.is_ok()) return st;
   HS_RETURN_IF_ERROR(end);
   for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos_[s];

@@ -58,6 +58,8 @@ class Decoder final : public LanguageModel {
   // Rank 0's backend (the one a single-rank model has).
   Backend& backend() const override { return *ranks_[0].backend; }
   int tensor_parallel_size() const override { return static_cast<int>(ranks_.size()); }
+  Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;
+  Status set_kv_tier(const Backend::KvTier& t) override;
   // What rank r owns (heads, FFN columns, vocabulary rows).
   const TpSlice& rank_slice(int r) const { return ranks_[r].slice; }
   // Bytes of every tensor in the file: what one decode step streams from memory for weights.
@@ -107,6 +109,9 @@ class Decoder final : public LanguageModel {
   // One tensor-parallel rank: its backend, weights, workspace and (N > 1) its kv heads' pages.
   struct Rank {
     TpSlice slice;
+    // N > 1 with sparse attention: the model runtime's mode, config and this rank's heads of its
+    // basis over this rank's pages (its counters are folded into the model's runtime each step).
+    std::unique_ptr<SparseRuntime> sparse;
     std::unique_ptr<Backend> backend;
     Tensor token_embd, output, output_norm;
     std::vector<LayerTensors> layers;
@@ -119,8 +124,14 @@ class Decoder final : public LanguageModel {
   Decoder() = default;
   Status prepare_weights(Rank& R);
   Status reserve_logits(int64_t rows);
+  // N > 1: every rank's KvCache (its kv heads, the engine cache's block ids) and, with sparse
+  // attention, its runtime, (re)made when the engine cache or the model's runtime changed.
+  Status ensure_ranks(const KvCache& kv);
   // Each rank's plan: rank 0 of one rank runs plan_ itself; with several, a copy on the rank's cache.
   Status plan_ranks(const KvCache& kv);
+  // N > 1: the ranks' sparse counters added to the model's runtime (and reset).
+  void fold_rank_stats();
+  Status bind_sparse() override;
   // fn(rank) for every rank in order, each rank's device made current first.
   Status each_rank(const std::function<Status(Rank&)>& fn);
   // R's device made current when there are several ranks (one rank never switches).
@@ -142,6 +153,7 @@ class Decoder final : public LanguageModel {
   std::vector<Rank> ranks_;          // [N]
   std::unique_ptr<Communicator> comm_;  // N > 1
   LogitRows gathered_;               // N > 1: [n_out][n_vocab] on rank 0, the ranks' shares side by side
+  const SparseRuntime* rank_sparse_of_ = nullptr;  // N > 1: the model runtime the ranks' runtimes copy
   ForwardPlan plan_;
   std::vector<int32_t> next_pos_;
 };

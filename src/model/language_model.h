@@ -70,7 +70,7 @@ class LanguageModel {
   // refusal.
   void set_sparse(SparseRuntime* rt) {
     sparse_ = rt;
-    sparse_status_ = backend().set_sparse(sparse_, hot_);
+    sparse_status_ = bind_sparse();
   }
   SparseRuntime* sparse() const { return sparse_; }
   // The device tier of the sparse path (null: sparse attention reads the KV pages directly). Not
@@ -78,9 +78,16 @@ class LanguageModel {
   // (docs/sparse-attention.md). CPU only.
   void set_hot_chunks(HotChunks* h) {
     hot_ = h;
-    sparse_status_ = backend().set_sparse(sparse_, hot_);
+    sparse_status_ = bind_sparse();
   }
   HotChunks* hot_chunks() const { return hot_; }
+  // The sparse metadata of keys [0, n_tokens) of `seq` recomputed from the KV pages (a synthetic
+  // context: Backend::rebuild_sparse_metadata on every rank's pages).
+  virtual Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
+    return backend().rebuild_sparse_metadata(kv, seq, n_tokens);
+  }
+  // Where the KV pages live (Backend::set_kv_tier), on every rank.
+  virtual Status set_kv_tier(const Backend::KvTier& t) { return backend().set_kv_tier(t); }
 
   // Called once per KV layer per forward with the step's keys before and after RoPE and its
   // queries after RoPE (`hindsight fit-sketch`, `eval needle`): k_pre, k_post, v [n][kv_dim],
@@ -102,6 +109,9 @@ class LanguageModel {
       return make_error(StatusCode::kUnsupported, "the key observer (fit-sketch, eval recall) needs --device cpu");
     return sparse_status_;
   }
+
+  // Hands sparse_ and hot_ to the backend(s); the answer is what forward() reports.
+  virtual Status bind_sparse() { return backend().set_sparse(sparse_, hot_); }
 
   SparseRuntime* sparse_ = nullptr;
   HotChunks* hot_ = nullptr;

@@ -65,6 +65,21 @@ SketchBasis SketchBasis::identity(int n_layer, int n_kv_heads, int head_dim, int
   return b;
 }
 
+SketchBasis SketchBasis::heads(int h0, int n) const {
+  SketchBasis b = *this;
+  b.n_kv_heads = n;
+  // Per layer, rows of `per_head` floats for each head: keep heads [h0, h0 + n).
+  auto cut = [&](std::vector<std::vector<float>>& layers, int64_t per_head) {
+    for (auto& v : layers)
+      if (!v.empty()) v = std::vector<float>(v.begin() + h0 * per_head, v.begin() + (h0 + n) * per_head);
+  };
+  cut(b.basis, static_cast<int64_t>(head_dim) * rank);
+  cut(b.query_basis, static_cast<int64_t>(head_dim) * rank);
+  cut(b.mean, head_dim);
+  cut(b.energy, 1);
+  return b;
+}
+
 Status SketchBasis::validate(float tol) const {
   if (n_layer <= 0 || n_kv_heads <= 0 || head_dim <= 0 || rank <= 0 || rank > head_dim)
     return make_error(StatusCode::kInvalidArgument,

@@ -77,6 +77,8 @@ struct SketchBasis {
   static SketchBasis zeros(int n_layer, int n_kv_heads, int head_dim, int rank);
   // Every (layer, head) gets the first `rank` columns of the identity (tests, rank = head_dim: exact).
   static SketchBasis identity(int n_layer, int n_kv_heads, int head_dim, int rank);
+  // The basis of kv heads [h0, h0 + n) only (a tensor-parallel rank's heads: model/tensor_parallel.h).
+  SketchBasis heads(int h0, int n) const;
 
   // Structure, sizes, finite values and, unless query-aware, orthonormality
   // (|BᵀB − I| <= tol elementwise); query-aware: A present for every layer with a basis.

@@ -253,6 +253,22 @@ SparseStats SparseRuntime::stats() const {
   return s;
 }
 
+void SparseRuntime::add_stats(const SparseStats& s) {
+  sparse_heads_ += s.sparse_heads;
+  dense_heads_ += s.dense_heads;
+  keys_total_ += s.keys_total;
+  keys_selected_ += s.keys_selected;
+  score_bytes_ += s.score_bytes;
+  kv_bytes_ += s.kv_bytes;
+  fetch_hits_ += s.fetch_hits;
+  fetch_misses_ += s.fetch_misses;
+  fetch_bytes_ += s.fetch_bytes;
+  fetch_evictions_ += s.fetch_evictions;
+  fetch_refused_ += s.fetch_refused;
+  resident_bytes_ += s.resident_bytes;
+  fetch_steps_ += s.fetch_steps;
+}
+
 void SparseRuntime::reset_stats() {
   sparse_heads_ = dense_heads_ = keys_total_ = keys_selected_ = score_bytes_ = kv_bytes_ = 0;
   fetch_hits_ = fetch_misses_ = fetch_bytes_ = fetch_evictions_ = fetch_refused_ = fetch_steps_ = 0;

@@ -140,6 +140,9 @@ class SparseRuntime {
 
   SparseStats stats() const;
   void reset_stats();
+  // Adds another runtime's counters (a tensor-parallel rank's, folded into the model's runtime
+  // after each step: model/decoder.cpp).
+  void add_stats(const SparseStats& s);
 
  private:
   int64_t device_sketch_bytes_ = 0, device_hot_bytes_ = 0;

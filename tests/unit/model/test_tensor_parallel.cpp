@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <cstdlib>
 #include <random>
 
@@ -20,6 +21,7 @@
 #include "model/decoder.h"
 #include "model/dummy_model.h"
 #include "model/tensor_parallel.h"
+#include "sparse/sparse_runtime.h"
 
 namespace hs {
 namespace {
@@ -170,13 +172,15 @@ TEST(TensorParallelComm, HostAllReduceSumsInRankOrderAndGathersSideBySide) {
 
 // Two sequences prefilled in one batch (in chunks), then `steps` greedy decode steps of both;
 // every logit row of every step.
+// `attach` (optional) is called with the model and its engine cache before the first step.
 std::vector<std::vector<float>> run_model(Decoder& dec, const std::vector<std::vector<int32_t>>& prompts, int chunk,
-                                          int steps) {
+                                          int steps, const std::function<void(Decoder&, KvCache&)>& attach = {}) {
   const ModelConfig& c = dec.config();
   ThreadPool pool(2);
   const int64_t n_blocks = 256;
   KvCache kv(dec.kv_geometry(16, KvDtype::kF16), n_blocks, KvCache::kDefaultMaxLeases,
              /*host_pages=*/dec.device() == Device::kCpu && dec.tensor_parallel_size() == 1);
+  if (attach) attach(dec, kv);
   std::vector<SeqKv> s(prompts.size());
   std::vector<SeqKv*> seqs;
   for (auto& q : s) seqs.push_back(&q);
@@ -298,7 +302,70 @@ TEST(TensorParallelDecoder, SplitDummyModelsEqualOneRank) {
   }
 }
 
-TEST(TensorParallelDecoder, RefusesSparseAndObserverOnSplitModels) {
+// Sparse attention on a split model: each rank selects for its own kv heads with its head slice of
+// the basis, over its own pages; with every kv head's whole query group on one rank that is the
+// one-rank selection, so the logits and the selected-key counts are the one-rank model's.
+TEST(TensorParallelDecoder, SplitSparseEqualsOneRankSparse) {
+  const std::string cfg = write_config("llama", kDummies[0].json);  // 8 heads over 4 kv heads
+  SparseConfig sc;
+  sc.budget_tokens = 32;
+  sc.chunk_tokens = 16;
+  sc.sink_tokens = 16;
+  sc.window_tokens = 16;
+  sc.min_context = 64;
+  for (const bool rerank : {false, true}) {
+    sc.rerank_factor = rerank ? 2 : 0;
+    std::vector<std::vector<float>> ref;
+    SparseStats ref_stats{};
+    for (int tp : {1, 2, 4}) {
+      ThreadPool pool(2);
+      auto file = make_dummy_model(DummyModelSpec{cfg, DType::Q8_0, "", 3}, pool);
+      ASSERT_TRUE(file.is_ok());
+      auto dec = Decoder::create(std::move(*file), Device::kCpu, tp);
+      ASSERT_TRUE(dec.is_ok()) << dec.status().message();
+      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
+      const ModelConfig& c = (*dec)->config();
+      std::unique_ptr<SparseRuntime> rt;
+      auto attach = [&](Decoder& d, KvCache& kv) {
+        SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, kv.pool().n_blocks(),
+                                  kv_token_bytes(KvDtype::kF16, c.head_dim), d.sparse_kv_layers()};
+        auto basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 8, 77));
+        auto made = SparseRuntime::create(SparseMode::kSketch, sc, g, std::move(basis),
+                                          d.backend().host_sparse_kernels(), &kv, c.attn_scale);
+        ASSERT_TRUE(made.is_ok()) << made.status().message();
+        rt = std::move(*made);
+        d.set_sparse(rt.get());
+      };
+      std::vector<std::vector<int32_t>> prompts(2);
+      std::mt19937 rng(21);
+      for (auto& p : prompts)
+        for (int i = 0; i < 150; ++i) p.push_back(static_cast<int32_t>(rng() % c.n_vocab));
+      const auto got = run_model(**dec, prompts, 64, 12, attach);
+      const SparseStats st = rt->stats();
+      std::printf("[tp] sparse%s tp=%d: %lld sparse head-steps, %lld of %lld keys selected\n", rerank ? "+rerank2" : "",
+                  tp, static_cast<long long>(st.sparse_heads), static_cast<long long>(st.keys_selected),
+                  static_cast<long long>(st.keys_total));
+      EXPECT_GT(st.sparse_heads, 0);
+      EXPECT_LT(st.keys_selected, st.keys_total);  // a real selection, not the whole context
+      (*dec)->set_sparse(nullptr);
+      if (tp == 1) {
+        ref = got;
+        ref_stats = st;
+        continue;
+      }
+      const Agreement a = compare(ref, got, 1e-3f);
+      std::printf("[tp] sparse%s tp=%d: max |diff| / max |logit| %.2e, top-1 %d/%d\n", rerank ? "+rerank2" : "", tp,
+                  a.max_rel, a.top1_equal, a.top1_checked);
+      EXPECT_LT(a.max_rel, 1e-4f) << "tp " << tp;
+      EXPECT_EQ(a.top1_equal, a.top1_checked) << "tp " << tp;
+      EXPECT_EQ(st.sparse_heads, ref_stats.sparse_heads);
+      EXPECT_EQ(st.keys_selected, ref_stats.keys_selected);
+      EXPECT_EQ(st.score_bytes, ref_stats.score_bytes);
+    }
+  }
+}
+
+TEST(TensorParallelDecoder, RefusesObserverAndReplicatedSparse) {
   const std::string cfg = write_config("llama", kDummies[0].json);
   ThreadPool pool(2);
   auto file = make_dummy_model(DummyModelSpec{cfg, DType::F32, "", 1}, pool);
@@ -315,6 +382,26 @@ TEST(TensorParallelDecoder, RefusesSparseAndObserverOnSplitModels) {
   const Status st = (*dec)->forward(b, seqs, kv, pool, logits);
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("tensor-parallel"), std::string::npos) << st.message();
+  kv.release(seq);
+  // Sparse attention where ranks outnumber the kv heads (a replicated head would select with part
+  // of its query group) is refused with the split that works.
+  (*dec)->set_key_observer(nullptr);
+  auto file8 = make_dummy_model(DummyModelSpec{cfg, DType::F32, "", 1}, pool);
+  ASSERT_TRUE(file8.is_ok());
+  auto dec8 = Decoder::create(std::move(*file8), Device::kCpu, 8);
+  ASSERT_TRUE(dec8.is_ok()) << dec8.status().message();
+  const ModelConfig& c = (*dec8)->config();
+  SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, kv.pool().n_blocks(),
+                            kv_token_bytes(KvDtype::kF16, c.head_dim), (*dec8)->sparse_kv_layers()};
+  auto rt = SparseRuntime::create(SparseMode::kSketch, SparseConfig{}, g,
+                                  std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 8, 1)),
+                                  (*dec8)->backend().host_sparse_kernels(), &kv, c.attn_scale);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().message();
+  (*dec8)->set_sparse(rt->get());
+  const Status st8 = (*dec8)->forward(b, seqs, kv, pool, logits);
+  ASSERT_FALSE(st8.is_ok());
+  EXPECT_NE(st8.message().find("at most 4 ranks"), std::string::npos) << st8.message();
+  (*dec8)->set_sparse(nullptr);
   // A split that does not divide is a clear error at load.
   auto file3 = make_dummy_model(DummyModelSpec{cfg, DType::F32, "", 1}, pool);
   ASSERT_TRUE(file3.is_ok());
