@@ -61,9 +61,20 @@ class SpanPrefetcher {
 // Covers rows [r0, r1) x tokens [t0, t1) with K::run<R, T>(args, row, token) calls:
 // a single token uses R = kRowsOne, several tokens R = kRowsMany and up to kTokens tokens
 // per call (the tile's weight rows are re-read from cache once per kTokens tokens).
+// K::run<R, T> for a runtime token count nt in [1, kTokens].
+template <class K, int R, int kTokens>
+inline void run_tokens(const TileArgs& a, int64_t o, int64_t t, int64_t nt) {
+  if constexpr (kTokens > 1) {
+    if (nt >= kTokens) return K::template run<R, kTokens>(a, o, t);
+    return run_tokens<K, R, kTokens - 1>(a, o, t, nt);
+  } else {
+    K::template run<R, 1>(a, o, t);
+  }
+}
+
 template <class K, int kRowsOne = 4, int kRowsMany = 2, int kTokens = 4>
 void run_tiles(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
-  static_assert(kTokens >= 1 && kTokens <= 4);
+  static_assert(kTokens >= 1 && kTokens <= 8);
   if (t1 - t0 == 1) {
     int64_t o = r0;
     for (; o + kRowsOne <= r1; o += kRowsOne) K::template run<kRowsOne, 1>(a, o, t0);
@@ -73,24 +84,9 @@ void run_tiles(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
   for (int64_t t = t0; t < t1; t += kTokens) {
     const int64_t nt = t1 - t < kTokens ? t1 - t : kTokens;
     int64_t o = r0;
-    for (; o + kRowsMany <= r1; o += kRowsMany) {
-      switch (nt) {
-        case 1: K::template run<kRowsMany, 1>(a, o, t); break;
-        case 2: K::template run<kRowsMany, (kTokens >= 2 ? 2 : 1)>(a, o, t); break;
-        case 3: K::template run<kRowsMany, (kTokens >= 3 ? 3 : 1)>(a, o, t); break;
-        default: K::template run<kRowsMany, kTokens>(a, o, t); break;
-      }
-    }
-    for (; o < r1; ++o) {
-      switch (nt) {
-        case 1: K::template run<1, 1>(a, o, t); break;
-        case 2: K::template run<1, (kTokens >= 2 ? 2 : 1)>(a, o, t); break;
-        case 3: K::template run<1, (kTokens >= 3 ? 3 : 1)>(a, o, t); break;
-        default: K::template run<1, kTokens>(a, o, t); break;
-      }
-    }
+    for (; o + kRowsMany <= r1; o += kRowsMany) run_tokens<K, kRowsMany, kTokens>(a, o, t, nt);
+    for (; o < r1; ++o) run_tokens<K, 1, kTokens>(a, o, t, nt);
   }
 }
-
 }  // namespace
 }  // namespace hs::cpu::detail::avx2

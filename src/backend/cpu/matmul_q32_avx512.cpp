@@ -337,10 +337,10 @@ void quantize_q8_x4_avx512(const float* x, int64_t n_in, int8_t* qs, float* d, f
 void fill_kernels_avx512_q32(KernelSet& ks) {
   ks.quantize_q8_x4 = quantize_q8_x4_avx512;
   ks.nibble_x4 = true;
-  ks.q4_0 = run_tiles<Q32Kernel<Q4_0W>, 4, 4, 4>;
-  ks.q4_1 = run_tiles<Q32Kernel<Q4_1W>, 4, 4, 4>;
-  ks.q5_0 = run_tiles<Q32Kernel<Q5_0W>, 4, 4, 4>;
-  ks.q5_1 = run_tiles<Q32Kernel<Q5_1W>, 4, 4, 4>;
+  ks.q4_0 = run_tiles<Q32Kernel<Q4_0W>, 4, 2, 8>;
+  ks.q4_1 = run_tiles<Q32Kernel<Q4_1W>, 4, 2, 8>;
+  ks.q5_0 = run_tiles<Q32Kernel<Q5_0W>, 4, 2, 8>;
+  ks.q5_1 = run_tiles<Q32Kernel<Q5_1W>, 4, 2, 8>;
   ks.q8_0 = run_tiles<Q32Kernel<Q8_0W>, 4, 4, 4>;
 }
 

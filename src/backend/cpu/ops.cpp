@@ -2,6 +2,8 @@
 // whole row decides accuracy (RMSNorm sum of squares).
 #include "backend/cpu/ops.h"
 
+#include "backend/cpu/glu_kernel.h"
+#include "backend/cpu/matmul.h"
 #include "backend/cpu/simd_math.h"
 
 #include <algorithm>
@@ -54,22 +56,34 @@ void rope(float* x, int n_heads, int head_dim, int32_t pos, float theta, bool ne
   rope_apply(x, n_heads, head_dim, cs.data(), sn.data(), neox);
 }
 
-using detail::sigmoid;
+namespace detail {
+void silu_mul_avx2(const float* gate, const float* up, int64_t n, float* out);
+void silu_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
+void gelu_tanh_mul_avx2(const float* gate, const float* up, int64_t n, float* out);
+void gelu_tanh_mul_avx512(const float* gate, const float* up, int64_t n, float* out);
+}  // namespace detail
+
+namespace {
+using GluFn = void (*)(const float*, const float*, int64_t, float*);
+// The level matmul uses (HS_SIMD honoured); every level gives the same bits (glu_kernel.h).
+GluFn pick_glu(GluFn scalar, GluFn avx2, GluFn avx512) {
+  switch (active_simd_level()) {
+    case SimdLevel::kAvx512: return avx512;
+    case SimdLevel::kAvx2: return avx2;
+    default: return scalar;
+  }
+}
+}  // namespace
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] * sigmoid(gate[i]) * up[i];
+  static const GluFn fn = pick_glu(detail::silu_mul_impl, detail::silu_mul_avx2, detail::silu_mul_avx512);
+  fn(gate, up, n, out);
 }
 
-// GELU with the tanh approximation: 0.5·g·(1 + tanh(u)) = g·sigmoid(2u),
-// u = sqrt(2/π)·(g + 0.044715·g³).
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
-  constexpr float kSqrt2OverPi = 0.7978845608028654f;
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g * sigmoid(2.0f * kSqrt2OverPi * (g + 0.044715f * g * g * g)) * up[i];
-  }
+  static const GluFn fn =
+      pick_glu(detail::gelu_tanh_mul_impl, detail::gelu_tanh_mul_avx2, detail::gelu_tanh_mul_avx512);
+  fn(gate, up, n, out);
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {

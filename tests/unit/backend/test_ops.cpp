@@ -3,13 +3,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "backend/backend.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/glu_kernel.h"
+#include "backend/cpu/matmul.h"
 #include "backend/cpu/ops.h"
 
 namespace hs {
+namespace cpu::detail {
+void silu_mul_avx2(const float*, const float*, int64_t, float*);
+void silu_mul_avx512(const float*, const float*, int64_t, float*);
+void gelu_tanh_mul_avx2(const float*, const float*, int64_t, float*);
+void gelu_tanh_mul_avx512(const float*, const float*, int64_t, float*);
+}  // namespace cpu::detail
 namespace {
 
 std::vector<float> randn(size_t n, std::mt19937& rng) {
@@ -75,6 +84,34 @@ TEST(CpuOps, GatedActivations) {
     const double x = g[i];
     const double ref = 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
     EXPECT_NEAR(out[i], ref, 1e-6 * (1 + std::fabs(ref))) << "seed " << seed << " x " << g[i];
+  }
+}
+
+// The ISA variants of the gated activations (backend/cpu/glu_kernel.h) give the baseline's bits:
+// the same operations, wider lanes, no FMA contraction.
+TEST(CpuOps, GatedActivationsSameBitsAtEveryLevel) {
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 6.0f);
+  const int64_t n = 1037;  // not a multiple of any lane count
+  std::vector<float> g(n), u(n), ref(n), got(n);
+  for (auto& x : g) x = nd(rng);
+  for (auto& x : u) x = nd(rng);
+  g[0] = -200.0f;
+  g[1] = 200.0f;
+  using Fn = void (*)(const float*, const float*, int64_t, float*);
+  struct Level { cpu::SimdLevel level; Fn silu, gelu; };
+  cpu::detail::silu_mul_impl(g.data(), u.data(), n, ref.data());
+  std::vector<float> ref_gelu(n);
+  cpu::detail::gelu_tanh_mul_impl(g.data(), u.data(), n, ref_gelu.data());
+  for (const Level& l : {Level{cpu::SimdLevel::kAvx2, cpu::detail::silu_mul_avx2, cpu::detail::gelu_tanh_mul_avx2},
+                         Level{cpu::SimdLevel::kAvx512, cpu::detail::silu_mul_avx512, cpu::detail::gelu_tanh_mul_avx512}}) {
+    if (!cpu::simd_level_available(l.level)) continue;
+    l.silu(g.data(), u.data(), n, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), n * sizeof(float)), 0) << cpu::simd_level_name(l.level) << " seed " << seed;
+    l.gelu(g.data(), u.data(), n, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), ref_gelu.data(), n * sizeof(float)), 0)
+        << cpu::simd_level_name(l.level) << " seed " << seed;
   }
 }
 
