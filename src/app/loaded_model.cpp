@@ -98,8 +98,9 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
       ->capture_default_str();
   cmd->add_option("--sparse-rerank", opt.sparse_rerank,
                   "Two-stage selection: the selector shortlists R x budget tokens and the exact keys of the shortlist "
-                  "pick the budget (reads R x budget more keys per step; f16/f32 KV). auto = 4 when those reads are at "
-                  "most 1/8 of the step's weight bytes (Gemma 3 270M: on; SmolLM2: off), else 0; 0 = off; R in 2..64")
+                  "pick the budget (reads R x budget more keys per step; f16/f32 KV). auto = 8 when those reads are at "
+                  "most 1/4 of the step's weight bytes (Qwen2.5-Coder, Gemma 3: on; SmolLM2: off), else 0; 0 = off; "
+                  "R in 2..64")
       ->check([](const std::string& v) -> std::string {
         return v == "auto" || rerank_factor_of(v) ? std::string() : "must be auto, 0 or 2..64";
       })

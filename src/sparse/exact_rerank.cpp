@@ -12,7 +12,7 @@ int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64
                            bool plain_kv) {
   if (!plain_kv || weight_bytes <= 0) return 0;
   const int64_t rerank_bytes = int64_t{kAutoRerankFactor} * budget_tokens * full_layer_heads * k_row_bytes;
-  return rerank_bytes * 8 <= weight_bytes ? kAutoRerankFactor : 0;
+  return rerank_bytes * 4 <= weight_bytes ? kAutoRerankFactor : 0;
 }
 
 Result<std::unique_ptr<ExactReranker>> ExactReranker::create(const SparseKernels& k, const KvCache& kv,

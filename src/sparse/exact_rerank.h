@@ -28,12 +28,18 @@ namespace hs {
 
 // --sparse-rerank auto (the default): the factor the two-stage selection runs with when it is
 // cheap. The rerank reads R × budget key rows per full-attention (layer, kv head) per decode
-// step; auto turns it on (R = kAutoRerankFactor) when those bytes are at most 1/8 of the
-// weight bytes the step reads anyway, and the KV dtype is plain (f32 / f16). Gemma 3
-// 270M: 4 × 2048 × 512 B × 3 layers = 12.6 MB against 253 MB of weights → on. SmolLM2-135M:
-// 4 × 2048 × 128 B × 30 layers × 3 heads = 94 MB against 98 MB → off (its sparse step reads
-// far less than that: the rerank would cost ~2x its speed).
-inline constexpr int32_t kAutoRerankFactor = 4;
+// step, with a plain (f32 / f16) KV dtype only. auto takes R = kAutoRerankFactor = 8 when those
+// bytes are at most 1/4 of the weight bytes the step reads anyway, else no rerank. (Until session
+// 21 it was R = 4 at 1/8: the same bytes, so the same models.)
+// - Qwen2.5-Coder-0.5B: 8 × 2048 × 128 B × 24 layers × 2 heads = 101 MB against 491 MB → on.
+//   Measured at 32K (docs/benchmarks.md, session 21): same answers as dense 31/32 and 30/32 on
+//   the two code haystacks, against 28 and 26 at R = 4. It costs decode speed on the CPU: 11.8
+//   against 14.6 t/s at 32K.
+// - Gemma 3 270M: 8 × 2048 × 512 B × 3 layers = 25 MB against 253 MB → on.
+// - SmolLM2-135M: 8 × 2048 × 128 B × 30 layers × 3 heads = 189 MB against 98 MB → off (its sparse
+//   step reads far less than that: the rerank would cost several times its speed).
+// A larger shortlist only adds candidates for the exact ranking, so its recall is never lower.
+inline constexpr int32_t kAutoRerankFactor = 8;
 int32_t auto_rerank_factor(int64_t weight_bytes, int64_t full_layer_heads, int64_t k_row_bytes, int32_t budget_tokens,
                            bool plain_kv);
 

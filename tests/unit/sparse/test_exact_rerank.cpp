@@ -269,18 +269,21 @@ TEST(SparseExactRerank, RefusesWhatItCannotDo) {
                    .is_ok());  // the rerank
 }
 
-// --sparse-rerank auto: on (factor 4) exactly when R × budget key rows per full (layer, kv
-// head) cost at most 1/8 of the step's weight bytes, and only for plain KV.
+// --sparse-rerank auto: on (factor 8) exactly when R × budget key rows per full (layer, kv head)
+// cost at most 1/4 of the step's weight bytes, and only for plain KV.
 TEST(SparseExactRerank, AutoFactorFollowsTheByteRule) {
-  const int64_t gemma_weights = 253113024, smollm_weights = 98362432;
+  const int64_t gemma_weights = 253113024, smollm_weights = 98362432, qwen05_weights = 491400064;
+  EXPECT_EQ(kAutoRerankFactor, 8);
   // Gemma 3 270M: 3 full layers × 1 kv head, K row 512 B (f16, head_dim 256).
   EXPECT_EQ(auto_rerank_factor(gemma_weights, 3, 512, 2048, true), kAutoRerankFactor);
   EXPECT_EQ(auto_rerank_factor(gemma_weights, 3, 512, 2048, false), 0);  // int8 / int4 KV
+  // Qwen2.5-Coder-0.5B: 24 × 2, K row 128 B.
+  EXPECT_EQ(auto_rerank_factor(qwen05_weights, 48, 128, 2048, true), kAutoRerankFactor);
   // SmolLM2-135M: 30 × 3, K row 128 B.
   EXPECT_EQ(auto_rerank_factor(smollm_weights, 90, 128, 2048, true), 0);
-  // The boundary: 4 × budget × heads × row × 8 against the weights.
-  EXPECT_EQ(auto_rerank_factor(4 * 1000 * 2 * 100 * 8, 2, 100, 1000, true), kAutoRerankFactor);
-  EXPECT_EQ(auto_rerank_factor(4 * 1000 * 2 * 100 * 8 - 1, 2, 100, 1000, true), 0);
+  // The boundary: 8 × budget × heads × row × 4 against the weights.
+  EXPECT_EQ(auto_rerank_factor(8 * 1000 * 2 * 100 * 4, 2, 100, 1000, true), kAutoRerankFactor);
+  EXPECT_EQ(auto_rerank_factor(8 * 1000 * 2 * 100 * 4 - 1, 2, 100, 1000, true), 0);
   EXPECT_EQ(auto_rerank_factor(0, 2, 100, 1000, true), 0);
 }
 
