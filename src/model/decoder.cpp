@@ -57,6 +57,15 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
   return d;
 }
 
+template <class F>
+Status Decoder::each_rank(F&& fn) {
+  for (Rank& R : ranks_) {
+    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(fn(R));
+  }
+  return Status::ok();
+}
+
 // Rank R's share of every weight (model/tensor_parallel.h); one rank gets the file's views whole.
 Status Decoder::prepare_weights(Rank& R) {
   Backend& b = *R.backend;
@@ -154,33 +163,30 @@ Status Decoder::ensure_ranks(const KvCache& kv) {
     const bool stale_kv = !R.kv || R.kv_source != &kv || R.kv->pool().n_blocks() != kv.pool().n_blocks() ||
                           R.kv->geometry().dtype != kv.geometry().dtype ||
                           R.kv->geometry().page_tokens != kv.geometry().page_tokens;
+    if (!stale_kv && rank_sparse_of_ == sparse_) continue;
+    // The rank's runtime reads its pages: detached first, remade over the (new) pages.
+    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
+    R.sparse.reset();
     if (stale_kv) {
-      HS_RETURN_IF_ERROR(make_current_if_split(R));
-      if (R.sparse) HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
-      R.sparse.reset();
       KvGeometry g = kv.geometry();
       g.n_kv_heads = R.slice.n_kv_heads;
       R.kv = std::make_unique<KvCache>(g, kv.pool().n_blocks(), /*max_leases=*/1,
                                        /*host_pages=*/R.backend->device() == Device::kCpu);
       R.kv_source = &kv;
     }
-    if (stale_kv || rank_sparse_of_ != sparse_) {
-      HS_RETURN_IF_ERROR(make_current_if_split(R));
-      HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
-      R.sparse.reset();
-      if (sparse_) {
-        const KvGeometry& g = R.kv->geometry();
-        SparseRuntime::Geometry sg{g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, kv.pool().n_blocks(),
-                                   kv_token_bytes(g.dtype, g.head_dim), sparse_kv_layers()};
-        std::unique_ptr<SketchBasis> basis;
-        if (sparse_->basis())
-          basis = std::make_unique<SketchBasis>(sparse_->basis()->heads(R.slice.kv_head0, R.slice.n_kv_heads));
-        HS_ASSIGN_OR_RETURN(R.sparse, SparseRuntime::create(sparse_->mode(), sparse_->config(), sg, std::move(basis),
-                                                            R.backend->host_sparse_kernels(), R.kv.get(),
-                                                            config_.attn_scale));
-        R.sparse->set_measure_recall(false);
-        HS_RETURN_IF_ERROR(R.backend->set_sparse(R.sparse.get(), nullptr));
-      }
+    if (sparse_) {
+      const KvGeometry& g = R.kv->geometry();
+      SparseRuntime::Geometry sg{g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, kv.pool().n_blocks(),
+                                 kv_token_bytes(g.dtype, g.head_dim), sparse_kv_layers()};
+      std::unique_ptr<SketchBasis> basis;
+      if (sparse_->basis())
+        basis = std::make_unique<SketchBasis>(sparse_->basis()->heads(R.slice.kv_head0, R.slice.n_kv_heads));
+      HS_ASSIGN_OR_RETURN(R.sparse, SparseRuntime::create(sparse_->mode(), sparse_->config(), sg, std::move(basis),
+                                                          R.backend->host_sparse_kernels(), R.kv.get(),
+                                                          config_.attn_scale));
+      R.sparse->set_measure_recall(false);
+      HS_RETURN_IF_ERROR(R.backend->set_sparse(R.sparse.get(), nullptr));
     }
   }
   rank_sparse_of_ = sparse_;
@@ -235,14 +241,6 @@ Status Decoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n
 
 Status Decoder::set_kv_tier(const Backend::KvTier& t) {
   return each_rank([&](Rank& R) { return R.backend->set_kv_tier(t); });
-}
-
-Status Decoder::each_rank(const std::function<Status(Rank&)>& fn) {
-  for (Rank& R : ranks_) {
-    HS_RETURN_IF_ERROR(make_current_if_split(R));
-    HS_RETURN_IF_ERROR(fn(R));
-  }
-  return Status::ok();
 }
 
 Status Decoder::all_reduce(Tensor Workspace::*which, int64_t n) {

@@ -132,8 +132,10 @@ class Decoder final : public LanguageModel {
   // N > 1: the ranks' sparse counters added to the model's runtime (and reset).
   void fold_rank_stats();
   Status bind_sparse() override;
-  // fn(rank) for every rank in order, each rank's device made current first.
-  Status each_rank(const std::function<Status(Rank&)>& fn);
+  // fn(rank) for every rank in order, each rank's device made current first (a template, not a
+  // std::function: it runs three times per layer of every step).
+  template <class F>
+  Status each_rank(F&& fn);
   // R's device made current when there are several ranks (one rank never switches).
   Status make_current_if_split(Rank& R);
   // Σ over the ranks of workspace tensor `which` (rows [0, n)); nothing with one rank.

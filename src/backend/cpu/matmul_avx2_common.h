@@ -58,9 +58,6 @@ class SpanPrefetcher {
   int64_t per_step_ = 0;
 };
 
-// Covers rows [r0, r1) x tokens [t0, t1) with K::run<R, T>(args, row, token) calls:
-// a single token uses R = kRowsOne, several tokens R = kRowsMany and up to kTokens tokens
-// per call (the tile's weight rows are re-read from cache once per kTokens tokens).
 // K::run<R, T> for a runtime token count nt in [1, kTokens].
 template <class K, int R, int kTokens>
 inline void run_tokens(const TileArgs& a, int64_t o, int64_t t, int64_t nt) {
@@ -72,6 +69,9 @@ inline void run_tokens(const TileArgs& a, int64_t o, int64_t t, int64_t nt) {
   }
 }
 
+// Covers rows [r0, r1) x tokens [t0, t1) with K::run<R, T>(args, row, token) calls:
+// a single token uses R = kRowsOne, several tokens R = kRowsMany and up to kTokens (<= 8) tokens
+// per call (the tile's weight rows are re-read from cache once per kTokens tokens).
 template <class K, int kRowsOne = 4, int kRowsMany = 2, int kTokens = 4>
 void run_tiles(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1) {
   static_assert(kTokens >= 1 && kTokens <= 8);
@@ -88,5 +88,6 @@ void run_tiles(const TileArgs& a, int64_t r0, int64_t r1, int64_t t0, int64_t t1
     for (; o < r1; ++o) run_tokens<K, 1, kTokens>(a, o, t, nt);
   }
 }
+
 }  // namespace
 }  // namespace hs::cpu::detail::avx2
