@@ -26,6 +26,10 @@
 // (answers run on after the number, so whole answers rarely match): fidelity to dense, which
 // still means something where the model itself fails the task (Gemma 3 270M at 32K repeats a
 // few of the numbers for most questions).
+// On --device cuda the haystack is prefilled without the key observer and each sketch
+// configuration's device sketches are rebuilt from its KV pages when attached
+// (Backend::rebuild_sparse_metadata); the GPU selector is the sketch (max rule over pages) and
+// records no attention masses, so its recall columns say n/a.
 // Prints a markdown table and JSON (--json).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -424,9 +428,11 @@ int run_needle(EvalOptions& o) {
           if (!rt.is_ok()) { fmt::print(stderr, "error: {}\n", rt.status().message()); return 1; }
           runtimes.emplace_back(fmt::format("{}@{}", sel, budget), std::move(*rt));
         }
-      // A fan-out observer: every runtime records the haystack's keys.
+      // A fan-out observer: every runtime records the haystack's keys (CPU). On a GPU each
+      // configuration's sketches are rebuilt from the haystack's KV pages when it is attached.
+      const bool on_cpu = model.device() == Device::kCpu;
       model.set_sparse(nullptr);
-      model.set_key_observer(
+      if (on_cpu) model.set_key_observer(
           [&](int layer, const float*, const float* k_post, const float*, const float* v, int64_t n) {
             const ModelConfig& c = model.config();
             for (auto& [name, rt] : runtimes)
@@ -462,6 +468,7 @@ int run_needle(EvalOptions& o) {
         ConfigResult r;
         r.name = name;
         model.set_sparse(rt);
+        if (rt && !on_cpu) HS_RETURN_IF_ERROR(model.rebuild_sparse_metadata(*m->kv, hay, hay.n_tokens));
         if (rt) rt->reset_stats();
         const auto c0 = std::chrono::steady_clock::now();
         for (size_t i = 0; i < cs->needles.size(); ++i) {
@@ -505,20 +512,22 @@ int run_needle(EvalOptions& o) {
         int nl = 0;
         for (double x : r.recall)
           if (!std::isnan(x)) { mean += x; mn = std::min(mn, x); ++nl; }
-        const bool sparse = !r.recall.empty() && nl > 0;
+        const bool sparse = r.name != "dense";
+        const bool measured = nl > 0;  // not on a GPU: it records no attention masses
+        const std::string none = sparse ? "n/a" : "1";
         const auto at = r.name.find('@');
         // The measured layers' values, "a / b / c".
         auto per_layer = [&](auto value) {
           std::string out;
           for (size_t l = 0; l < r.recall.size(); ++l)
             if (!std::isnan(r.recall[l])) out += fmt::format("{}{:.3f}", out.empty() ? "" : " / ", value(l));
-          return sparse ? out : std::string("1");
+          return measured ? out : none;
         };
         fmt::print("| {} | {} | {} | {} | {} | {}/{} | {:.3f} | {}/{} | {}/{} | {} | {} | {} | {} | {} | {:.1f} |\n", hay_name, context,
                    sparse ? "sparse" : "dense", sparse ? r.name.substr(0, at) : "-", sparse ? r.name.substr(at + 1) : "-",
                    r.correct, r.total, static_cast<double>(r.correct) / r.total, r.same_as_dense, r.total,
                    r.same_number_as_dense, r.total,
-                   sparse ? fmt::format("{:.4f}", mean / nl) : "1", sparse ? fmt::format("{:.4f}", mn) : "1",
+                   measured ? fmt::format("{:.4f}", mean / nl) : none, measured ? fmt::format("{:.4f}", mn) : none,
                    per_layer([&](size_t l) { return r.recall[l]; }),
                    per_layer([&](size_t l) { return r.oracle[l].exact_max; }),
                    per_layer([&](size_t l) { return r.oracle[l].mass; }), r.seconds);

@@ -167,11 +167,13 @@ class SparseAttentionOps : public ::testing::Test {
       }
   }
 
-  // Writes every context key (both layers) on backend b.
-  void write_context(Backend& b, const std::vector<float>& kc, const std::vector<float>& vc) {
+  // Writes every context key (both layers) on backend b; only >= 0: that sequence's alone (kc,
+  // vc then hold its rows only).
+  void write_context(Backend& b, const std::vector<float>& kc, const std::vector<float>& vc, int only = -1) {
     std::vector<std::pair<int32_t, int32_t>> toks;
     for (size_t s = 0; s < ctx_.size(); ++s)
-      for (int32_t p = 0; p < ctx_[s]; ++p) toks.push_back({p, static_cast<int32_t>(s)});
+      if (only < 0 || static_cast<int>(s) == only)
+        for (int32_t p = 0; p < ctx_[s]; ++p) toks.push_back({p, static_cast<int32_t>(s)});
     ForwardPlan plan;
     std::vector<int32_t> t, pos, si;
     plan_of(toks, plan, t, pos, si);
@@ -736,6 +738,66 @@ TEST_F(HostTierOps, ReusedBlocksNeverServeStalePieces) {
   step_both(q, "B with A's query");
   step_both(query(), "B, fresh query");
   EXPECT_EQ(rt_host_->stats().fetch_refused, 0);
+}
+
+// A storm of starts, cancels and finishes: between decode steps a sequence ends and a new one of
+// another length starts in its place on the freed blocks (other keys), every step bit for bit the
+// device path's. After every round no resident slot of the hot set holds bytes its block no longer
+// has; at the end every page is free again and the hot set is still consistent (its slots stay as
+// reclaimable cached copies: a freed page keeps its bytes for the prefix cache until reused).
+TEST_F(HostTierOps, AStormOfStartsAndEndsStaysExactAndReturnsToBaseline) {
+  make_sequences({1800, 700, 2600}, 2000);
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  const int cap = cfg.max_selected_chunks();
+  attach(cfg, 3 * cap + 7);  // evictions every fresh query
+  if (HasFatalFailure()) return;
+  write_both();
+  const int32_t n_blocks = kv_->pool().n_blocks();
+  std::uniform_int_distribution<int32_t> len(200, 2600);
+  int restarts = 0;
+  for (int round = 0; round < 14; ++round) {
+    if (round % 2 == 1) {  // one sequence finishes or is cancelled; a new one takes its place
+      const size_t s = static_cast<size_t>(rng_() % seqs_.size());
+      kv_->release(seqs_[s]);
+      seqs_[s] = SeqKv{};
+      ctx_[s] = len(rng_);
+      HS_ASSERT_OK(kv_->reserve(seqs_[s], ctx_[s] + 1 + 16));
+      auto kc = normal(rng_, static_cast<size_t>(int64_t{ctx_[s]} * kKvDim));
+      const auto vc = normal(rng_, static_cast<size_t>(int64_t{ctx_[s]} * kKvDim));
+      const auto dir = normal(rng_, kHd);
+      for (int32_t p = 0; p < ctx_[s]; ++p) {
+        const float a = static_cast<float>(((p / kP + 5 * round) * 7919) % 13) * 0.15f;
+        for (int h = 0; h < kKvHeads; ++h)
+          for (int d = 0; d < kHd; ++d) kc[static_cast<size_t>(int64_t{p} * kKvDim + h * kHd + d)] += a * dir[d];
+      }
+      write_context(*dev_, kc, vc, static_cast<int>(s));
+      write_context(*host_, kc, vc, static_cast<int>(s));
+      ++restarts;
+    }
+    step_both(query(), "storm round " + std::to_string(round));
+    if (HasFailure()) return;
+    auto audit = host_->audit_hot_set();
+    ASSERT_TRUE(audit.is_ok()) << audit.status().to_string();
+    EXPECT_EQ(audit->stale, 0) << "round " << round << ": " << audit->stale << " of " << audit->resident
+                               << " resident slots hold bytes their block no longer has; " << seed_note();
+  }
+  const SparseStats st = rt_host_->stats();
+  EXPECT_EQ(restarts, 7);
+  EXPECT_GT(st.fetch_evictions, 0);
+  EXPECT_EQ(st.fetch_refused, 0);
+  for (SeqKv& s : seqs_) kv_->release(s);
+  EXPECT_EQ(kv_->pool().n_free(), n_blocks) << "every page back in the pool";
+  auto audit = host_->audit_hot_set();
+  ASSERT_TRUE(audit.is_ok()) << audit.status().to_string();
+  EXPECT_EQ(audit->slots, int64_t{kLayers} * kKvHeads * host_->hot_slots());
+  EXPECT_GT(audit->resident, 0);
+  EXPECT_EQ(audit->stale, 0) << seed_note();
+  std::printf("host tier storm: %d restarts, %lld hits, %lld misses, %lld evictions; at the end %lld of %lld slots "
+              "resident, %lld empty, 0 stale; %s\n",
+              restarts, static_cast<long long>(st.fetch_hits), static_cast<long long>(st.fetch_misses),
+              static_cast<long long>(st.fetch_evictions), static_cast<long long>(audit->resident),
+              static_cast<long long>(audit->slots), static_cast<long long>(audit->empty), seed_note().c_str());
 }
 
 TEST_F(HostTierOps, ForcedMissesAndACoveringBudgetMatch) {

@@ -165,6 +165,13 @@ class CudaBackend final : public Backend {
   // can serve from it (more are run dense).
   int32_t hot_slots() const { return hot_.n_slots; }
   int64_t hot_max_rows() const { return hot_max_tokens_; }
+  // Tests (the storm): every slot of every pool read back after the stream drains. A slot is
+  // resident when its block's residency entry points at it; it is stale when its first `fill`
+  // tokens' bytes (rows and scales) differ from its block's bytes in the host pages now.
+  struct HotSetAudit {
+    int64_t slots = 0, empty = 0, resident = 0, stale = 0;
+  };
+  Result<HotSetAudit> audit_hot_set();
   // Tests: the selections of `layer`'s last attention call (rows = token * n_kv_heads + head),
   // each the ascending chunk ids; an empty vector for a dense row. Synchronises.
   Result<std::vector<std::vector<int32_t>>> last_selections(int64_t n_rows);

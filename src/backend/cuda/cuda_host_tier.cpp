@@ -146,6 +146,47 @@ HotPoolView CudaBackend::hot_pool(int slot) const {
   return v;
 }
 
+Result<CudaBackend::HotSetAudit> CudaBackend::audit_hot_set() {
+  HotSetAudit a;
+  if (!hot_.base) return a;
+  HS_CUDA(cudaSetDevice(device_));
+  HS_CUDA(cudaStreamSynchronize(stream_));
+  const int n_kv = kv_geom_.n_kv_heads;
+  const int64_t S = hot_.n_slots, piece = hot_.piece_bytes;
+  for (int l = 0; l < static_cast<int>(sketch_slot_.size()); ++l) {
+    if (sketch_slot_[l] < 0) continue;
+    const HotPoolView pool = hot_pool(sketch_slot_[l]);
+    const KvLayerView kv = layer_kv_view(l);
+    std::vector<int32_t> res(static_cast<size_t>(n_kv) * kv_blocks_), blk(static_cast<size_t>(n_kv * S)),
+        fill(static_cast<size_t>(n_kv * S));
+    std::vector<uint8_t> slots(static_cast<size_t>(n_kv * S * piece)), page(static_cast<size_t>(piece));
+    HS_CUDA(cudaMemcpy(res.data(), pool.res, res.size() * 4, cudaMemcpyDefault));
+    HS_CUDA(cudaMemcpy(blk.data(), pool.slot_block, blk.size() * 4, cudaMemcpyDefault));
+    HS_CUDA(cudaMemcpy(fill.data(), pool.slot_fill, fill.size() * 4, cudaMemcpyDefault));
+    HS_CUDA(cudaMemcpy(slots.data(), pool.slots, slots.size(), cudaMemcpyDefault));
+    const int64_t page_bytes = kv_page_elems_ * kv_elem_unit_bytes(kv.elem);
+    const int64_t row = kv_elem_row_bytes(kv.elem, kv.head_dim), scale = kv_elem_scale_bytes(kv.elem);
+    for (int h = 0; h < n_kv; ++h)
+      for (int64_t s = 0; s < S; ++s) {
+        ++a.slots;
+        const int32_t b = blk[static_cast<size_t>(h * S + s)];
+        if (b < 0) { ++a.empty; continue; }
+        if (b >= kv_blocks_ || res[static_cast<size_t>(int64_t{h} * kv_blocks_ + b)] != s) continue;  // reclaimable
+        ++a.resident;
+        const int64_t f = fill[static_cast<size_t>(h * S + s)];
+        HS_CUDA(cudaMemcpy(page.data(), static_cast<const uint8_t*>(kv.base) + b * page_bytes + h * piece,
+                           static_cast<size_t>(piece), cudaMemcpyDefault));
+        const uint8_t* got = slots.data() + (h * S + s) * piece;
+        bool same = std::memcmp(got, page.data(), static_cast<size_t>(f * 2 * row)) == 0;
+        if (scale > 0)
+          same = same && std::memcmp(got + kv.scales_offset, page.data() + kv.scales_offset,
+                                     static_cast<size_t>(f * 2 * scale)) == 0;
+        a.stale += !same;
+      }
+  }
+  return a;
+}
+
 Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t rows, AttnArgs& a) {
   const int64_t n = plan_->n_tokens();
   const int cap = s.rule.max_selected;

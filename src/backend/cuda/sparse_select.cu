@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/kv_elem.cuh"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/sparse_kernels.h"
@@ -43,15 +44,6 @@ constexpr size_t kTopkSmemBytes = 160 * 1024;
 constexpr int kMaxGroup = 8;
 
 __device__ __forceinline__ uint16_t f16_bits(float x) { return __half_as_ushort(__float2half_rn(x)); }
-
-template <typename T>
-__device__ __forceinline__ float widen(T x);
-template <>
-__device__ __forceinline__ float widen<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ float widen<__half>(__half x) { return __half2float(x); }
-template <>
-__device__ __forceinline__ float widen<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
 
 // x [head_dim] (centred key, shared) -> the sketch of (block, head, tp). kEncodeThreads / 32 warps
 // each sum a slice of head_dim for every column (lane j, j + 32), then the slices are added in
@@ -96,24 +88,6 @@ __global__ void __launch_bounds__(kEncodeThreads) sketch_encode_kernel(SketchLay
   encode_sketch(x, sk, b, h, block, pos % sk.page_tokens);
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_kernel(SketchLayerView sk, SketchBasisView b,
-                                                                        KvLayerView kv, const int32_t* pages) {
-  pdl_launch_dependents();
-  pdl_wait();
-  __shared__ float x[kMaxHeadDim];
-  const int32_t pos = static_cast<int32_t>(blockIdx.x);
-  const int h = blockIdx.y, D = b.head_dim, P = kv.page_tokens;
-  const int32_t block = pages[pos / P];
-  const T* row = static_cast<const T*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
-                 (static_cast<int64_t>(h) * P + pos % P) * 2 * D;  // K half of the row
-  const float* mu = b.mu + static_cast<int64_t>(h) * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = widen<T>(row[d]) - mu[d];
-  if (sk.residency && pos % P == 0 && threadIdx.x == 0) sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
-  __syncthreads();
-  encode_sketch(x, sk, b, h, block, pos % P);
-}
-
 // Scaled pages (fp8 / int8 / int4): element d of the K row of token tp of kv head h's block,
 // decoded as kv/kv_quant.h's kv_decode_row does.
 __device__ __forceinline__ float scaled_k(const KvLayerView& kv, const uint8_t* blk, int tp, int d) {
@@ -132,18 +106,34 @@ __device__ __forceinline__ float scaled_k(const KvLayerView& kv, const uint8_t* 
   return dh * __half2float(__half(e));
 }
 
-__global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_scaled_kernel(SketchLayerView sk, SketchBasisView b,
-                                                                               KvLayerView kv, const int32_t* pages) {
+// Page element loaders of sketch_rebuild: element d of the K row of token tp of kv head h in
+// `block`. T = float / __half / __nv_bfloat16 for plain pages; ScaledPages for fp8 / int8 / int4.
+struct ScaledPages {};
+template <typename T>
+__device__ __forceinline__ float page_k(const KvLayerView& kv, int32_t block, int h, int tp, int d) {
+  const T* row = static_cast<const T*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
+                 (static_cast<int64_t>(h) * kv.page_tokens + tp) * 2 * kv.head_dim;  // K half of the row
+  return to_f<T>(row[d]);
+}
+template <>
+__device__ __forceinline__ float page_k<ScaledPages>(const KvLayerView& kv, int32_t block, int h, int tp, int d) {
+  const uint8_t* blk = static_cast<const uint8_t*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
+                       static_cast<int64_t>(h) * kv.head_stride;
+  return scaled_k(kv, blk, tp, d);
+}
+
+// One block per (token of the sequence, kv head): the sketch of the key already in the pages.
+template <typename T>
+__global__ void __launch_bounds__(kEncodeThreads) sketch_rebuild_kernel(SketchLayerView sk, SketchBasisView b,
+                                                                        KvLayerView kv, const int32_t* pages) {
   pdl_launch_dependents();
   pdl_wait();
   __shared__ float x[kMaxHeadDim];
   const int32_t pos = static_cast<int32_t>(blockIdx.x);
   const int h = blockIdx.y, D = b.head_dim, P = kv.page_tokens;
   const int32_t block = pages[pos / P];
-  const uint8_t* blk = static_cast<const uint8_t*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
-                       static_cast<int64_t>(h) * kv.head_stride;
   const float* mu = b.mu + static_cast<int64_t>(h) * D;
-  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = scaled_k(kv, blk, pos % P, d) - mu[d];
+  for (int d = threadIdx.x; d < D; d += blockDim.x) x[d] = page_k<T>(kv, block, h, pos % P, d) - mu[d];
   if (sk.residency && pos % P == 0 && threadIdx.x == 0) sk.residency[static_cast<int64_t>(h) * sk.n_blocks + block] = -1;
   __syncthreads();
   encode_sketch(x, sk, b, h, block, pos % P);
@@ -716,7 +706,7 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
     case KvElem::kFp8:
     case KvElem::kInt8:
     case KvElem::kInt4:
-      launch_chain(sketch_rebuild_scaled_kernel, grid, kEncodeThreads, 0, s, sk, b, kv, pages);
+      launch_chain(sketch_rebuild_kernel<ScaledPages>, grid, kEncodeThreads, 0, s, sk, b, kv, pages);
       break;
     default: return cudaErrorInvalidValue;
   }
