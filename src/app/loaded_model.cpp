@@ -156,8 +156,9 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   if (mode_name == "auto") mode_name = (path == "random" || std::filesystem::exists(path)) ? "sketch" : "off";
   HS_ASSIGN_OR_RETURN(SparseMode mode, parse_sparse_mode(mode_name));
   if (mode == SparseMode::kOff) return std::unique_ptr<SparseRuntime>();
-  // The GPU path (docs/gpu-sparse.md): sketch selection by the max rule over whole pages; the
-  // CPU's rerank, group mass and estimated tail are not built there yet.
+  // The GPU path (docs/gpu-sparse.md): sketch selection by the max rule over whole pages, then
+  // the exact rerank where it pays; the CPU's group-mass first stage and estimated tail are not
+  // built there.
   const bool gpu = dec.device() != Device::kCpu;
   if (gpu && mode != SparseMode::kSketch)
     return make_error(StatusCode::kUnsupported, "--sparse {} runs on --device cpu only (the GPU selects by sketch)",
@@ -172,26 +173,29 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   }
   cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? SketchElem::kF16 : SketchElem::kInt8;
-  // Hierarchical scoring: auto = 4 x the budget's chunks on the GPU (measured as good as the flat
-  // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), off on the CPU.
-  cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
-                       : gpu && mode == SparseMode::kSketch ? 4 * cfg.budget_chunks()
-                                                            : 0;
-  if (gpu && opt.sparse_rerank == "auto") {
-    cfg.rerank_factor = 0;
-  } else if (opt.sparse_rerank == "auto") {
+  if (opt.sparse_rerank == "auto") {
     const auto full = dec.sparse_kv_layers();
     const int64_t full_heads = std::count(full.begin(), full.end(), true) * int64_t{c.n_head_kv};
     const KvDtype kvt = kv.geometry().dtype;
     // Not with the oracle (exact already) nor the estimated tail (it reads the first stage's masses).
-    cfg.rerank_factor = (mode == SparseMode::kSketch || mode == SparseMode::kQuest) && opt.sparse_tail != "estimate"
-                            ? auto_rerank_factor(dec.weight_bytes(), full_heads,
-                                                 kv_row_bytes(kvt, c.head_dim), cfg.budget_tokens, kv_dtype_plain(kvt))
-                            : 0;
+    // On the GPU with any KV dtype (its kernel widens scaled pages too), but not from the host
+    // tier: the shortlist's keys would cross PCIe every step (docs/gpu-sparse.md, "Exact rerank").
+    const bool on = (mode == SparseMode::kSketch || mode == SparseMode::kQuest) && opt.sparse_tail != "estimate" &&
+                    !(gpu && opt.kv_tier == "host");
+    cfg.rerank_factor = on ? auto_rerank_factor(dec.weight_bytes(), full_heads, kv_row_bytes(kvt, c.head_dim),
+                                                cfg.budget_tokens, gpu || kv_dtype_plain(kvt))
+                           : 0;
   } else {
     cfg.rerank_factor = rerank_factor_of(opt.sparse_rerank).value_or(-1);  // -1: refused by validate
   }
-  const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0);
+  // Hierarchical scoring: auto = 4 x the budget's chunks on the GPU when it does not rerank
+  // (measured as good as the flat rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md
+  // session 20; the rerank's shortlist takes every candidate's sketch score), off on the CPU.
+  cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
+                       : gpu && mode == SparseMode::kSketch && cfg.rerank_factor <= 0 ? 4 * cfg.budget_chunks()
+                                                                                      : 0;
+  // The group-mass first stage with the rerank on the CPU; the GPU's first stage is the max rule.
+  const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0 && !gpu);
   cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;
   cfg.tail_estimate = opt.sparse_tail == "estimate";
   // Over the KV layers (a hybrid model's full-attention layers only).

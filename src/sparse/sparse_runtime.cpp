@@ -54,9 +54,14 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
       return make_error(StatusCode::kInvalidArgument, "sparse: the oracle ranks by exact keys already (no --sparse-rerank)");
     if (cfg.tail_estimate)
       return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank and --sparse-tail estimate do not combine");
-    if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank needs the KV cache");
-    if (!kernels) return make_error(StatusCode::kUnsupported, "sparse: --sparse-rerank runs on the host sparse path only");
-    HS_ASSIGN_OR_RETURN(rt->rerank_, ExactReranker::create(*kernels, *kv, attn_scale, cfg, cfg.rerank_factor));
+    // A device backend (no host kernels) reranks on its own device (CUDA: the sketch selector's
+    // max-rule shortlist, docs/gpu-sparse.md); the runtime keeps the config.
+    if (!kernels && mode != SparseMode::kSketch)
+      return make_error(StatusCode::kUnsupported, "sparse: --sparse-rerank on a GPU takes the sketch selector");
+    if (kernels) {
+      if (!kv) return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-rerank needs the KV cache");
+      HS_ASSIGN_OR_RETURN(rt->rerank_, ExactReranker::create(*kernels, *kv, attn_scale, cfg, cfg.rerank_factor));
+    }
   }
   if (cfg.tail_estimate && !kernels)
     return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
@@ -173,11 +178,11 @@ void SparseRuntime::select_batch(std::span<const SelectInput> ins, std::span<std
 }
 
 void SparseRuntime::count_external(int64_t n_sel, int32_t n_keys, int64_t selected_keys, int64_t scored_tokens,
-                                   int64_t sketch_token_bytes) {
+                                   int64_t sketch_token_bytes, int64_t rerank_rows) {
   sparse_heads_ += n_sel;
   keys_total_ += n_sel * n_keys;
   keys_selected_ += n_sel * selected_keys;
-  score_bytes_ += n_sel * scored_tokens * sketch_token_bytes;
+  score_bytes_ += n_sel * (scored_tokens * sketch_token_bytes + rerank_rows * (g_.kv_token_bytes / 2));
   kv_bytes_ += n_sel * selected_keys * g_.kv_token_bytes;
 }
 

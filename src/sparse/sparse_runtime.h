@@ -107,9 +107,10 @@ class SparseRuntime {
   void count_dense(int64_t n_heads) { dense_heads_ += n_heads; }
   // A selection made by another backend's kernels (CUDA): n_sel selections over n_keys keys
   // each reading selected_keys, the scoring having read scored_tokens tokens' sketches of
-  // sketch_token_bytes each (that backend's sketch format).
+  // sketch_token_bytes each (that backend's sketch format), and its exact rerank rerank_rows K
+  // rows.
   void count_external(int64_t n_sel, int32_t n_keys, int64_t selected_keys, int64_t scored_tokens,
-                      int64_t sketch_token_bytes);
+                      int64_t sketch_token_bytes, int64_t rerank_rows = 0);
   // The sketch basis (kSketch; null otherwise).
   const SketchBasis* basis() const { return basis_.get(); }
   // Estimated tail (SparseConfig::tail_estimate): after select_batch, the attention partial of

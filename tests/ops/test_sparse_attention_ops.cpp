@@ -500,6 +500,126 @@ TEST_F(SparseAttentionOps, HierarchicalScoringKeepsTheBestPages) {
   }
 }
 
+// The exact rerank (--sparse-rerank R on the GPU): the sketch scores' best R x budget chunks,
+// then the exact group mass of their keys (sparse/exact_rerank.h's rule). A context whose
+// candidates all fit the shortlist (700 keys: ~38 chunks, shortlist 64) must select an exact
+// top-k of the group mass computed here in double from the host pages (ties within 1e-5 of the
+// k-th value may swap); a longer one (3000 keys: ~180 candidates) must select what the CPU's
+// two-stage selector selects, up to near ties of either stage (at most 2 chunks, in at most one
+// row). The output is the exact attention over the GPU's selection, and the byte counters count
+// the reranked K rows.
+TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
+  make_sequences({3000, 700});
+  if (HasFatalFailure()) return;
+  SparseConfig cfg = small_config();
+  cfg.rerank_factor = 4;
+  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
+  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
+  ASSERT_TRUE(rt_cpu_ && rt_dev_);
+  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  int64_t n_ctx = 0;
+  for (int32_t c : ctx_) n_ctx += c;
+  const int64_t n = static_cast<int64_t>(ctx_.size());
+  auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+  add_chunk_offsets(kc, 1);
+  const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+  const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+  write_context(*cpu_, kc, vc);
+  write_context(*dev_, kc, vc);
+  (void)decode(*cpu_, k, v, q);  // the host pages get the decode token's K / V too
+  const std::vector<float> out_dev = decode(*dev_, k, v, q);
+  auto sel = dev_->last_selections(n * kKvHeads);
+  ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+  int rows_differing = 0;
+  for (size_t s = 0; s < ctx_.size(); ++s)
+    for (int h = 0; h < kKvHeads; ++h) {
+      const int32_t n_keys = ctx_[s] + 1;
+      const float* qh = q.data() + s * kQDim + h * kGroup * kHd;
+      const std::vector<int32_t>& got = (*sel)[s * kKvHeads + h];
+      const std::string where = "seq " + std::to_string(s) + " (" + std::to_string(n_keys) + " keys) head " +
+                                std::to_string(h) + "; " + seed_note();
+      std::vector<int32_t> want;
+      SelectScratch scratch;
+      rt_cpu_->select(seqs_[s].blocks, 1, h, qh, kGroup, n_keys, want, scratch);
+      ASSERT_EQ(got.size(), want.size()) << where;
+      const auto [first, last] = candidate_range(n_keys, cfg);
+      if (last - first <= cfg.rerank_factor * cfg.budget_chunks()) {
+        // Every candidate shortlisted: the exact group mass in double over candidates + forced.
+        const int32_t n_chunks = (n_keys + kP - 1) / kP;
+        std::vector<std::vector<double>> L(static_cast<size_t>(n_chunks), std::vector<double>(kGroup));
+        std::vector<float> kr(kHd), vr(kHd);
+        for (int32_t c = 0; c < n_chunks; ++c)
+          for (int g = 0; g < kGroup; ++g) {
+            double mx = -INFINITY;
+            std::vector<double> x;
+            for (int32_t t = c * kP; t < std::min(n_keys, (c + 1) * kP); ++t) {
+              kv_->read(seqs_[s], 1, h, t, kr.data(), vr.data());
+              double d = 0.0;
+              for (int e = 0; e < kHd; ++e) d += static_cast<double>(qh[g * kHd + e]) * kr[e];
+              x.push_back(scale_ * d);
+              mx = std::max(mx, x.back());
+            }
+            double sum = 0.0;
+            for (double xi : x) sum += std::exp(xi - mx);
+            L[c][g] = mx + std::log(sum);
+          }
+        std::vector<double> rank(static_cast<size_t>(last - first), 0.0);
+        for (int g = 0; g < kGroup; ++g) {
+          double mx = -INFINITY, sum = 0.0;
+          for (int32_t c = 0; c < n_chunks; ++c) mx = std::max(mx, L[c][g]);
+          for (int32_t c = 0; c < n_chunks; ++c) sum += std::exp(L[c][g] - mx);
+          const double lse = mx + std::log(sum);
+          for (int32_t c = first; c < last; ++c) rank[c - first] += std::exp(L[c][g] - lse);
+        }
+        std::vector<double> sorted = rank;
+        std::sort(sorted.rbegin(), sorted.rend());
+        const double kth = sorted[static_cast<size_t>(cfg.budget_chunks() - 1)];
+        const double tol = 1e-5 * sorted.front();
+        for (int32_t c : got) {
+          if (c >= first && c < last) {
+            EXPECT_GE(rank[c - first], kth - tol) << "chunk " << c << " below the exact k-th group mass: " << where;
+          }
+        }
+        int32_t n_picked = 0;
+        for (int32_t c : got) n_picked += c >= first && c < last;
+        EXPECT_EQ(n_picked, cfg.budget_chunks()) << where;
+      }
+      if (got != want) {
+        ++rows_differing;
+        std::vector<int32_t> diff;
+        std::set_symmetric_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(diff));
+        EXPECT_LE(diff.size(), 4u) << "the GPU's reranked selection is far from the CPU's: " << where;
+      }
+    }
+  EXPECT_LE(rows_differing, 1) << seed_note();
+  std::printf("exact rerank: %d of %lld rows differ from the CPU's two-stage selection (near ties); %s\n",
+              rows_differing, static_cast<long long>(n * kKvHeads), seed_note().c_str());
+  // The output: the exact attention over the GPU's selection, on the host pages.
+  const KvGeometry& g = kv_->geometry();
+  double worst = 0.0, ref_max = 0.0;
+  std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
+  SparseAttnScratch scratch;
+  for (size_t s = 0; s < ctx_.size(); ++s)
+    for (int h = 0; h < kKvHeads; ++h) {
+      const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
+      sparse_attention_chunks(q.data() + s * kQDim + h * kGroup * kHd, kGroup, view, h, (*sel)[s * kKvHeads + h], kP,
+                              ctx_[s] + 1, 0, scale_, ref.data(), scratch);
+      for (int e = 0; e < kGroup * kHd; ++e) {
+        const float o = out_dev[s * kQDim + h * kGroup * kHd + e];
+        ASSERT_FALSE(std::isnan(o)) << "output not written: seq " << s << " head " << h;
+        worst = std::max(worst, static_cast<double>(std::abs(o - ref[e])));
+        ref_max = std::max(ref_max, static_cast<double>(std::abs(ref[e])));
+      }
+    }
+  EXPECT_LE(worst, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+  // At least the long context's shortlisted K rows (R x budget keys of 2 x kHd bytes), both
+  // full layers and kv heads.
+  const SparseStats st = rt_dev_->stats();
+  EXPECT_GE(st.score_bytes, int64_t{kLayers} * kKvHeads * cfg.rerank_factor * cfg.budget_tokens * kHd * 2);
+}
+
 TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {
   make_sequences({2500, 1200});
   if (HasFatalFailure()) return;

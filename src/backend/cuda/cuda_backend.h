@@ -150,7 +150,8 @@ class CudaBackend final : public Backend {
   void set_early_quantized_inputs(bool on) { earlyq_ = on; }
 
   // ---- sparse attention on the GPU (cuda_sparse.cpp, docs/gpu-sparse.md) ------------------
-  // Attaches a SparseRuntime in sketch mode (max rule, chunk = page, no rerank / tail / Quest):
+  // Attaches a SparseRuntime in sketch mode (max rule, chunk = page, optional exact rerank; no
+  // group-mass first stage / tail / Quest):
   // its basis is uploaded and device sketch pages beside the KV pages are kept from then on;
   // decode tokens whose context reaches min_context select chunks and attend only to them on
   // full-attention layers. The CPU's device tier (HotChunks) is refused: here all KV is on the
@@ -427,7 +428,8 @@ class CudaBackend final : public Backend {
   const int32_t* d_sparse_tok_ = nullptr;  // [n] step table: 1 = selects
   Scratch sel_;     // [n * n_kv] x (chunks [cap] | pages [cap]) then lengths [n * n_kv], int32
   Scratch scores_;  // [n * n_kv][score stride] f32
-  Scratch shortlist_;  // hierarchical scoring: [n * n_kv] x (list [shortlist] i32, scores [shortlist] f32), n_list [n * n_kv]
+  Scratch shortlist_;  // hierarchical scoring / rerank: [n * n_kv] x (list [shortlist] i32, scores [shortlist] f32), n_list [n * n_kv]
+  Scratch rerank_mass_;  // rerank: [n * n_kv][shortlist + cap][G] exact log masses, f32
   int64_t sel_rows_ = 0;  // rows of the last selection (last_selections)
   int sel_cap_ = 0;
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split

@@ -62,10 +62,14 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
   if (rt->mode() != SparseMode::kSketch || !basis)
     return make_error(StatusCode::kUnsupported, "cuda sparse attention: --sparse {} is CPU-only (the GPU selects by sketch)",
                       sparse_mode_name(rt->mode()));
-  if (cfg.rerank_factor > 0 || cfg.chunk_mass_scale > 0.0f || cfg.tail_estimate || cfg.residual_z > 0.0f)
+  if (cfg.chunk_mass_scale > 0.0f || cfg.tail_estimate || cfg.residual_z > 0.0f)
     return make_error(StatusCode::kUnsupported,
-                      "cuda sparse attention: the exact rerank, group-mass chunk score, estimated tail and residual bound "
-                      "are CPU-only so far (--sparse-rerank 0 --sparse-chunk-score max)");
+                      "cuda sparse attention: the group-mass chunk score, estimated tail and residual bound are CPU-only "
+                      "so far (--sparse-chunk-score max; the exact rerank, --sparse-rerank R, runs on the GPU)");
+  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0)
+    return make_error(StatusCode::kUnsupported,
+                      "cuda sparse attention: hierarchical scoring (--sparse-page-shortlist) and the exact rerank "
+                      "(--sparse-rerank) do not combine: the rerank's shortlist comes from every candidate's sketch score");
   if (cfg.window_tokens <= 0)
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: a window of at least one token is needed (--sparse-window > 0): the "
@@ -195,7 +199,10 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
     const int64_t scored = all                      ? 0
                            : sl > 0 && n_cand > sl ? int64_t{sl} * C + 2 * n_cand
                                                     : n_cand * C;
-    sparse_->count_external(per_token, n_keys, selected, scored, sketch_bytes);
+    // The exact rerank reads the K rows of its shortlist and of the forced chunks.
+    const int64_t rr_list = std::min<int64_t>(n_cand, int64_t{cfg.rerank_factor} * cfg.budget_chunks());
+    const int64_t reranked = all || cfg.rerank_factor <= 0 ? 0 : rr_list * C + (selected - int64_t{cfg.budget_chunks()} * C);
+    sparse_->count_external(per_token, n_keys, selected, scored, sketch_bytes, reranked);
   }
 }
 
@@ -264,8 +271,24 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   s.sel_len = sel + 2 * rows * cap;
   // Hierarchical scoring when some row can have more candidates than the shortlist (stride is
   // the step's bucket: a graph serves one choice).
+  const int32_t rerank = sparse_->config().rerank_factor;
+  if (rerank > 0) {  // the exact rerank of the best rerank x budget chunks by sketch score
+    const int32_t sl = rerank * sparse_->config().budget_chunks();
+    HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * sl + 1) * 4, "sparse shortlists"));
+    HS_RETURN_IF_ERROR(grow(rerank_mass_, sparse_rerank_mass_floats(rows, sl, cap, s.group) * sizeof(float),
+                            "the exact rerank's log masses"));
+    int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
+    s.shortlist = sl;
+    s.list = lp;
+    s.list_scores = reinterpret_cast<float*>(lp + rows * sl);
+    s.n_list = lp + 2 * rows * sl;
+    s.rerank = true;
+    s.kv = layer_kv_view(layer);
+    s.scale = p.scale;
+    s.mass = static_cast<float*>(rerank_mass_.ptr);
+  }
   const int32_t shortlist = sparse_->config().page_shortlist;
-  if (sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist) {
+  if (rerank <= 0 && sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist) {
     HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * shortlist + 1) * 4, "sparse shortlists"));
     int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
     s.shortlist = shortlist;

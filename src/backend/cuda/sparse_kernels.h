@@ -81,10 +81,25 @@ struct SelectArgs {
   int32_t* list = nullptr;          // [n * n_kv][shortlist] chunk ids
   int32_t* n_list = nullptr;        // [n * n_kv]
   float* list_scores = nullptr;     // [n * n_kv][shortlist]
+  // Exact rerank (sparse/exact_rerank.h's rule; rerank set, no summaries): the sketch scores'
+  // best `shortlist` (= R x the budget's chunks) go to list as above, then every listed chunk's
+  // exact log mass per query head, L_gc = log sum_t exp(scale q_g . k_t) over its keys in `kv`,
+  // and the same of the forced chunks (sinks, window) go to `mass`; list_scores gets the group
+  // mass sum_g exp(L_gc - lse_g) (lse_g over the list and the forced chunks), and the final top-k
+  // picks among the list by it.
+  bool rerank = false;
+  KvLayerView kv;                   // the layer's pages
+  float scale = 0.0f;               // the attention scale
+  float* mass = nullptr;            // [n * n_kv][shortlist + max_selected][group]
 };
 
 // Floats of SelectArgs::scores for `rows` rows.
 size_t sparse_select_scratch_floats(int64_t rows, int32_t score_stride, int group, int rank);
+// Floats of SelectArgs::mass for `rows` rows (the rerank).
+inline size_t sparse_rerank_mass_floats(int64_t rows, int32_t shortlist, int max_selected, int group) {
+  return static_cast<size_t>(rows) * (static_cast<size_t>(shortlist) + static_cast<size_t>(max_selected)) *
+         static_cast<size_t>(group);
+}
 
 // Sketches of the step's keys k [n][n_kv * head_dim] (post-RoPE f32) at their positions.
 cudaError_t launch_sketch_encode(SketchLayerView sk, SketchBasisView b, StepTables t, CRows k, cudaStream_t s);
@@ -96,7 +111,8 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
 // max_candidates: an upper bound on any row's candidate chunks (the grid's extent).
 // stages: which of the three kernels to launch (all by default; the profiler times them apart).
 // With a shortlist, kSelectScore is the page bounds, their top-`shortlist` and the shortlist's
-// token scores.
+// token scores; with the rerank, the sketch scores, their top-`shortlist`, the exact log masses
+// and the group-mass ranking.
 enum SelectStage : int { kSelectProject = 1, kSelectScore = 2, kSelectTopk = 4, kSelectAll = 7 };
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
                                  int32_t max_candidates, cudaStream_t s, int stages = kSelectAll);

@@ -441,6 +441,147 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
   }
 }
 
+// ---- the exact rerank (SelectArgs::rerank) ------------------------------------------------
+
+constexpr int kMassWarps = 8;  // entries (chunks) a block of exact_mass_kernel takes at once
+
+// Entry e of a row's rerank: list[e] for e < n_list, then the forced chunks (sinks 0..first-1,
+// then the window last..n_chunks-1).
+__device__ __forceinline__ int32_t rerank_chunk(const RowRule& rr, const int32_t* list, int32_t n_list, int32_t e) {
+  if (e < n_list) return list[e];
+  const int32_t f = e - n_list;
+  return f < rr.first ? f : rr.last + (f - rr.first);
+}
+
+// Grid (rows, entries / kMassWarps): warp w of block y takes entry y * kMassWarps + w, its
+// chunk's keys token by token (lane l: dims l, l + 32, ...; the G dots reduced across the warp),
+// and keeps per head g the running max and sum of exp(scale q_g . k_t): L_g = max + log(sum).
+// Exact widening of the stored keys (page_k); fp32 dots and exp/log (expf / logf, not the
+// approximate intrinsics).
+template <typename T>
+__global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables t, CRows q, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float qs[kMaxGroup * kMaxHeadDim];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  const int h = static_cast<int>(row % a.n_kv_heads);
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  if (rr.all) return;
+  const int32_t n_list = a.n_list[row];
+  const int32_t n_ent = n_list + rr.first + (rr.n_chunks - rr.last);
+  if (static_cast<int32_t>(blockIdx.y) * kMassWarps >= n_ent) return;  // block-uniform
+  const int G = a.group, D = a.kv.head_dim, C = a.rule.chunk_tokens;
+  const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
+  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) qs[idx] = qrow[idx];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int32_t e = static_cast<int32_t>(blockIdx.y) * kMassWarps + warp;
+  if (e >= n_ent) return;
+  const int32_t chunk = rerank_chunk(rr, a.list + row * a.shortlist, n_list, e);
+  const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + chunk];
+  const int n_tok = min(C, rr.n_tokens - chunk * C);
+  float mx[kMaxGroup], sum[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    mx[g] = -INFINITY;
+    sum[g] = 0.0f;
+  }
+  for (int tp = 0; tp < n_tok; ++tp) {
+    float dot[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const float k = page_k<T>(a.kv, block, h, (chunk * C + tp) % a.kv.page_tokens, d);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < G) dot[g] = fmaf(qs[g * D + d], k, dot[g]);
+    }
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+      float v = dot[g];
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      const float x = a.scale * v;
+      if (x > mx[g]) {
+        sum[g] = sum[g] * expf(mx[g] - x) + 1.0f;
+        mx[g] = x;
+      } else {
+        sum[g] += expf(x - mx[g]);
+      }
+    }
+  }
+  float* out = a.mass + (row * (a.shortlist + a.rule.max_selected) + e) * G;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+    if (g < G && lane == g) out[g] = mx[g] + logf(sum[g]);
+}
+
+// One block per row: lse_g over the row's entries (list and forced), then list_scores[e] =
+// sum_g exp(L_ge - lse_g) for the listed chunks (exact_rerank.h's group mass; ascending g, as the
+// CPU's group_mass_ranking).
+__global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  __shared__ float red[256 / 32];
+  __shared__ float lse[kMaxGroup];
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  if (rr.all) return;
+  const int32_t n_list = a.n_list[row];
+  const int32_t n_ent = n_list + rr.first + (rr.n_chunks - rr.last);
+  const int G = a.group;
+  const float* m = a.mass + row * (a.shortlist + a.rule.max_selected) * G;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  auto block_reduce = [&](float v, bool is_max) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      const float o = __shfl_xor_sync(0xffffffffu, v, off);
+      v = is_max ? fmaxf(v, o) : v + o;
+    }
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float r = is_max ? -INFINITY : 0.0f;
+#pragma unroll
+    for (int w = 0; w < 256 / 32; ++w) r = is_max ? fmaxf(r, red[w]) : r + red[w];
+    __syncthreads();
+    return r;
+  };
+  for (int g = 0; g < G; ++g) {
+    float hi = -INFINITY;
+    for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x) hi = fmaxf(hi, m[e * G + g]);
+    hi = block_reduce(hi, true);
+    float s = 0.0f;
+    if (hi > -INFINITY)
+      for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x) s += expf(m[e * G + g] - hi);
+    s = block_reduce(s, false);
+    if (threadIdx.x == 0) lse[g] = hi > -INFINITY ? hi + logf(s) : -INFINITY;
+  }
+  __syncthreads();
+  for (int32_t e = threadIdx.x; e < n_list; e += blockDim.x) {
+    float r = 0.0f;
+    for (int g = 0; g < G; ++g) r += lse[g] > -INFINITY ? expf(m[e * G + g] - lse[g]) : 0.0f;
+    a.list_scores[row * a.shortlist + e] = r;
+  }
+}
+
+void launch_rerank(int64_t rows, cudaStream_t s, const StepTables& t, const CRows& q, const SelectArgs& a) {
+  const unsigned blocks =
+      static_cast<unsigned>((a.shortlist + a.rule.max_selected + kMassWarps - 1) / kMassWarps);
+  const dim3 grid(static_cast<unsigned>(rows), blocks);
+  switch (a.kv.elem) {
+    case KvElem::kF32: launch_chain(exact_mass_kernel<float>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    case KvElem::kF16: launch_chain(exact_mass_kernel<__half>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    case KvElem::kBF16: launch_chain(exact_mass_kernel<__nv_bfloat16>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    default: launch_chain(exact_mass_kernel<ScaledPages>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+  }
+  launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), 256, 0, s, t, a);
+}
+
 // Order-preserving key of a score: larger float, larger key; NaN ranks as -inf.
 __device__ __forceinline__ uint32_t order_key(float s) {
   if (s != s) s = -INFINITY;
@@ -737,10 +878,18 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
     launch_chain(project_kernel, dim3(static_cast<unsigned>(rows)), kProjThreads, 0, s, b, q, a, proj, proj_stride);
   const float* cp = proj;
   // Hierarchical: page bounds over every candidate, their best a.shortlist, token scores of those.
-  const bool hier = sk.summary && a.shortlist > 0 && a.list && a.n_list && a.list_scores;
+  const bool rerank = a.rerank && a.shortlist > 0 && a.list && a.n_list && a.list_scores && a.mass;
+  const bool hier = !rerank && sk.summary && a.shortlist > 0 && a.list && a.n_list && a.list_scores;
+  if (a.rerank && (!rerank || a.kv.head_dim != b.head_dim || a.kv.n_kv_heads != a.n_kv_heads ||
+                   a.kv.page_tokens != P || b.head_dim > kMaxHeadDim))
+    return cudaErrorInvalidValue;
   if ((stages & kSelectScore) && max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
-    if (hier) {
+    if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
+      launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      launch_rerank(rows, s, t, q, a);
+    } else if (hier) {
       launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
       launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
       const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
@@ -751,7 +900,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   }
   // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
   if (stages & kSelectTopk) {
-    if (hier)
+    if (hier || rerank)
       launch_topk<kTopkFromList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
     else
       launch_topk<kTopkFlat>(rows, max_candidates, s, t, a);
