@@ -253,7 +253,8 @@ TEST(SparseExactRerank, RefusesWhatItCannotDo) {
   EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, geometry(int8_cache), nullptr, &cpu_sparse_kernels(), &int8_cache, 0.2f).is_ok());
   EXPECT_TRUE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, &cpu_sparse_kernels(), &ctx.cache, 0.2f).is_ok());
   // Without host kernels (a backend that selects on its own device) only the sketch mode's
-  // configuration can be kept: Quest, the oracle and the rerank need the host path.
+  // configuration can be kept, its rerank included (the device reranks: CUDA); Quest and the
+  // oracle need the host path.
   EXPECT_FALSE(SparseRuntime::create(SparseMode::kQuest, cfg, g, nullptr, nullptr, &ctx.cache, 0.2f).is_ok());
   SparseConfig plain = cfg;
   plain.rerank_factor = 0;
@@ -263,10 +264,13 @@ TEST(SparseExactRerank, RefusesWhatItCannotDo) {
                                    &ctx.cache, 0.2f);
   ASSERT_TRUE(dev.is_ok()) << dev.status().to_string();
   EXPECT_FALSE((*dev)->host_selection());
-  EXPECT_FALSE(SparseRuntime::create(SparseMode::kSketch, cfg, g,
-                                     std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 32, 8, 3)), nullptr,
-                                     &ctx.cache, 0.2f)
-                   .is_ok());  // the rerank
+  auto dev_rr = SparseRuntime::create(SparseMode::kSketch, cfg, g,
+                                      std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 32, 8, 3)), nullptr,
+                                      &ctx.cache, 0.2f);
+  ASSERT_TRUE(dev_rr.is_ok()) << dev_rr.status().to_string();
+  EXPECT_FALSE((*dev_rr)->host_selection());
+  EXPECT_EQ((*dev_rr)->config().rerank_factor, cfg.rerank_factor);
+  EXPECT_GE(cfg.rerank_factor, 2);
 }
 
 // --sparse-rerank auto: on (factor 8) exactly when R × budget key rows per full (layer, kv head)
