@@ -205,6 +205,42 @@ class SparseAttentionOps : public ::testing::Test {
     return out;
   }
 
+  // CPU and CUDA runtimes of one config and basis seed, attached to their backends.
+  void attach_cpu_and_dev(const SparseConfig& cfg, uint64_t seed) {
+    rt_cpu_ = runtime(cfg, seed, cpu_->host_sparse_kernels());
+    rt_dev_ = runtime(cfg, seed, dev_->host_sparse_kernels());
+    ASSERT_TRUE(rt_cpu_ && rt_dev_);
+    HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+    HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  }
+
+  // The GPU's layer-1 output out_dev must be the exact attention over its own selections `sel`
+  // (rows = seq * kKvHeads + head), recomputed on the host pages, within 2e-3 of max |ref|
+  // (at least 1); returns that max.
+  double check_output_over(const std::vector<std::vector<int32_t>>& sel, const std::vector<float>& q,
+                           const std::vector<float>& out_dev) {
+    const KvGeometry& g = kv_->geometry();
+    double worst = 0.0, ref_max = 0.0;
+    std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
+    SparseAttnScratch scratch;
+    for (size_t s = 0; s < ctx_.size(); ++s)
+      for (int h = 0; h < kKvHeads; ++h) {
+        const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
+        const std::vector<int32_t>& chunks = sel[s * kKvHeads + h];
+        EXPECT_FALSE(chunks.empty());
+        sparse_attention_chunks(q.data() + s * kQDim + h * kGroup * kHd, kGroup, view, h, chunks, kP, ctx_[s] + 1, 0,
+                                scale_, ref.data(), scratch);
+        for (int e = 0; e < kGroup * kHd; ++e) {
+          const float got = out_dev[s * kQDim + h * kGroup * kHd + e];
+          EXPECT_FALSE(std::isnan(got)) << "output not written: seq " << s << " head " << h;
+          worst = std::max(worst, static_cast<double>(std::abs(got - ref[e])));
+          ref_max = std::max(ref_max, static_cast<double>(std::abs(ref[e])));
+        }
+      }
+    EXPECT_LE(worst, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+    return ref_max;
+  }
+
   // Checks the GPU's selections of layer 1 against the CPU selector on the same queries; returns
   // the number of near-tie swaps.
   int check_selections(const SparseRuntime& cpu_rt, const std::vector<float>& q,
@@ -290,11 +326,8 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   make_sequences({3000, 700, 200, 90});
   if (HasFatalFailure()) return;
   const SparseConfig cfg = small_config();
-  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
-  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
-  ASSERT_TRUE(rt_cpu_ && rt_dev_);
-  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
-  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  attach_cpu_and_dev(cfg, 77);
+  if (HasFatalFailure()) return;
   int64_t n_ctx = 0;
   for (int32_t c : ctx_) n_ctx += c;
   const int64_t n = static_cast<int64_t>(ctx_.size());
@@ -314,25 +347,7 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   std::printf("sparse select: %d near-tie swaps over %lld rows; %s\n", swaps, static_cast<long long>(n * kKvHeads),
               seed_note().c_str());
   // The output: the exact attention over the GPU's own selection, on the host pages.
-  const KvGeometry& g = kv_->geometry();
-  double worst = 0.0, ref_max = 0.0;
-  std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
-  SparseAttnScratch scratch;
-  for (size_t s = 0; s < ctx_.size(); ++s)
-    for (int h = 0; h < kKvHeads; ++h) {
-      const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
-      const std::vector<int32_t>& chunks = (*sel)[s * kKvHeads + h];
-      ASSERT_FALSE(chunks.empty());
-      sparse_attention_chunks(q.data() + s * kQDim + h * kGroup * kHd, kGroup, view, h, chunks, kP, ctx_[s] + 1, 0,
-                              scale_, ref.data(), scratch);
-      for (int e = 0; e < kGroup * kHd; ++e) {
-        const float got = out_dev[s * kQDim + h * kGroup * kHd + e];
-        ASSERT_FALSE(std::isnan(got)) << "output not written: seq " << s << " head " << h;
-        worst = std::max(worst, static_cast<double>(std::abs(got - ref[e])));
-        ref_max = std::max(ref_max, static_cast<double>(std::abs(ref[e])));
-      }
-    }
-  EXPECT_LE(worst, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+  const double ref_max = check_output_over(*sel, q, out_dev);
   // Where the selections agree (all rows when there is no swap) the CPU backend's own sparse
   // output is the same.
   if (swaps == 0) {
@@ -346,10 +361,8 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   EXPECT_GT(st.keys_total, st.keys_selected);
 
   // Sketches rebuilt from the pages (f16 keys) select like the CPU's rebuilt ones.
-  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
-  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
-  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
-  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  attach_cpu_and_dev(cfg, 77);
+  if (HasFatalFailure()) return;
   for (size_t s = 0; s < ctx_.size(); ++s) {
     HS_ASSERT_OK(cpu_->rebuild_sparse_metadata(*kv_, seqs_[s], ctx_[s]));
     HS_ASSERT_OK(dev_->rebuild_sparse_metadata(*kv_, seqs_[s], ctx_[s]));
@@ -376,11 +389,8 @@ TEST_F(SparseAttentionOps, SelectsLikeTheCpuAtEveryRankAndFromScaledPages) {
     make_sequences({3000, 1200});
     if (HasFatalFailure()) return;
     const SparseConfig cfg = small_config();
-    rt_cpu_ = runtime(cfg, 78, cpu_->host_sparse_kernels());
-    rt_dev_ = runtime(cfg, 78, dev_->host_sparse_kernels());
-    ASSERT_TRUE(rt_cpu_ && rt_dev_);
-    HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
-    HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+    attach_cpu_and_dev(cfg, 78);
+    if (HasFatalFailure()) return;
     int64_t n_ctx = 0;
     for (int32_t x : ctx_) n_ctx += x;
     const int64_t n = static_cast<int64_t>(ctx_.size());
@@ -513,11 +523,8 @@ TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
   if (HasFatalFailure()) return;
   SparseConfig cfg = small_config();
   cfg.rerank_factor = 4;
-  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
-  rt_dev_ = runtime(cfg, 77, dev_->host_sparse_kernels());
-  ASSERT_TRUE(rt_cpu_ && rt_dev_);
-  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
-  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
+  attach_cpu_and_dev(cfg, 77);
+  if (HasFatalFailure()) return;
   int64_t n_ctx = 0;
   for (int32_t c : ctx_) n_ctx += c;
   const int64_t n = static_cast<int64_t>(ctx_.size());
@@ -597,23 +604,7 @@ TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
   std::printf("exact rerank: %d of %lld rows differ from the CPU's two-stage selection (near ties); %s\n",
               rows_differing, static_cast<long long>(n * kKvHeads), seed_note().c_str());
   // The output: the exact attention over the GPU's selection, on the host pages.
-  const KvGeometry& g = kv_->geometry();
-  double worst = 0.0, ref_max = 0.0;
-  std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
-  SparseAttnScratch scratch;
-  for (size_t s = 0; s < ctx_.size(); ++s)
-    for (int h = 0; h < kKvHeads; ++h) {
-      const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
-      sparse_attention_chunks(q.data() + s * kQDim + h * kGroup * kHd, kGroup, view, h, (*sel)[s * kKvHeads + h], kP,
-                              ctx_[s] + 1, 0, scale_, ref.data(), scratch);
-      for (int e = 0; e < kGroup * kHd; ++e) {
-        const float o = out_dev[s * kQDim + h * kGroup * kHd + e];
-        ASSERT_FALSE(std::isnan(o)) << "output not written: seq " << s << " head " << h;
-        worst = std::max(worst, static_cast<double>(std::abs(o - ref[e])));
-        ref_max = std::max(ref_max, static_cast<double>(std::abs(ref[e])));
-      }
-    }
-  EXPECT_LE(worst, 2e-3 * std::max(1.0, ref_max)) << seed_note();
+  (void)check_output_over(*sel, q, out_dev);
   // At least the long context's shortlisted K rows (R x budget keys of 2 x kHd bytes), both
   // full layers and kv heads.
   const SparseStats st = rt_dev_->stats();
