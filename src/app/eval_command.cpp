@@ -403,8 +403,10 @@ int run_needle(EvalOptions& o) {
     const std::vector<int32_t> corpus_tokens = m->tokenizer->encode(text, false, false);
     spdlog::info("eval needle: haystack {}: {} files, {} tokens read, {} needles", hay_name, files.size(),
                  corpus_tokens.size(), style.language.empty() ? "prose" : style.language + " code");
-    std::mt19937_64 rng(o.seed);  // per haystack: adding a haystack changes no other case
     for (int context : o.contexts) {
+      // Per (haystack, context): adding a haystack or a context changes no other case (a run of
+      // --context 16384 32768 asks at 32K what a run of --context 32768 asks).
+      std::mt19937_64 rng(o.seed);
       auto cs = build_case(*m, *tmpl, corpus_tokens, context, o.n_needles, style, rng);
       if (!cs.is_ok()) { fmt::print(stderr, "error: {}\n", cs.status().message()); return 1; }
       // Prefill the shared haystack once (dense).
