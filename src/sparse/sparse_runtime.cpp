@@ -67,7 +67,8 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
   if (cfg.page_shortlist != 0) {
     // The host sketch selector emulates the GPU's rule (its recall; no speed-up), max rule only.
-    if (mode != SparseMode::kSketch || cfg.chunk_mass_scale > 0.0f || cfg.rerank_factor != 0)
+    // (On a device backend, no host kernels, the rerank may follow it: CUDA chains the two.)
+    if (mode != SparseMode::kSketch || cfg.chunk_mass_scale > 0.0f || (cfg.rerank_factor != 0 && kernels))
       return make_error(StatusCode::kUnsupported,
                         "sparse: --sparse-page-shortlist (hierarchical scoring) takes the sketch selector with the max "
                         "chunk score and no rerank (--sparse sketch --sparse-chunk-score max --sparse-rerank 0)");

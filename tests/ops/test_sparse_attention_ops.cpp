@@ -205,6 +205,9 @@ class SparseAttentionOps : public ::testing::Test {
     return out;
   }
 
+  // ExactRerankSelectsWhatTheCpuRerankSelects with the GPU's page bounds shortlist (0: none).
+  void check_exact_rerank(int32_t page_shortlist);
+
   // CPU and CUDA runtimes of one config and basis seed, attached to their backends.
   void attach_cpu_and_dev(const SparseConfig& cfg, uint64_t seed) {
     rt_cpu_ = runtime(cfg, seed, cpu_->host_sparse_kernels());
@@ -519,12 +522,28 @@ TEST_F(SparseAttentionOps, HierarchicalScoringKeepsTheBestPages) {
 // row). The output is the exact attention over the GPU's selection, and the byte counters count
 // the reranked K rows.
 TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
+  // page_shortlist 0: the rerank's shortlist from every candidate's sketch score; 96: from the
+  // sketch scores of the 96 best page bounds (hierarchical scoring first; the CPU reference is
+  // the flat two-stage selection either way).
+  for (const int32_t page_shortlist : {0, 96}) {
+    SCOPED_TRACE("page_shortlist " + std::to_string(page_shortlist));
+    check_exact_rerank(page_shortlist);
+    if (HasFatalFailure()) return;
+  }
+}
+
+void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   make_sequences({3000, 700});
   if (HasFatalFailure()) return;
   SparseConfig cfg = small_config();
   cfg.rerank_factor = 4;
-  attach_cpu_and_dev(cfg, 77);
-  if (HasFatalFailure()) return;
+  SparseConfig dev_cfg = cfg;
+  dev_cfg.page_shortlist = page_shortlist;
+  rt_cpu_ = runtime(cfg, 77, cpu_->host_sparse_kernels());
+  rt_dev_ = runtime(dev_cfg, 77, dev_->host_sparse_kernels());
+  ASSERT_TRUE(rt_cpu_ && rt_dev_);
+  HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
+  HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
   int64_t n_ctx = 0;
   for (int32_t c : ctx_) n_ctx += c;
   const int64_t n = static_cast<int64_t>(ctx_.size());

@@ -66,10 +66,11 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: the group-mass chunk score, estimated tail and residual bound are CPU-only "
                       "so far (--sparse-chunk-score max; the exact rerank, --sparse-rerank R, runs on the GPU)");
-  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0)
-    return make_error(StatusCode::kUnsupported,
-                      "cuda sparse attention: hierarchical scoring (--sparse-page-shortlist) and the exact rerank "
-                      "(--sparse-rerank) do not combine: the rerank's shortlist comes from every candidate's sketch score");
+  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0 && cfg.page_shortlist <= cfg.rerank_factor * cfg.budget_chunks())
+    return make_error(StatusCode::kInvalidArgument,
+                      "cuda sparse attention: with the exact rerank, --sparse-page-shortlist {} must exceed the rerank's "
+                      "shortlist of {} pages (its bounds pick the pages whose sketch scores pick the rerank's)",
+                      cfg.page_shortlist, cfg.rerank_factor * cfg.budget_chunks());
   if (cfg.window_tokens <= 0)
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: a window of at least one token is needed (--sparse-window > 0): the "
@@ -272,23 +273,34 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   // Hierarchical scoring when some row can have more candidates than the shortlist (stride is
   // the step's bucket: a graph serves one choice).
   const int32_t rerank = sparse_->config().rerank_factor;
+  const int32_t shortlist = sparse_->config().page_shortlist;
+  const bool hier = sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist;
   if (rerank > 0) {  // the exact rerank of the best rerank x budget chunks by sketch score
     const int32_t sl = rerank * sparse_->config().budget_chunks();
-    HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * sl + 1) * 4, "sparse shortlists"));
+    // With page bounds first: list = the bounds' best `shortlist`, list2 = the rerank's.
+    const int32_t sl1 = hier ? shortlist : sl;
+    const size_t ints = static_cast<size_t>(rows) * (2 * sl1 + 1) + (hier ? static_cast<size_t>(rows) * (2 * sl + 1) : 0);
+    HS_RETURN_IF_ERROR(grow(shortlist_, ints * 4, "sparse shortlists"));
     HS_RETURN_IF_ERROR(grow(rerank_mass_, sparse_rerank_mass_floats(rows, sl, cap, s.group) * sizeof(float),
                             "the exact rerank's log masses"));
     int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
-    s.shortlist = sl;
+    s.shortlist = sl1;
     s.list = lp;
-    s.list_scores = reinterpret_cast<float*>(lp + rows * sl);
-    s.n_list = lp + 2 * rows * sl;
+    s.list_scores = reinterpret_cast<float*>(lp + rows * sl1);
+    s.n_list = lp + 2 * rows * sl1;
+    if (hier) {
+      int32_t* lp2 = s.n_list + rows;
+      s.shortlist2 = sl;
+      s.list2 = lp2;
+      s.list2_scores = reinterpret_cast<float*>(lp2 + rows * sl);
+      s.n_list2 = lp2 + 2 * rows * sl;
+    }
     s.rerank = true;
     s.kv = layer_kv_view(layer);
     s.scale = p.scale;
     s.mass = static_cast<float*>(rerank_mass_.ptr);
   }
-  const int32_t shortlist = sparse_->config().page_shortlist;
-  if (rerank <= 0 && sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist) {
+  if (rerank <= 0 && hier) {
     HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * shortlist + 1) * 4, "sparse shortlists"));
     int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
     s.shortlist = shortlist;

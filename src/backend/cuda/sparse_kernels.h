@@ -90,7 +90,15 @@ struct SelectArgs {
   bool rerank = false;
   KvLayerView kv;                   // the layer's pages
   float scale = 0.0f;               // the attention scale
-  float* mass = nullptr;            // [n * n_kv][shortlist + max_selected][group]
+  float* mass = nullptr;            // [n * n_kv][shortlist + max_selected][group] (rerank2: shortlist2)
+  // Hierarchical scoring and the rerank together (summaries set, rerank set, shortlist2 > 0): the
+  // page bounds' best `shortlist` pages are sketch-scored into list_scores as above, their best
+  // `shortlist2` (= R x the budget's chunks) go to list2 (ascending), and the rerank then works
+  // on list2 as it would on list (list2_scores its group masses).
+  int32_t shortlist2 = 0;
+  int32_t* list2 = nullptr;         // [n * n_kv][shortlist2] chunk ids
+  int32_t* n_list2 = nullptr;       // [n * n_kv]
+  float* list2_scores = nullptr;    // [n * n_kv][shortlist2]
 };
 
 // Floats of SelectArgs::scores for `rows` rows.

@@ -596,7 +596,9 @@ __device__ __forceinline__ uint32_t order_key(float s) {
 // a.shortlist page bounds of a row into a.list (ascending; all candidates when there are no
 // more; nothing for a row whose candidates fit); kTopkFromList, the selection from the list's
 // token scores (a.list_scores), chunk list[c] for entry c.
-constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2;
+// kTopkListToList: the best a.shortlist2 of the list's token scores into a.list2 (ascending;
+// the whole list when it has no more).
+constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2, kTopkListToList = 3;
 template <bool kShared, int kMode>
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
@@ -614,8 +616,9 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   const int cap = a.rule.max_selected;
   int32_t* chunks = a.sel_chunks + row * cap;
   int32_t* pages_out = a.sel_pages + row * cap;
+  constexpr bool kToList = kMode == kTopkShortlist || kMode == kTopkListToList;  // writes a list, not a selection
   if (!a.sparse_tok[i]) {
-    if (tid == 0 && kMode != kTopkShortlist) a.sel_len[row] = -1;
+    if (tid == 0 && !kToList) a.sel_len[row] = -1;
     return;
   }
   RowRule rr = row_rule(a.rule, t.positions[i] + 1);
@@ -632,8 +635,18 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     }
     rr.k = a.shortlist;
   }
-  // Candidates c in [0, n_cand): chunk rr.first + c, or list[c] (kTopkFromList, unless all fit).
-  const bool from_list = kMode == kTopkFromList && !rr.all;
+  int32_t* list2 = a.list2 + row * a.shortlist2;  // kTopkListToList
+  if constexpr (kMode == kTopkListToList) {
+    const int32_t n = rr.all ? 0 : a.n_list[row];
+    if (n <= a.shortlist2) {  // the whole list (nothing when every candidate fits)
+      for (int32_t c = tid; c < n; c += kTopkThreads) list2[c] = list[c];
+      if (tid == 0) a.n_list2[row] = n;
+      return;
+    }
+    rr.k = a.shortlist2;
+  }
+  // Candidates c in [0, n_cand): chunk rr.first + c, or list[c] (from the list, unless all fit).
+  const bool from_list = (kMode == kTopkFromList || kMode == kTopkListToList) && !rr.all;
   const int32_t n_cand = from_list ? a.n_list[row] : rr.last - rr.first;
   const float* sc = from_list ? a.list_scores + row * a.shortlist : a.scores + row * a.score_stride;
   auto chunk_of = [&](int32_t c) { return from_list ? list[c] : rr.first + c; };
@@ -720,16 +733,17 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   if (tid == kTopkThreads - 1) s_eq_total = eq_before + eq;
   __syncthreads();
   const int eq_total = s_eq_total;
-  if constexpr (kMode == kTopkShortlist) {  // the winners' chunk ids, ascending
+  if constexpr (kToList) {  // the winners' chunk ids, ascending
+    int32_t* dst = kMode == kTopkShortlist ? list : list2;
     int out = gt_before + max(0, eq_before - (eq_total - need));
     int e = eq_before;
     for (int32_t c = s0; c < s1; ++c) {
       const uint32_t key = key_at(c);
       bool win = key > T;
       if (key == T) win = e++ >= eq_total - need;
-      if (win) list[out++] = rr.first + c;
+      if (win) dst[out++] = chunk_of(c);
     }
-    if (tid == 0) a.n_list[row] = rr.k;
+    if (tid == 0) (kMode == kTopkShortlist ? a.n_list : a.n_list2)[row] = rr.k;
     return;
   }
   const int32_t n_win = rr.all ? n_cand : rr.k;
@@ -878,14 +892,30 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
     launch_chain(project_kernel, dim3(static_cast<unsigned>(rows)), kProjThreads, 0, s, b, q, a, proj, proj_stride);
   const float* cp = proj;
   // Hierarchical: page bounds over every candidate, their best a.shortlist, token scores of those.
-  const bool rerank = a.rerank && a.shortlist > 0 && a.list && a.n_list && a.list_scores && a.mass;
-  const bool hier = !rerank && sk.summary && a.shortlist > 0 && a.list && a.n_list && a.list_scores;
+  const bool lists = a.shortlist > 0 && a.list && a.n_list && a.list_scores;
+  const bool rerank = a.rerank && lists && a.mass;
+  const bool hier = sk.summary && lists && (!a.rerank || (a.shortlist2 > 0 && a.list2 && a.n_list2 && a.list2_scores));
   if (a.rerank && (!rerank || a.kv.head_dim != b.head_dim || a.kv.n_kv_heads != a.n_kv_heads ||
                    a.kv.page_tokens != P || b.head_dim > kMaxHeadDim))
     return cudaErrorInvalidValue;
+  // With both, the rerank works on list2 (the sketch scores' best of the bounds' shortlist).
+  SelectArgs a2 = a;
+  if (rerank && hier) {
+    a2.shortlist = a.shortlist2;
+    a2.list = a.list2;
+    a2.n_list = a.n_list2;
+    a2.list_scores = a.list2_scores;
+  }
   if ((stages & kSelectScore) && max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
-    if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
+    if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
+      launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
+      launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
+      launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
+      launch_rerank(rows, s, t, q, a2);
+    } else if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
       launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
       launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
       launch_rerank(rows, s, t, q, a);
@@ -901,7 +931,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
   if (stages & kSelectTopk) {
     if (hier || rerank)
-      launch_topk<kTopkFromList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
+      launch_topk<kTopkFromList>(rows, std::min(max_candidates, a2.shortlist), s, t, a2);
     else
       launch_topk<kTopkFlat>(rows, max_candidates, s, t, a);
   }
