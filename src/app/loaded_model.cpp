@@ -189,13 +189,13 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
     cfg.rerank_factor = rerank_factor_of(opt.sparse_rerank).value_or(-1);  // -1: refused by validate
   }
   // Hierarchical scoring: auto on the GPU = 4 x the budget's chunks (measured as good as the flat
-  // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), with the rerank 2 x
-  // the rerank's shortlist (its bounds pick the pages whose sketch scores pick the rerank's);
-  // off on the CPU.
+  // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), off on the CPU. With
+  // the rerank, auto = off (the rerank's shortlist from every candidate's sketch score: the path
+  // measured on the GPU, session 22); an explicit N > R x budget chunks chains the bounds first
+  // (written, not yet run on a GPU: docs/gpu-sparse.md).
   cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
-                       : !(gpu && mode == SparseMode::kSketch) ? 0
-                       : cfg.rerank_factor > 0                 ? 2 * cfg.rerank_factor * cfg.budget_chunks()
-                                                               : 4 * cfg.budget_chunks();
+                       : gpu && mode == SparseMode::kSketch && cfg.rerank_factor <= 0 ? 4 * cfg.budget_chunks()
+                                                                                      : 0;
   // The group-mass first stage with the rerank on the CPU; the GPU's first stage is the max rule.
   const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0 && !gpu);
   cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;
