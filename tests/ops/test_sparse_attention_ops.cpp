@@ -523,8 +523,9 @@ TEST_F(SparseAttentionOps, HierarchicalScoringKeepsTheBestPages) {
 // the reranked K rows.
 TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
   // page_shortlist 0: the rerank's shortlist from every candidate's sketch score; 96: from the
-  // sketch scores of the 96 best page bounds (hierarchical scoring first; the CPU reference is
-  // the flat two-stage selection either way).
+  // sketch scores of the 96 best page bounds (hierarchical scoring first). The CPU reference is
+  // the flat two-stage selection: with bounds, only rows whose candidates all fit the bounds'
+  // list are compared with it (the 700-key rows); the longer ones are checked through the output.
   for (const int32_t page_shortlist : {0, 96}) {
     SCOPED_TRACE("page_shortlist " + std::to_string(page_shortlist));
     check_exact_rerank(page_shortlist);
@@ -558,7 +559,7 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   const std::vector<float> out_dev = decode(*dev_, k, v, q);
   auto sel = dev_->last_selections(n * kKvHeads);
   ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
-  int rows_differing = 0;
+  int rows_differing = 0, rows_bounded = 0;
   for (size_t s = 0; s < ctx_.size(); ++s)
     for (int h = 0; h < kKvHeads; ++h) {
       const int32_t n_keys = ctx_[s] + 1;
@@ -612,6 +613,14 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
         for (int32_t c : got) n_picked += c >= first && c < last;
         EXPECT_EQ(n_picked, cfg.budget_chunks()) << where;
       }
+      // With page bounds first, a row with more candidates than the bounds' list has another
+      // first stage than the CPU's (the bounds' best pages, then their sketch scores): its
+      // selection is checked through the output below only. (On the H100, session 22, such rows
+      // differed from the flat two-stage selection by up to 8 of 16 chunks.)
+      if (page_shortlist > 0 && last - first > page_shortlist) {
+        ++rows_bounded;
+        continue;
+      }
       if (got != want) {
         ++rows_differing;
         std::vector<int32_t> diff;
@@ -620,8 +629,9 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
       }
     }
   EXPECT_LE(rows_differing, 1) << seed_note();
-  std::printf("exact rerank: %d of %lld rows differ from the CPU's two-stage selection (near ties); %s\n",
-              rows_differing, static_cast<long long>(n * kKvHeads), seed_note().c_str());
+  std::printf("exact rerank (page bounds %d): %d of %lld rows differ from the CPU's two-stage selection (near ties), "
+              "%d not compared (bounded first stage); %s\n",
+              page_shortlist, rows_differing, static_cast<long long>(n * kKvHeads), rows_bounded, seed_note().c_str());
   // The output: the exact attention over the GPU's selection, on the host pages.
   (void)check_output_over(*sel, q, out_dev);
   // At least the long context's shortlisted K rows (R x budget keys of 2 x kHd bytes), both
