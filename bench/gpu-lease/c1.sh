@@ -1,6 +1,6 @@
 #!/bin/bash
 # Same-run lease, call 1: peer build in the background; our op tests in the foreground.
-mkdir -p /root/stage/m && tar xzf ${HS_BUNDLE:-.gpu/bundle}/bins.tgz -C /root/stage
+mkdir -p /root/stage/m && python3 -m tarfile -e ${HS_BUNDLE:-.gpu/bundle}/bins.txz /root/stage
 mkdir -p /root/peerpack && cp ${HS_PEER:-.gpu/peer}/* /root/peerpack/
 (setsid nohup bash /root/peerpack/run.sh build gen quant > /root/peer-setup.log 2>&1 &)
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
