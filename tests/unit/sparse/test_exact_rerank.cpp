@@ -232,6 +232,27 @@ TEST(SparseExactRerank, BatchedEqualsOneByOneAndCountsTheKeysRead) {
   }
 }
 
+// A device backend's selections (CUDA: SparseRuntime::count_external) count the K rows its
+// rerank read as the host path does: half a token's K + V bytes per row, on top of the sketches.
+TEST(SparseExactRerank, DeviceCountersCountTheRerankedRows) {
+  std::mt19937 rng(3);
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = 32, .page_tokens = 16, .dtype = KvDtype::kF16};
+  PagedContext ctx(kg, 64, rng);
+  const SparseConfig cfg = small_config(64, 4);
+  auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
+                                  std::make_unique<SketchBasis>(random_sketch_basis(1, 1, 32, 8, 3)), nullptr,
+                                  &ctx.cache, 0.2f);
+  ASSERT_TRUE(rt.is_ok()) << rt.status().to_string();
+  (*rt)->count_external(3, 1000, 200, 900, 16, 300);  // 3 selections; 900 sketch tokens, 300 K rows each
+  (*rt)->count_external(2, 500, 150, 400, 16);         // no rerank
+  const SparseStats st = (*rt)->stats();
+  const int64_t k_row = kv_token_bytes(KvDtype::kF16, 32) / 2;
+  EXPECT_EQ(st.score_bytes, 3 * (900 * 16 + 300 * k_row) + 2 * (400 * 16));
+  EXPECT_EQ(st.sparse_heads, 5);
+  EXPECT_EQ(st.keys_selected, 3 * 200 + 2 * 150);
+  EXPECT_EQ(st.kv_bytes, (3 * 200 + 2 * 150) * kv_token_bytes(KvDtype::kF16, 32));
+}
+
 TEST(SparseExactRerank, RefusesWhatItCannotDo) {
   std::mt19937 rng(1);
   KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = 32, .page_tokens = 16, .dtype = KvDtype::kF32};
