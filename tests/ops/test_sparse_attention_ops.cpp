@@ -167,6 +167,17 @@ class SparseAttentionOps : public ::testing::Test {
       }
   }
 
+  // Random context K / V of every sequence (add_chunk_offsets with seq_salt) written on x and y.
+  void write_random_context(Backend& x, Backend& y, int seq_salt) {
+    int64_t n_ctx = 0;
+    for (int32_t c : ctx_) n_ctx += c;
+    auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    add_chunk_offsets(kc, seq_salt);
+    write_context(x, kc, vc);
+    write_context(y, kc, vc);
+  }
+
   // Writes every context key (both layers) on backend b; only >= 0: that sequence's alone (kc,
   // vc then hold its rows only).
   void write_context(Backend& b, const std::vector<float>& kc, const std::vector<float>& vc, int only = -1) {
@@ -331,17 +342,11 @@ TEST_F(SparseAttentionOps, SelectsWhatTheCpuSelectsAndAttendsExactly) {
   const SparseConfig cfg = small_config();
   attach_cpu_and_dev(cfg, 77);
   if (HasFatalFailure()) return;
-  int64_t n_ctx = 0;
-  for (int32_t c : ctx_) n_ctx += c;
   const int64_t n = static_cast<int64_t>(ctx_.size());
   // Keys with a per-chunk offset along a random direction, so chunk scores spread out.
-  auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-  const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-  add_chunk_offsets(kc, 0);
+  write_random_context(*cpu_, *dev_, 0);
   const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
   const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
-  write_context(*cpu_, kc, vc);
-  write_context(*dev_, kc, vc);
   const std::vector<float> out_cpu = decode(*cpu_, k, v, q);
   const std::vector<float> out_dev = decode(*dev_, k, v, q);
   auto sel = dev_->last_selections(n * kKvHeads);
@@ -394,16 +399,10 @@ TEST_F(SparseAttentionOps, SelectsLikeTheCpuAtEveryRankAndFromScaledPages) {
     const SparseConfig cfg = small_config();
     attach_cpu_and_dev(cfg, 78);
     if (HasFatalFailure()) return;
-    int64_t n_ctx = 0;
-    for (int32_t x : ctx_) n_ctx += x;
     const int64_t n = static_cast<int64_t>(ctx_.size());
-    auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-    add_chunk_offsets(kc, 0);
+    write_random_context(*cpu_, *dev_, 0);
     const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
     const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
-    write_context(*cpu_, kc, vc);
-    write_context(*dev_, kc, vc);
     if (c.dtype != KvDtype::kF16) {  // sketches from the stored (quantized) keys on both sides
       for (size_t sq = 0; sq < ctx_.size(); ++sq) {
         HS_ASSERT_OK(cpu_->rebuild_sparse_metadata(*kv_, seqs_[sq], ctx_[sq]));
@@ -545,16 +544,10 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   ASSERT_TRUE(rt_cpu_ && rt_dev_);
   HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
   HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
-  int64_t n_ctx = 0;
-  for (int32_t c : ctx_) n_ctx += c;
   const int64_t n = static_cast<int64_t>(ctx_.size());
-  auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-  const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-  add_chunk_offsets(kc, 1);
+  write_random_context(*cpu_, *dev_, 1);
   const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
   const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
-  write_context(*cpu_, kc, vc);
-  write_context(*dev_, kc, vc);
   (void)decode(*cpu_, k, v, q);  // the host pages get the decode token's K / V too
   const std::vector<float> out_dev = decode(*dev_, k, v, q);
   auto sel = dev_->last_selections(n * kKvHeads);
@@ -732,15 +725,7 @@ class HostTierOps : public SparseAttentionOps {
     HS_ASSERT_OK(host_->set_sparse(rt_host_.get(), nullptr));
   }
   // Random context K/V (chunk offsets so scores spread) written on both backends.
-  void write_both() {
-    int64_t n_ctx = 0;
-    for (int32_t c : ctx_) n_ctx += c;
-    auto kc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
-    add_chunk_offsets(kc, 1);
-    write_context(*dev_, kc, vc);
-    write_context(*host_, kc, vc);
-  }
+  void write_both() { write_random_context(*dev_, *host_, 1); }
   // One decode step on both with query q (fresh k / v); the contexts then grow by one.
   void step_both(const std::vector<float>& q, const std::string& what) {
     const int64_t n = static_cast<int64_t>(ctx_.size());

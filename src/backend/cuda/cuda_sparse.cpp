@@ -226,6 +226,16 @@ SketchLayerView with_residency(SketchLayerView v, const HotPoolView& pool) {
   v.n_blocks = pool.n_blocks;
   return v;
 }
+// A shortlist's arrays at p, [rows] x (list [n] i32, scores [n] f32) then counts [rows]: sets
+// them, returns the int just past them.
+int32_t* carve_list(int32_t* p, int64_t rows, int32_t n, int32_t& shortlist, int32_t*& list, float*& scores,
+                    int32_t*& count) {
+  shortlist = n;
+  list = p;
+  scores = reinterpret_cast<float*>(p + rows * n);
+  count = p + 2 * rows * n;
+  return count + rows;
+}
 SketchBasisView basis_view(void* base, int64_t layer_floats, int slot, const KvGeometry& g, int rank) {
   const float* b = static_cast<const float*>(base) + slot * layer_floats;
   const int64_t bsz = static_cast<int64_t>(g.n_kv_heads) * g.head_dim * rank;
@@ -283,18 +293,9 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
     HS_RETURN_IF_ERROR(grow(shortlist_, ints * 4, "sparse shortlists"));
     HS_RETURN_IF_ERROR(grow(rerank_mass_, sparse_rerank_mass_floats(rows, sl, cap, s.group) * sizeof(float),
                             "the exact rerank's log masses"));
-    int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
-    s.shortlist = sl1;
-    s.list = lp;
-    s.list_scores = reinterpret_cast<float*>(lp + rows * sl1);
-    s.n_list = lp + 2 * rows * sl1;
-    if (hier) {
-      int32_t* lp2 = s.n_list + rows;
-      s.shortlist2 = sl;
-      s.list2 = lp2;
-      s.list2_scores = reinterpret_cast<float*>(lp2 + rows * sl);
-      s.n_list2 = lp2 + 2 * rows * sl;
-    }
+    int32_t* next = carve_list(static_cast<int32_t*>(shortlist_.ptr), rows, sl1, s.shortlist, s.list, s.list_scores,
+                               s.n_list);
+    if (hier) (void)carve_list(next, rows, sl, s.shortlist2, s.list2, s.list2_scores, s.n_list2);
     s.rerank = true;
     s.kv = layer_kv_view(layer);
     s.scale = p.scale;
@@ -302,11 +303,8 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   }
   if (rerank <= 0 && hier) {
     HS_RETURN_IF_ERROR(grow(shortlist_, static_cast<size_t>(rows) * (2 * shortlist + 1) * 4, "sparse shortlists"));
-    int32_t* lp = static_cast<int32_t*>(shortlist_.ptr);
-    s.shortlist = shortlist;
-    s.list = lp;
-    s.list_scores = reinterpret_cast<float*>(lp + rows * shortlist);
-    s.n_list = lp + 2 * rows * shortlist;
+    (void)carve_list(static_cast<int32_t*>(shortlist_.ptr), rows, shortlist, s.shortlist, s.list, s.list_scores,
+                     s.n_list);
   }
   const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
   const SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_, sketch_summary_offset_);

@@ -445,6 +445,11 @@ __global__ void __launch_bounds__(kScoreThreads, 3) score_kernel(SketchLayerView
 
 constexpr int kMassWarps = 8;  // entries (chunks) a block of exact_mass_kernel takes at once
 
+// A row's rerank entries: its n_list listed chunks, then the forced ones (sinks, window).
+__device__ __forceinline__ int32_t rerank_entries(const RowRule& rr, int32_t n_list) {
+  return n_list + rr.first + (rr.n_chunks - rr.last);
+}
+
 // Entry e of a row's rerank: list[e] for e < n_list, then the forced chunks (sinks 0..first-1,
 // then the window last..n_chunks-1).
 __device__ __forceinline__ int32_t rerank_chunk(const RowRule& rr, const int32_t* list, int32_t n_list, int32_t e) {
@@ -470,7 +475,7 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
   const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   if (rr.all) return;
   const int32_t n_list = a.n_list[row];
-  const int32_t n_ent = n_list + rr.first + (rr.n_chunks - rr.last);
+  const int32_t n_ent = rerank_entries(rr, n_list);
   if (static_cast<int32_t>(blockIdx.y) * kMassWarps >= n_ent) return;  // block-uniform
   const int G = a.group, D = a.kv.head_dim, C = a.rule.chunk_tokens;
   const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
@@ -493,7 +498,7 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
     for (int d = lane; d < D; d += 32) {
-      const float k = page_k<T>(a.kv, block, h, (chunk * C + tp) % a.kv.page_tokens, d);
+      const float k = page_k<T>(a.kv, block, h, tp, d);  // a chunk is one page (C = P)
 #pragma unroll
       for (int g = 0; g < kMaxGroup; ++g)
         if (g < G) dot[g] = fmaf(qs[g * D + d], k, dot[g]);
@@ -533,7 +538,7 @@ __global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectAr
   const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   if (rr.all) return;
   const int32_t n_list = a.n_list[row];
-  const int32_t n_ent = n_list + rr.first + (rr.n_chunks - rr.last);
+  const int32_t n_ent = rerank_entries(rr, n_list);
   const int G = a.group;
   const float* m = a.mass + row * (a.shortlist + a.rule.max_selected) * G;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
