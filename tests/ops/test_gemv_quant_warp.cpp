@@ -28,6 +28,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -168,11 +169,14 @@ class QuantWarpGemv : public ::testing::Test {
   std::mt19937_64 rng_;
 };
 
-// x: [ntok][cols] N(0, 1) with 1 % outliers (x20), token t scaled by scale[t].
-std::vector<float> make_x(std::mt19937_64& rng, int ntok, int64_t cols, const float* scale) {
+// x: [ntok][cols] N(0, 1) with 1 % outliers (x20), token t scaled by scale[t % scale.size()]
+// (the scales repeat over the tokens: tests pass two and run up to kMaxQuantWarpRows tokens).
+std::vector<float> make_x(std::mt19937_64& rng, int ntok, int64_t cols, std::span<const float> scale) {
   std::vector<float> x = normal(rng, static_cast<size_t>(ntok * cols), 1.0f, true);
-  for (int t = 0; t < ntok; ++t)
-    for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(t * cols + c)] *= scale[t];
+  for (int t = 0; t < ntok; ++t) {
+    const float s = scale[static_cast<size_t>(t) % scale.size()];
+    for (int64_t c = 0; c < cols; ++c) x[static_cast<size_t>(t * cols + c)] *= s;
+  }
   return x;
 }
 
