@@ -314,6 +314,8 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   } else {  // each kernel its own line in the profile (inside the attention op's time)
     const std::pair<int, const char*> stages[] = {{kSelectProject, "attention: sparse project"},
                                                   {kSelectScore, "attention: sparse score"},
+                                                  {kSelectShortlist, "attention: sparse shortlist"},
+                                                  {kSelectRerank, "attention: sparse rerank"},
                                                   {kSelectTopk, "attention: sparse top-k"}};
     for (const auto& [stage, name] : stages) {
       OpProfile::Scope prof(&profile_, name, stream_);

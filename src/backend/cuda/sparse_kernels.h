@@ -117,11 +117,19 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
                                   int32_t n_tokens, cudaStream_t s);
 // Selections of every (token, kv head) row of the step (q [n][n_head * head_dim] f32);
 // max_candidates: an upper bound on any row's candidate chunks (the grid's extent).
-// stages: which of the three kernels to launch (all by default; the profiler times them apart).
-// With a shortlist, kSelectScore is the page bounds, their top-`shortlist` and the shortlist's
-// token scores; with the rerank, the sketch scores, their top-`shortlist`, the exact log masses
-// and the group-mass ranking.
-enum SelectStage : int { kSelectProject = 1, kSelectScore = 2, kSelectTopk = 4, kSelectAll = 7 };
+// stages: which kernels to launch (all by default; the profiler times the stages apart, in this
+// order): kSelectProject the rows' q̂; kSelectScore every candidate's score (the page bounds with
+// a shortlist, else the sketch scores); kSelectShortlist the shortlist's top-k and, after page
+// bounds, its sketch scores (and, with the rerank too, their top-`shortlist2`); kSelectRerank the
+// exact log masses and the group-mass ranking; kSelectTopk the selection.
+enum SelectStage : int {
+  kSelectProject = 1,
+  kSelectScore = 2,
+  kSelectTopk = 4,
+  kSelectShortlist = 8,
+  kSelectRerank = 16,
+  kSelectAll = 31
+};
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
                                  int32_t max_candidates, cudaStream_t s, int stages = kSelectAll);
 

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/kv_elem.cuh"
 #include "backend/cuda/mma.cuh"
@@ -458,15 +459,41 @@ __device__ __forceinline__ int32_t rerank_chunk(const RowRule& rr, const int32_t
   return f < rr.first ? f : rr.last + (f - rr.first);
 }
 
-// Grid (rows, entries / kMassWarps): warp w of block y takes entry y * kMassWarps + w, its
-// chunk's keys token by token (lane l: dims l, l + 32, ...; the G dots reduced across the warp),
-// and keeps per head g the running max and sum of exp(scale q_g . k_t): L_g = max + log(sum).
-// Exact widening of the stored keys (page_k); fp32 dots and exp/log (expf / logf, not the
-// approximate intrinsics).
+// Eight K elements [d, d + 8) of token tp of kv head h in `block` (d a multiple of 8): plain
+// pages in one (f16 / bf16) or two (f32) 16-byte loads, scaled pages element by element.
 template <typename T>
+__device__ __forceinline__ void page_k8(const KvLayerView& kv, int32_t block, int h, int tp, int d, float (&k)[8]) {
+  const T* row = static_cast<const T*>(kv.base) + static_cast<int64_t>(block) * kv.page_elems +
+                 (static_cast<int64_t>(h) * kv.page_tokens + tp) * 2 * kv.head_dim + d;
+  if constexpr (std::is_same_v<T, float>) {
+    const float4 lo = reinterpret_cast<const float4*>(row)[0], hi = reinterpret_cast<const float4*>(row)[1];
+    k[0] = lo.x, k[1] = lo.y, k[2] = lo.z, k[3] = lo.w, k[4] = hi.x, k[5] = hi.y, k[6] = hi.z, k[7] = hi.w;
+  } else {
+    const uint4 u = *reinterpret_cast<const uint4*>(row);
+    const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) k[j] = to_f<T>(e[j]);
+  }
+}
+template <>
+__device__ __forceinline__ void page_k8<ScaledPages>(const KvLayerView& kv, int32_t block, int h, int tp, int d,
+                                                     float (&k)[8]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) k[j] = page_k<ScaledPages>(kv, block, h, tp, d + j);
+}
+
+// Grid (rows, entries / kMassWarps): warp w of block y takes entry y * kMassWarps + w, one chunk
+// (= one page of P tokens), all of its tokens at once: lane l takes token l % P and the l / P-th
+// of the 32 / P slices of head_dim (its K elements in 16-byte loads, all in flight together;
+// q from shared memory, broadcast to the lanes of a slice), the slices add by shuffles, and per
+// head g the P lanes of a slice reduce max and sum of exp(scale q_g . k_t): L_g = max + log(sum).
+// Exact widening of the stored keys (page_k8 / page_k); fp32 dots and exp/log (expf / logf, not
+// the approximate intrinsics). Cost: one memory round trip a page, not one a token.
+template <typename T, int P>
 __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables t, CRows q, SelectArgs a) {
   pdl_launch_dependents();
   pdl_wait();
+  constexpr int kSlices = 32 / P;  // lanes a token
   __shared__ float qs[kMaxGroup * kMaxHeadDim];
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
@@ -477,7 +504,7 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
   const int32_t n_list = a.n_list[row];
   const int32_t n_ent = rerank_entries(rr, n_list);
   if (static_cast<int32_t>(blockIdx.y) * kMassWarps >= n_ent) return;  // block-uniform
-  const int G = a.group, D = a.kv.head_dim, C = a.rule.chunk_tokens;
+  const int G = a.group, D = a.kv.head_dim;
   const float* qrow = q.p + i * q.stride + static_cast<int64_t>(h) * G * D;
   for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) qs[idx] = qrow[idx];
   __syncthreads();
@@ -486,51 +513,66 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
   if (e >= n_ent) return;
   const int32_t chunk = rerank_chunk(rr, a.list + row * a.shortlist, n_list, e);
   const int32_t block = t.page_indices[t.page_indptr[t.seq_index[i]] + chunk];
-  const int n_tok = min(C, rr.n_tokens - chunk * C);
-  float mx[kMaxGroup], sum[kMaxGroup];
+  const int n_tok = min(P, rr.n_tokens - chunk * P);  // a chunk is one page (C = P)
+  const int tp = lane % P, slice = lane / P;
+  const int span = (D + kSlices - 1) / kSlices, d0 = slice * span, d1 = min(D, d0 + span);
+  float dot[kMaxGroup];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    mx[g] = -INFINITY;
-    sum[g] = 0.0f;
-  }
-  for (int tp = 0; tp < n_tok; ++tp) {
-    float dot[kMaxGroup];
+  for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
+  if (tp < n_tok) {
+    if (D % (8 * kSlices) == 0) {
+      for (int d = d0; d < d1; d += 8) {
+        float k[8];
+        page_k8<T>(a.kv, block, h, tp, d, k);
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) dot[g] = 0.0f;
-    for (int d = lane; d < D; d += 32) {
-      const float k = page_k<T>(a.kv, block, h, tp, d);  // a chunk is one page (C = P)
+        for (int u = 0; u < 8; ++u)
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < G) dot[g] = fmaf(qs[g * D + d], k, dot[g]);
-    }
+          for (int g = 0; g < kMaxGroup; ++g)
+            if (g < G) dot[g] = fmaf(qs[g * D + d + u], k[u], dot[g]);
+      }
+    } else {
+      for (int d = d0; d < d1; ++d) {
+        const float k = page_k<T>(a.kv, block, h, tp, d);
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= G) break;
-      float v = dot[g];
-#pragma unroll
-      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-      const float x = a.scale * v;
-      if (x > mx[g]) {
-        sum[g] = sum[g] * expf(mx[g] - x) + 1.0f;
-        mx[g] = x;
-      } else {
-        sum[g] += expf(x - mx[g]);
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < G) dot[g] = fmaf(qs[g * D + d], k, dot[g]);
       }
     }
   }
   float* out = a.mass + (row * (a.shortlist + a.rule.max_selected) + e) * G;
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
-    if (g < G && lane == g) out[g] = mx[g] + logf(sum[g]);
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
+    float v = dot[g];
+#pragma unroll
+    for (int off = P; off < 32; off <<= 1) v += __shfl_xor_sync(0xffffffffu, v, off);  // the token's slices
+    const float x = tp < n_tok ? a.scale * v : -INFINITY;
+    float mx = x;
+#pragma unroll
+    for (int off = 1; off < P; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    float sum = x > -INFINITY ? expf(x - mx) : 0.0f;
+#pragma unroll
+    for (int off = 1; off < P; off <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (lane == g) out[g] = mx > -INFINITY ? mx + logf(sum) : -INFINITY;
+  }
 }
 
-// One block per row: lse_g over the row's entries (list and forced), then list_scores[e] =
-// sum_g exp(L_ge - lse_g) for the listed chunks (exact_rerank.h's group mass; ascending g, as the
-// CPU's group_mass_ranking).
+// (m, s) pairs of a log-sum-exp (value m + log s), merged: either may be empty (m = -inf).
+__device__ __forceinline__ void lse_merge(float& m, float& s, float om, float os) {
+  const float hi = fmaxf(m, om);
+  s = hi > -INFINITY ? s * expf(m - hi) + os * expf(om - hi) : 0.0f;
+  m = hi;
+}
+
+// One block per row: lse_g over the row's entries (list and forced) in one pass (each thread a
+// running (max, sum) per head over its entries, merged across the warp by shuffles and across
+// the warps through shared memory), then list_scores[e] = sum_g exp(L_ge - lse_g) for the listed
+// chunks (exact_rerank.h's group mass; ascending g, as the CPU's group_mass_ranking).
 __global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
   pdl_wait();
-  __shared__ float red[256 / 32];
+  constexpr int kWarps = 256 / 32;
+  __shared__ float wm[kWarps][kMaxGroup], ws[kWarps][kMaxGroup];
   __shared__ float lse[kMaxGroup];
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
@@ -542,29 +584,35 @@ __global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectAr
   const int G = a.group;
   const float* m = a.mass + row * (a.shortlist + a.rule.max_selected) * G;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  auto block_reduce = [&](float v, bool is_max) {
+  float mx[kMaxGroup], sm[kMaxGroup];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    mx[g] = -INFINITY;
+    sm[g] = 0.0f;
+  }
+  for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x)
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g)
+      if (g < G) lse_merge(mx[g], sm[g], m[e * G + g], 1.0f);
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= G) break;
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
-      const float o = __shfl_xor_sync(0xffffffffu, v, off);
-      v = is_max ? fmaxf(v, o) : v + o;
+      const float om = __shfl_xor_sync(0xffffffffu, mx[g], off), os = __shfl_xor_sync(0xffffffffu, sm[g], off);
+      lse_merge(mx[g], sm[g], om, os);
     }
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    float r = is_max ? -INFINITY : 0.0f;
-#pragma unroll
-    for (int w = 0; w < 256 / 32; ++w) r = is_max ? fmaxf(r, red[w]) : r + red[w];
-    __syncthreads();
-    return r;
-  };
-  for (int g = 0; g < G; ++g) {
-    float hi = -INFINITY;
-    for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x) hi = fmaxf(hi, m[e * G + g]);
-    hi = block_reduce(hi, true);
-    float s = 0.0f;
-    if (hi > -INFINITY)
-      for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x) s += expf(m[e * G + g] - hi);
-    s = block_reduce(s, false);
-    if (threadIdx.x == 0) lse[g] = hi > -INFINITY ? hi + logf(s) : -INFINITY;
+    if (lane == 0) {
+      wm[warp][g] = mx[g];
+      ws[warp][g] = sm[g];
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    float hm = -INFINITY, hs = 0.0f;
+    for (int w = 0; w < kWarps; ++w) lse_merge(hm, hs, wm[w][g], ws[w][g]);
+    lse[g] = hm > -INFINITY ? hm + logf(hs) : -INFINITY;
   }
   __syncthreads();
   for (int32_t e = threadIdx.x; e < n_list; e += blockDim.x) {
@@ -574,15 +622,24 @@ __global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectAr
   }
 }
 
+template <typename T>
+void launch_mass(dim3 grid, cudaStream_t s, const StepTables& t, const CRows& q, const SelectArgs& a) {
+  switch (a.kv.page_tokens) {  // 8, 16 or 32 (launch_sparse_select checks)
+    case 8: launch_chain(exact_mass_kernel<T, 8>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    case 16: launch_chain(exact_mass_kernel<T, 16>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    default: launch_chain(exact_mass_kernel<T, 32>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+  }
+}
+
 void launch_rerank(int64_t rows, cudaStream_t s, const StepTables& t, const CRows& q, const SelectArgs& a) {
   const unsigned blocks =
       static_cast<unsigned>((a.shortlist + a.rule.max_selected + kMassWarps - 1) / kMassWarps);
   const dim3 grid(static_cast<unsigned>(rows), blocks);
   switch (a.kv.elem) {
-    case KvElem::kF32: launch_chain(exact_mass_kernel<float>, grid, kMassWarps * 32, 0, s, t, q, a); break;
-    case KvElem::kF16: launch_chain(exact_mass_kernel<__half>, grid, kMassWarps * 32, 0, s, t, q, a); break;
-    case KvElem::kBF16: launch_chain(exact_mass_kernel<__nv_bfloat16>, grid, kMassWarps * 32, 0, s, t, q, a); break;
-    default: launch_chain(exact_mass_kernel<ScaledPages>, grid, kMassWarps * 32, 0, s, t, q, a); break;
+    case KvElem::kF32: launch_mass<float>(grid, s, t, q, a); break;
+    case KvElem::kF16: launch_mass<__half>(grid, s, t, q, a); break;
+    case KvElem::kBF16: launch_mass<__nv_bfloat16>(grid, s, t, q, a); break;
+    default: launch_mass<ScaledPages>(grid, s, t, q, a); break;
   }
   launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), 256, 0, s, t, a);
 }
@@ -911,25 +968,29 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
     a2.n_list = a.n_list2;
     a2.list_scores = a.list2_scores;
   }
-  if ((stages & kSelectScore) && max_candidates > 0) {
+  if (max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
+    const bool score = stages & kSelectScore, shortlist = stages & kSelectShortlist, mass = stages & kSelectRerank;
+    const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
     if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
-      launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
-      launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
-      launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
-      launch_rerank(rows, s, t, q, a2);
+      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      if (shortlist) {
+        launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+        launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
+        launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
+      }
+      if (mass) launch_rerank(rows, s, t, q, a2);
     } else if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
-      launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      launch_rerank(rows, s, t, q, a);
+      if (score) launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      if (shortlist) launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      if (mass) launch_rerank(rows, s, t, q, a);
     } else if (hier) {
-      launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
-      launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
-    } else {
+      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      if (shortlist) {
+        launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+        launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
+      }
+    } else if (score) {
       launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
     }
   }
