@@ -740,6 +740,46 @@ class HostTierOps : public SparseAttentionOps {
       }
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " outputs differ, first at " << first << " (" << want[first]
                        << " vs " << got[first] << "); " << seed_note();
+    if (bad > 0) {  // which rows differ: their selections, or the bytes served for the same selection
+      auto sw = dev_->last_selections(n * kKvHeads), sg = host_->last_selections(n * kKvHeads);
+      if (sw.is_ok() && sg.is_ok())
+        for (int64_t r = 0; r < n * kKvHeads; ++r) {
+          size_t row_bad = 0;
+          const int64_t s = r / kKvHeads, h = r % kKvHeads;
+          for (int64_t e = (s * kHeads + h * kGroup) * kHd; e < (s * kHeads + (h + 1) * kGroup) * kHd; ++e)
+            row_bad += !(want[static_cast<size_t>(e)] == got[static_cast<size_t>(e)]);
+          if (row_bad == 0) continue;
+          const auto& a = (*sw)[static_cast<size_t>(r)];
+          const auto& b = (*sg)[static_cast<size_t>(r)];
+          std::string sa, sb;
+          for (int32_t c : a) sa += " " + std::to_string(c);
+          for (int32_t c : b) sb += " " + std::to_string(c);
+          ADD_FAILURE() << what << ": seq " << s << " (context " << ctx_[static_cast<size_t>(s)] << ") kv head " << h
+                        << ": " << row_bad << " outputs differ; "
+                        << (a == b ? "the same selection:" + sa : "device tier selects" + sa + "; host tier" + sb);
+        }
+      // Stale slots after the step (its top-ups and fetches done), and the same step again (the
+      // same token rewritten, every piece now fetched): a difference that goes away is an
+      // ordering fault inside the step.
+      auto audit = host_->audit_hot_set();
+      const std::vector<float> again = decode(*host_, k, v, q);
+      size_t bad_again = 0;
+      for (size_t i = 0; i < want.size(); ++i) bad_again += !(want[i] == again[i]);
+      std::string where = "none";
+      if (audit.is_ok() && audit->stale > 0) {
+        where = "layer " + std::to_string(audit->stale_layer) + " head " + std::to_string(audit->stale_head) +
+                " block " + std::to_string(audit->stale_block) + " fill " + std::to_string(audit->stale_fill) +
+                " first bad token " + std::to_string(audit->stale_token);
+        for (size_t q2 = 0; q2 < seqs_.size(); ++q2)
+          for (size_t j = 0; j < seqs_[q2].blocks.size(); ++j)
+            if (seqs_[q2].blocks[j] == audit->stale_block)
+              where += " = seq " + std::to_string(q2) + " page " + std::to_string(j) + " of " +
+                       std::to_string(seqs_[q2].blocks.size()) + " (context " + std::to_string(ctx_[q2]) + ")";
+      }
+      ADD_FAILURE() << what << ": after the step " << (audit.is_ok() ? audit->stale : -1) << " stale of "
+                    << (audit.is_ok() ? audit->resident : -1) << " resident slots (first: " << where
+                    << "); the step again: " << bad_again << " outputs differ";
+    }
     for (int32_t& c : ctx_) ++c;
   }
   std::vector<float> query(float spread = 1.5f) {

@@ -171,6 +171,9 @@ class CudaBackend final : public Backend {
   // tokens' bytes (rows and scales) differ from its block's bytes in the host pages now.
   struct HotSetAudit {
     int64_t slots = 0, empty = 0, resident = 0, stale = 0;
+    // The first stale slot: layer, kv head, block, fill and the first token whose bytes differ.
+    int stale_layer = -1, stale_head = -1;
+    int32_t stale_block = -1, stale_fill = 0, stale_token = -1;
   };
   Result<HotSetAudit> audit_hot_set();
   // Tests: the selections of `layer`'s last attention call (rows = token * n_kv_heads + head),

@@ -181,6 +181,15 @@ Result<CudaBackend::HotSetAudit> CudaBackend::audit_hot_set() {
         if (scale > 0)
           same = same && std::memcmp(got + kv.scales_offset, page.data() + kv.scales_offset,
                                      static_cast<size_t>(f * 2 * scale)) == 0;
+        if (!same && a.stale == 0) {
+          a.stale_layer = l;
+          a.stale_head = h;
+          a.stale_block = b;
+          a.stale_fill = static_cast<int32_t>(f);
+          for (int64_t t = 0; t < f && a.stale_token < 0; ++t)
+            if (std::memcmp(got + t * 2 * row, page.data() + t * 2 * row, static_cast<size_t>(2 * row)) != 0)
+              a.stale_token = static_cast<int32_t>(t);
+        }
         a.stale += !same;
       }
   }

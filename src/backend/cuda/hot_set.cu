@@ -151,7 +151,11 @@ __global__ void __launch_bounds__(kResolveThreads) hot_resolve_kernel(HotPoolVie
     out = row * a.cap + j;
     if (a.sel_len[row] < 0) return false;
     block = a.sel_pages[out];
-    if (block < 0) return false;
+    // Past the row's selection the top-k pads chunk -1 with page 0 (a readable address for the
+    // attention kernel, which stops at sel_len): not an entry. Taken as one, it fetched block 0
+    // whole (need P) every step, and a block 0 that was some row's growing page was then served
+    // from a slot holding a stale tail (HS_TEST_SEED=1804309288233957682, the host-tier storm).
+    if (block < 0 || a.sel_chunks[out] < 0) return false;
     const int32_t n_keys = a.positions[i] + 1;
     need = min(P, n_keys - a.sel_chunks[out] * P);
     return true;
