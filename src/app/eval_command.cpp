@@ -315,7 +315,8 @@ Result<std::string> ask(LoadedModel& m, const SeqKv& hay, uint64_t hay_state, co
 // A --selectors entry: a selector (sketch, quest, oracle) with optional "+" modifiers that
 // override the model flags for this configuration only: "mass" (--sparse-chunk-score mass),
 // "max", "rerankR" (--sparse-rerank R), "norerank", "resZ" (--sparse-residual Z), "f16" / "int8"
-// (--sketch-dtype). E.g. "sketch+mass", "sketch+rerank4", "sketch+f16+res2".
+// (--sketch-dtype), "pagesN" (--sparse-page-shortlist N: page bounds first, the N best pages
+// scored). E.g. "sketch+mass", "sketch+rerank4", "sketch+f16+res2", "sketch+max+rerank8+pages1536".
 Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
   size_t at = spec.find('+');
   mo.sparse = spec.substr(0, at);
@@ -334,6 +335,10 @@ Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
                std::from_chars(mod.data() + 3, mod.data() + mod.size(), z).ptr == mod.data() + mod.size() &&
                z >= 0.0f && z <= 16.0f) {
       mo.sparse_cfg.residual_z = z;
+    } else if (int n = 0; mod.rfind("pages", 0) == 0 && mod.size() > 5 && mod.size() <= 12 &&
+               std::from_chars(mod.data() + 5, mod.data() + mod.size(), n).ptr == mod.data() + mod.size() &&
+               n >= 0) {
+      mo.sparse_page_shortlist = n;
     } else if (mod == "norerank") {
       mo.sparse_rerank = "0";
     } else if (mod.rfind("rerank", 0) == 0 && mod.size() > 6 && mod.size() <= 8 &&
@@ -341,7 +346,8 @@ Status apply_selector_spec(const std::string& spec, ModelOptions& mo) {
       mo.sparse_rerank = mod.substr(6);
     } else {
       return make_error(StatusCode::kInvalidArgument,
-                        "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank, resZ, f16, int8)", spec, mod);
+                        "--selectors '{}': unknown modifier '{}' (mass, max, rerankR, norerank, resZ, f16, int8, pagesN)", spec,
+                        mod);
     }
   }
   return Status::ok();
@@ -590,8 +596,9 @@ void register_eval(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--budgets", o->budgets, "Sparse budgets in tokens")->capture_default_str();
   cmd->add_option("--selectors", o->selectors, "Selectors: sketch, quest, oracle (the best selection of the budget, from the exact keys); "
                   "'+' modifiers override the model flags for one configuration: +mass, +max (chunk score), "
-                  "+rerankR, +norerank, +resZ (--sparse-residual Z), +f16, +int8 (sketch dtype) (e.g. sketch+mass, "
-                  "sketch+rerank4, sketch+f16+res2)")->capture_default_str();
+                  "+rerankR, +norerank, +resZ (--sparse-residual Z), +f16, +int8 (sketch dtype), +pagesN "
+                  "(--sparse-page-shortlist N) (e.g. sketch+mass, sketch+rerank4, sketch+f16+res2)")
+      ->capture_default_str();
   cmd->add_option("--question", o->question_mode,
                   "How each question's tokens are fed: prefill (one dense prefill batch, as a follow-up prompt is "
                   "in serving; the answer is decoded sparsely) or decode (one sparse decode step per token)")

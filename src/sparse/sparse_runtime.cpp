@@ -67,15 +67,18 @@ Result<std::unique_ptr<SparseRuntime>> SparseRuntime::create(SparseMode mode, co
     return make_error(StatusCode::kUnsupported, "sparse: --sparse-tail estimate runs on the host sparse path only");
   if (cfg.page_shortlist != 0) {
     // The host sketch selector emulates the GPU's rule (its recall; no speed-up), max rule only.
-    // (On a device backend, no host kernels, the rerank may follow it: CUDA chains the two.)
-    if (mode != SparseMode::kSketch || cfg.chunk_mass_scale > 0.0f || (cfg.rerank_factor != 0 && kernels))
+    // With the rerank it emulates CUDA's chain: the page bounds keep page_shortlist chunks, their
+    // sketch scores the rerank's R x budget shortlist, the exact keys the budget.
+    if (mode != SparseMode::kSketch || cfg.chunk_mass_scale > 0.0f)
       return make_error(StatusCode::kUnsupported,
                         "sparse: --sparse-page-shortlist (hierarchical scoring) takes the sketch selector with the max "
-                        "chunk score and no rerank (--sparse sketch --sparse-chunk-score max --sparse-rerank 0)");
-    if (cfg.page_shortlist < cfg.budget_chunks())
-      return make_error(StatusCode::kInvalidArgument,
-                        "sparse: --sparse-page-shortlist {} is below the budget's {} chunks", cfg.page_shortlist,
-                        cfg.budget_chunks());
+                        "chunk score (--sparse sketch --sparse-chunk-score max)");
+    const int32_t factor = std::max(1, cfg.rerank_factor);
+    if (cfg.page_shortlist < cfg.budget_chunks() * factor)
+      return make_error(StatusCode::kInvalidArgument, "sparse: --sparse-page-shortlist {} is below the budget's {} chunks{}",
+                        cfg.page_shortlist, cfg.budget_chunks(),
+                        factor > 1 ? fmt::format(" x the rerank's {} (its shortlist comes from these pages)", factor)
+                                   : std::string());
   }
   // The selector shortlists R × budget with the rerank, the budget itself without.
   const SparseConfig sel_cfg = rt->rerank_ ? rt->rerank_->shortlist_config() : cfg;

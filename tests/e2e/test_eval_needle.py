@@ -26,14 +26,16 @@ def test_eval_needle_small(tmp_path, question):
     out = tmp_path / "eval.json"
     cmd = [str(hs_bin()), "eval", "needle", "-m", str(hs_model()), "--context", "2048", "--needles", "3",
            "--budgets", "256", "4096", "--selectors", "sketch", "quest", "sketch+mass", "quest+rerank4", "sketch+f16+res1",
-           "--sketch", "random", "--answer-tokens", "10", "--question", question, "--json", str(out)]
+           "sketch+max+norerank+pages256", "sketch+max+rerank4+pages1024", "--sketch", "random",
+           "--answer-tokens", "10", "--question", question, "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| 2048 | dense |" in proc.stdout
     result = json.loads(out.read_text())
     configs = {c["config"]: c for c in result["contexts"][0]["configs"]}
     assert set(configs) == {"dense"} | {f"{s}@{b}" for s in ("sketch", "quest", "sketch+mass", "quest+rerank4",
-                                                                  "sketch+f16+res1")
+                                                                  "sketch+f16+res1", "sketch+max+norerank+pages256",
+                                                                  "sketch+max+rerank4+pages1024")
                                         for b in (256, 4096)}
     for name, c in configs.items():
         assert c["total"] == 3 and 0 <= c["correct"] <= 3, name

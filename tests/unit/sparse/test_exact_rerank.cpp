@@ -381,6 +381,59 @@ TEST(SparsePageShortlist, HostEmulationKeepsTheBestBounds) {
   EXPECT_EQ(scored, flat.budget_chunks());
 }
 
+// The host emulation of CUDA's chain (page bounds, then sketch scores, then the exact rerank):
+// page bounds covering every candidate select as the flat rerank; a short page shortlist
+// (N >= R x budget chunks) reranks only chunks the bounds kept; below R x budget it is refused.
+TEST(SparsePageShortlist, ChainsIntoTheRerankOnTheHost) {
+  std::mt19937 rng(sparse_seed());
+  const int hd = 64, G = 4, R = 16;
+  KvGeometry kg{.n_layer = 1, .n_kv_heads = 1, .head_dim = hd, .page_tokens = 16, .dtype = KvDtype::kF16};
+  const int32_t n = 3000;
+  PagedContext ctx(kg, n, rng);
+  const SparseConfig rr = small_config(256, 4);  // 16 budget chunks, a shortlist of 64
+  auto make = [&](int32_t pages) -> std::unique_ptr<SparseRuntime> {
+    SparseConfig cfg = rr;
+    cfg.page_shortlist = pages;
+    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
+                                    std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
+                                    &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+    EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
+    return rt.is_ok() ? std::move(*rt) : nullptr;
+  };
+  auto flat = make(0), all = make(4096), chain = make(80);
+  ASSERT_TRUE(flat && all && chain);
+  test::fill_hot_keys(ctx, rng, 0.03, [&](int32_t t, const float* k, const float* v) {
+    for (SparseRuntime* rt : {flat.get(), all.get(), chain.get()}) rt->on_key(ctx.seq.blocks, 0, 0, t, k, v);
+  });
+  const auto q = randn(rng, G * hd);
+  SelectScratch scratch;
+  std::vector<int32_t> want, got_all, got, shortlist;
+  flat->select(ctx.seq.blocks, 0, 0, q.data(), G, n, want, scratch);
+  all->select(ctx.seq.blocks, 0, 0, q.data(), G, n, got_all, scratch);
+  EXPECT_EQ(got_all, want);
+  chain->select(ctx.seq.blocks, 0, 0, q.data(), G, n, got, scratch);
+  const SelectInput in{.layer = 0, .kv_head = 0, .q = q.data(), .n_q = G, .blocks = ctx.seq.blocks, .n_tokens = n};
+  chain->selector().select(in, shortlist);  // the chain's first two stages: bounds, then sketch scores
+  const auto [first, last] = candidate_range(n, rr);
+  const std::set<int32_t> listed(shortlist.begin(), shortlist.end());
+  int scored = 0;
+  for (int32_t c : got)
+    if (c >= first && c < last) {
+      ++scored;
+      EXPECT_TRUE(listed.count(c)) << "chunk " << c << " reranked from outside the bounds' shortlist";
+    }
+  EXPECT_EQ(scored, rr.budget_chunks());
+  EXPECT_EQ(static_cast<int>(shortlist.size()) - (static_cast<int>(got.size()) - scored), 64) << "R x budget listed";
+  // Below R x budget chunks: refused, naming the rerank.
+  SparseConfig low = rr;
+  low.page_shortlist = 63;
+  auto bad = SparseRuntime::create(SparseMode::kSketch, low, geometry(ctx.cache),
+                                   std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
+                                   &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("the rerank's 4"), std::string::npos) << bad.status().message();
+}
+
 // Hierarchical page scoring (--sparse-page-shortlist) takes the sketch selector: Quest refuses it
 // with a message naming it, and a shortlist below the budget is refused.
 TEST(SparsePageShortlist, RefusedOffTheSketchPath) {
