@@ -191,8 +191,9 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   // Hierarchical scoring: auto on the GPU = 4 x the budget's chunks (measured as good as the flat
   // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), off on the CPU. With
   // the rerank, auto = off (the rerank's shortlist from every candidate's sketch score: the path
-  // measured on the GPU, session 22); an explicit N > R x budget chunks chains the bounds first
-  // (written, not yet run on a GPU: docs/gpu-sparse.md).
+  // measured on the GPU, session 22); an explicit N >= R x budget chunks chains the bounds first
+  // (run on an H100 in session 22: no faster than the flat rerank at 1 x 128K; its recall through
+  // the host emulation, eval needle's +pagesN: docs/gpu-sparse.md).
   cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
                        : gpu && mode == SparseMode::kSketch && cfg.rerank_factor <= 0 ? 4 * cfg.budget_chunks()
                                                                                       : 0;

@@ -315,7 +315,8 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
     const std::pair<int, const char*> stages[] = {{kSelectProject, "attention: sparse project"},
                                                   {kSelectScore, "attention: sparse score"},
                                                   {kSelectShortlist, "attention: sparse shortlist"},
-                                                  {kSelectRerank, "attention: sparse rerank"},
+                                                  {kSelectRerank, "attention: sparse rerank (exact masses)"},
+                                                  {kSelectRank, "attention: sparse rerank (ranking)"},
                                                   {kSelectTopk, "attention: sparse top-k"}};
     for (const auto& [stage, name] : stages) {
       OpProfile::Scope prof(&profile_, name, stream_);

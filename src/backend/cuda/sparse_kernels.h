@@ -121,14 +121,15 @@ cudaError_t launch_sketch_rebuild(SketchLayerView sk, SketchBasisView b, KvLayer
 // order): kSelectProject the rows' q̂; kSelectScore every candidate's score (the page bounds with
 // a shortlist, else the sketch scores); kSelectShortlist the shortlist's top-k and, after page
 // bounds, its sketch scores (and, with the rerank too, their top-`shortlist2`); kSelectRerank the
-// exact log masses and the group-mass ranking; kSelectTopk the selection.
+// exact log masses; kSelectRank the group-mass ranking; kSelectTopk the selection.
 enum SelectStage : int {
   kSelectProject = 1,
   kSelectScore = 2,
   kSelectTopk = 4,
   kSelectShortlist = 8,
   kSelectRerank = 16,
-  kSelectAll = 31
+  kSelectRank = 32,
+  kSelectAll = 63
 };
 cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTables t, CRows q, const SelectArgs& a,
                                  int32_t max_candidates, cudaStream_t s, int stages = kSelectAll);

@@ -631,17 +631,21 @@ void launch_mass(dim3 grid, cudaStream_t s, const StepTables& t, const CRows& q,
   }
 }
 
-void launch_rerank(int64_t rows, cudaStream_t s, const StepTables& t, const CRows& q, const SelectArgs& a) {
+// The exact log masses (stages & kSelectRerank), then the group-mass ranking (kSelectRank).
+void launch_rerank(int64_t rows, cudaStream_t s, const StepTables& t, const CRows& q, const SelectArgs& a,
+                   int stages) {
   const unsigned blocks =
       static_cast<unsigned>((a.shortlist + a.rule.max_selected + kMassWarps - 1) / kMassWarps);
   const dim3 grid(static_cast<unsigned>(rows), blocks);
-  switch (a.kv.elem) {
-    case KvElem::kF32: launch_mass<float>(grid, s, t, q, a); break;
-    case KvElem::kF16: launch_mass<__half>(grid, s, t, q, a); break;
-    case KvElem::kBF16: launch_mass<__nv_bfloat16>(grid, s, t, q, a); break;
-    default: launch_mass<ScaledPages>(grid, s, t, q, a); break;
+  if (stages & kSelectRerank) {
+    switch (a.kv.elem) {
+      case KvElem::kF32: launch_mass<float>(grid, s, t, q, a); break;
+      case KvElem::kF16: launch_mass<__half>(grid, s, t, q, a); break;
+      case KvElem::kBF16: launch_mass<__nv_bfloat16>(grid, s, t, q, a); break;
+      default: launch_mass<ScaledPages>(grid, s, t, q, a); break;
+    }
   }
-  launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), 256, 0, s, t, a);
+  if (stages & kSelectRank) launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), 256, 0, s, t, a);
 }
 
 // Order-preserving key of a score: larger float, larger key; NaN ranks as -inf.
@@ -970,7 +974,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   }
   if (max_candidates > 0) {
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
-    const bool score = stages & kSelectScore, shortlist = stages & kSelectShortlist, mass = stages & kSelectRerank;
+    const bool score = stages & kSelectScore, shortlist = stages & kSelectShortlist;
     const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
     if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
       if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
@@ -979,11 +983,11 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
         launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
         launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
       }
-      if (mass) launch_rerank(rows, s, t, q, a2);
+      launch_rerank(rows, s, t, q, a2, stages);
     } else if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
       if (score) launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
       if (shortlist) launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      if (mass) launch_rerank(rows, s, t, q, a);
+      launch_rerank(rows, s, t, q, a, stages);
     } else if (hier) {
       if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
       if (shortlist) {
