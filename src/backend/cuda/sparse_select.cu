@@ -13,8 +13,13 @@
 // above it and the last `need` of the ties (ties prefer the later chunk, as the CPU), and
 // writes sinks + winners + window in ascending order with two block scans, with their pages
 // and the selected key count.
+// With a shortlist: bound_kernel bounds every candidate page from its summary (hierarchical
+// scoring) and score_kernel<kList> scores the kept pages; with the exact rerank,
+// exact_mass_kernel takes the shortlist's (and the forced pages') keys from the KV pages, a warp
+// a page, and rerank_rank_kernel ranks the list by group mass before the final top-k.
 // Cost: pass 1 reads each candidate token's sketch once (rank · 2 bytes) and recomputes the
-// projection per block (G · rank · head_dim FMAs); pass 2 reads the row's scores 5 times (L2).
+// projection per block (G · rank · head_dim FMAs); pass 2 reads the row's scores 5 times (L2);
+// the rerank reads R × budget K rows per row (head_dim elements each) and computes G dots a key.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
