@@ -522,10 +522,11 @@ TEST_F(SparseAttentionOps, HierarchicalScoringKeepsTheBestPages) {
 // the reranked K rows.
 TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
   // page_shortlist 0: the rerank's shortlist from every candidate's sketch score; 96: from the
-  // sketch scores of the 96 best page bounds (hierarchical scoring first). The CPU reference is
-  // the flat two-stage selection: with bounds, only rows whose candidates all fit the bounds'
+  // sketch scores of the 96 best page bounds (hierarchical scoring first); 64 (= R x the
+  // budget's 16 chunks): the 64 best bounds are the rerank's list as they are. The CPU reference
+  // is the flat two-stage selection: with bounds, only rows whose candidates all fit the bounds'
   // list are compared with it (the 700-key rows); the longer ones are checked through the output.
-  for (const int32_t page_shortlist : {0, 96}) {
+  for (const int32_t page_shortlist : {0, 96, 64}) {
     SCOPED_TRACE("page_shortlist " + std::to_string(page_shortlist));
     check_exact_rerank(page_shortlist);
     if (HasFatalFailure()) return;

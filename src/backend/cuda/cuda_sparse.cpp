@@ -66,10 +66,11 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: the group-mass chunk score, estimated tail and residual bound are CPU-only "
                       "so far (--sparse-chunk-score max; the exact rerank, --sparse-rerank R, runs on the GPU)");
-  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0 && cfg.page_shortlist <= cfg.rerank_factor * cfg.budget_chunks())
+  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0 && cfg.page_shortlist < cfg.rerank_factor * cfg.budget_chunks())
     return make_error(StatusCode::kInvalidArgument,
-                      "cuda sparse attention: with the exact rerank, --sparse-page-shortlist {} must exceed the rerank's "
-                      "shortlist of {} pages (its bounds pick the pages whose sketch scores pick the rerank's)",
+                      "cuda sparse attention: with the exact rerank, --sparse-page-shortlist {} must be at least the "
+                      "rerank's shortlist of {} pages (equal: the bounds pick the rerank's pages; more: the sketch "
+                      "scores of the bounds' pages pick them)",
                       cfg.page_shortlist, cfg.rerank_factor * cfg.budget_chunks());
   if (cfg.window_tokens <= 0)
     return make_error(StatusCode::kUnsupported,
@@ -196,9 +197,12 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
     // Hierarchical scoring reads each candidate's page summary (4 rank bytes: two tokens'
     // sketches) and the shortlist's token sketches instead of every candidate's.
     const int64_t n_cand = last - first;
+    // With the rerank taking the bounds' list as it is (page_shortlist = R x budget), no token
+    // sketches are read at all.
     const int32_t sl = sketch_summary_offset_ > 0 ? cfg.page_shortlist : 0;
+    const bool bounds_first = cfg.rerank_factor > 0 && sl == cfg.rerank_factor * cfg.budget_chunks();
     const int64_t scored = all                      ? 0
-                           : sl > 0 && n_cand > sl ? int64_t{sl} * C + 2 * n_cand
+                           : sl > 0 && n_cand > sl ? (bounds_first ? 0 : int64_t{sl} * C) + 2 * n_cand
                                                     : n_cand * C;
     // The exact rerank reads the K rows of its shortlist and of the forced chunks.
     const int64_t rr_list = std::min<int64_t>(n_cand, int64_t{cfg.rerank_factor} * cfg.budget_chunks());
@@ -287,15 +291,19 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   const bool hier = sketch_summary_offset_ > 0 && shortlist > 0 && stride > shortlist;
   if (rerank > 0) {  // the exact rerank of the best rerank x budget chunks by sketch score
     const int32_t sl = rerank * sparse_->config().budget_chunks();
-    // With page bounds first: list = the bounds' best `shortlist`, list2 = the rerank's.
-    const int32_t sl1 = hier ? shortlist : sl;
-    const size_t ints = static_cast<size_t>(rows) * (2 * sl1 + 1) + (hier ? static_cast<size_t>(rows) * (2 * sl + 1) : 0);
+    // With page bounds first: list = the bounds' best `shortlist`; when that is longer than the
+    // rerank's list, its sketch scores pick list2 (the chain), else the rerank takes it as is.
+    const bool chain = hier && shortlist > sl;
+    const int32_t sl1 = hier ? shortlist : sl;  // hier && !chain: shortlist == sl (SparseRuntime checks >=)
+    const size_t ints =
+        static_cast<size_t>(rows) * (2 * sl1 + 1) + (chain ? static_cast<size_t>(rows) * (2 * sl + 1) : 0);
     HS_RETURN_IF_ERROR(grow(shortlist_, ints * 4, "sparse shortlists"));
     HS_RETURN_IF_ERROR(grow(rerank_mass_, sparse_rerank_mass_floats(rows, sl, cap, s.group) * sizeof(float),
                             "the exact rerank's log masses"));
     int32_t* next = carve_list(static_cast<int32_t*>(shortlist_.ptr), rows, sl1, s.shortlist, s.list, s.list_scores,
                                s.n_list);
-    if (hier) (void)carve_list(next, rows, sl, s.shortlist2, s.list2, s.list2_scores, s.n_list2);
+    if (chain) (void)carve_list(next, rows, sl, s.shortlist2, s.list2, s.list2_scores, s.n_list2);
+    s.bounds_first = hier && !chain;
     s.rerank = true;
     s.kv = layer_kv_view(layer);
     s.scale = p.scale;

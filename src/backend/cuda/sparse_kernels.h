@@ -99,6 +99,9 @@ struct SelectArgs {
   int32_t* list2 = nullptr;         // [n * n_kv][shortlist2] chunk ids
   int32_t* n_list2 = nullptr;       // [n * n_kv]
   float* list2_scores = nullptr;    // [n * n_kv][shortlist2]
+  // The rerank straight from the page bounds (summaries set, rerank set, shortlist2 == 0): the
+  // bounds' best `shortlist` (= R x the budget's chunks) are the rerank's list; no sketch scores.
+  bool bounds_first = false;
 };
 
 // Floats of SelectArgs::scores for `rows` rows.

@@ -965,7 +965,9 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   // Hierarchical: page bounds over every candidate, their best a.shortlist, token scores of those.
   const bool lists = a.shortlist > 0 && a.list && a.n_list && a.list_scores;
   const bool rerank = a.rerank && lists && a.mass;
-  const bool hier = sk.summary && lists && (!a.rerank || (a.shortlist2 > 0 && a.list2 && a.n_list2 && a.list2_scores));
+  const bool bounds_rerank = rerank && a.bounds_first && sk.summary;  // the bounds' list is the rerank's
+  const bool hier = !bounds_rerank && sk.summary && lists &&
+                    (!a.rerank || (a.shortlist2 > 0 && a.list2 && a.n_list2 && a.list2_scores));
   if (a.rerank && (!rerank || a.kv.head_dim != b.head_dim || a.kv.n_kv_heads != a.n_kv_heads ||
                    a.kv.page_tokens != P || b.head_dim > kMaxHeadDim))
     return cudaErrorInvalidValue;
@@ -981,7 +983,11 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
     const bool score = stages & kSelectScore, shortlist = stages & kSelectShortlist;
     const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
-    if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
+    if (bounds_rerank) {  // bounds, their best a.shortlist, the list's exact group mass
+      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      if (shortlist) launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      launch_rerank(rows, s, t, q, a, stages);
+    } else if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
       if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
       if (shortlist) {
         launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
