@@ -3,16 +3,9 @@
 # scripts/gpu-check whole (ops, kernels, golden SmolLM2 / Gemma 3 / Qwen2.5-Coder-0.5B on CUDA,
 # tiny hybrids, short benches, bad input), then s22c.sh (eval needle --device cuda). The haystacks
 # and the 0.5B's sketch travel in .gpu/hay.
-M=/root/stage/m; mkdir -p $M/models /root/res
-cat $M/all.?? | python3 -c "
-import sys
-f = sys.stdin.buffer
-for name, n in [('smollm2-135m-instruct-q4_1', 98362432), ('gemma-3-270m-q4_k_m', 253113024),
-                ('qwen2.5-coder-0.5b-instruct-q4_k_m', 491400064)]:
-    open('$M/models/' + name + '.gguf', 'wb').write(f.read(n))
-"
+M=/root/stage/m; mkdir -p /root/res
+bash bench/gpu-lease/cut-models.sh
 cp .gpu/hay/*.safetensors $M/models/
-(cd $M/models && sha256sum *.gguf)
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
 HS_PREBUILT=/root/stage/hs HS_MODELS_DIR=$M/models timeout 400 scripts/gpu-check /root/res/check > /dev/null 2>&1; echo "gpu-check rc $?"
 head -40 /root/res/check/summary.md

@@ -3,15 +3,8 @@
 # (sha256 checked), run scripts/gpu-check whole (ops, kernels, golden SmolLM2 / Gemma 3 /
 # Qwen2.5-Coder-0.5B on CUDA, tiny hybrids, short benches, bad input), then wait for llama.cpp's
 # setup (started by s22a.sh) so the speed rows that follow run on an idle machine.
-M=/root/stage/m; mkdir -p $M/models /root/res
-cat $M/all.?? | python3 -c "
-import sys
-f = sys.stdin.buffer
-for name, n in [('smollm2-135m-instruct-q4_1', 98362432), ('gemma-3-270m-q4_k_m', 253113024),
-                ('qwen2.5-coder-0.5b-instruct-q4_k_m', 491400064)]:
-    open('$M/models/' + name + '.gguf', 'wb').write(f.read(n))
-"
-(cd $M/models && sha256sum *.gguf)
+M=/root/stage/m; mkdir -p /root/res
+bash bench/gpu-lease/cut-models.sh
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
 HS_PREBUILT=/root/stage/hs HS_MODELS_DIR=$M/models timeout 420 scripts/gpu-check /root/res/check > /dev/null 2>&1; echo "gpu-check rc $?"
 head -40 /root/res/check/summary.md

@@ -66,12 +66,6 @@ Status CudaBackend::set_sparse(SparseRuntime* rt, HotChunks* hot) {
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: the group-mass chunk score, estimated tail and residual bound are CPU-only "
                       "so far (--sparse-chunk-score max; the exact rerank, --sparse-rerank R, runs on the GPU)");
-  if (cfg.rerank_factor > 0 && cfg.page_shortlist > 0 && cfg.page_shortlist < cfg.rerank_factor * cfg.budget_chunks())
-    return make_error(StatusCode::kInvalidArgument,
-                      "cuda sparse attention: with the exact rerank, --sparse-page-shortlist {} must be at least the "
-                      "rerank's shortlist of {} pages (equal: the bounds pick the rerank's pages; more: the sketch "
-                      "scores of the bounds' pages pick them)",
-                      cfg.page_shortlist, cfg.rerank_factor * cfg.budget_chunks());
   if (cfg.window_tokens <= 0)
     return make_error(StatusCode::kUnsupported,
                       "cuda sparse attention: a window of at least one token is needed (--sparse-window > 0): the "

@@ -983,31 +983,21 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
     const dim3 grid(static_cast<unsigned>(rows), cand_blocks);
     const bool score = stages & kSelectScore, shortlist = stages & kSelectShortlist;
     const unsigned list_blocks = static_cast<unsigned>((a.shortlist + kChunksPerCta - 1) / kChunksPerCta);
-    if (bounds_rerank) {  // bounds, their best a.shortlist, the list's exact group mass
-      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      if (shortlist) launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      launch_rerank(rows, s, t, q, a, stages);
-    } else if (rerank && hier) {  // bounds, their best a.shortlist, its sketch scores, their best a.shortlist2, exact
-      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      if (shortlist) {
-        launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-        launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
-        launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
-      }
-      launch_rerank(rows, s, t, q, a2, stages);
-    } else if (rerank) {  // sketch scores, their best a.shortlist, the shortlist's exact group mass
-      if (score) launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      if (shortlist) launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-      launch_rerank(rows, s, t, q, a, stages);
-    } else if (hier) {
-      if (score) launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
-      if (shortlist) {
-        launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
-        launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
-      }
-    } else if (score) {
-      launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
+    // First stage: every candidate's page bound (then sketch scores of the bounds' list, unless
+    // the rerank takes that list as it is) or every candidate's sketch score.
+    const bool bounds = bounds_rerank || hier;
+    if (score) {
+      if (bounds)
+        launch_bound(b.rank, grid, s, sk, t, a, cp, proj_stride);
+      else
+        launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
     }
+    if (shortlist && (rerank || hier)) {  // the best a.shortlist into list
+      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      if (hier) launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
+      if (hier && rerank) launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
+    }
+    if (rerank) launch_rerank(rows, s, t, q, a2, stages);  // a2: list2 after the chain, else list
   }
   // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
   if (stages & kSelectTopk) {

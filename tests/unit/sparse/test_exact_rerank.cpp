@@ -39,6 +39,13 @@ SparseRuntime::Geometry geometry(const KvCache& kv) {
                                  kv_token_bytes(g.dtype, g.head_dim), {true}};
 }
 
+// A host sketch runtime over the cache kv (one layer, one kv head, basis seed 5, scale 0.125).
+Result<std::unique_ptr<SparseRuntime>> host_sketch_runtime(const SparseConfig& cfg, const KvCache& kv, int hd, int rank) {
+  return SparseRuntime::create(SparseMode::kSketch, cfg, geometry(kv),
+                               std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, rank, 5)),
+                               &cpu_sparse_kernels(), &kv, 0.125f);
+}
+
 SparseConfig small_config(int budget, int factor) {
   SparseConfig cfg;
   cfg.budget_tokens = budget;
@@ -322,12 +329,10 @@ TEST(SparsePageShortlist, HostEmulationKeepsTheBestBounds) {
   const int32_t n = 3000;
   PagedContext ctx(kg, n, rng);
   SparseConfig flat = small_config(256, 0);
-  auto make = [&](int32_t shortlist) {
+  auto make = [&](int32_t shortlist) -> std::unique_ptr<SparseRuntime> {
     SparseConfig cfg = flat;
     cfg.page_shortlist = shortlist;
-    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
-                                    std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
-                                    &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+    auto rt = host_sketch_runtime(cfg, ctx.cache, hd, R);
     EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
     return rt.is_ok() ? std::move(*rt) : nullptr;
   };
@@ -394,9 +399,7 @@ TEST(SparsePageShortlist, ChainsIntoTheRerankOnTheHost) {
   auto make = [&](int32_t pages) -> std::unique_ptr<SparseRuntime> {
     SparseConfig cfg = rr;
     cfg.page_shortlist = pages;
-    auto rt = SparseRuntime::create(SparseMode::kSketch, cfg, geometry(ctx.cache),
-                                    std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
-                                    &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+    auto rt = host_sketch_runtime(cfg, ctx.cache, hd, R);
     EXPECT_TRUE(rt.is_ok()) << rt.status().to_string();
     return rt.is_ok() ? std::move(*rt) : nullptr;
   };
@@ -427,9 +430,7 @@ TEST(SparsePageShortlist, ChainsIntoTheRerankOnTheHost) {
   // Below R x budget chunks: refused, naming the rerank.
   SparseConfig low = rr;
   low.page_shortlist = 63;
-  auto bad = SparseRuntime::create(SparseMode::kSketch, low, geometry(ctx.cache),
-                                   std::make_unique<SketchBasis>(random_sketch_basis(1, 1, hd, R, 5)),
-                                   &cpu_sparse_kernels(), &ctx.cache, 0.125f);
+  auto bad = host_sketch_runtime(low, ctx.cache, hd, R);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("the rerank's 4"), std::string::npos) << bad.status().message();
 }
