@@ -93,7 +93,8 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("--sparse-page-shortlist", opt.sparse_page_shortlist,
                   "Hierarchical scoring: bound every candidate page by its sketch summary first and score only the N "
                   "best pages token by token (N >= budget / chunk; 0 = off: every candidate scored; -1 = auto: on the "
-                  "GPU 4 x the budget's chunks, off on the CPU, which only emulates it to measure its recall)")
+                  "GPU 4 x the budget's chunks, or R x them with the rerank (which then reranks those pages' tokens "
+                  "as they are), off on the CPU, which only emulates it to measure its recall)")
       ->check(CLI::Range(-1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--sparse-rerank", opt.sparse_rerank,
@@ -188,15 +189,17 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   } else {
     cfg.rerank_factor = rerank_factor_of(opt.sparse_rerank).value_or(-1);  // -1: refused by validate
   }
-  // Hierarchical scoring: auto on the GPU = 4 x the budget's chunks (measured as good as the flat
-  // rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20), off on the CPU. With
-  // the rerank, auto = off (the rerank's shortlist from every candidate's sketch score: the path
-  // measured on the GPU, session 22); an explicit N >= R x budget chunks chains the bounds first
-  // (run on an H100 in session 22: no faster than the flat rerank at 1 x 128K; its recall through
-  // the host emulation, eval needle's +pagesN: docs/gpu-sparse.md).
+  // Hierarchical scoring: auto on the GPU = 4 x the budget's chunks without the rerank (measured as
+  // good as the flat rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20) and
+  // R x the budget's chunks with it: the rerank then takes the page bounds' list as it is
+  // (SelectArgs::bounds_first; session 24 on an H100: 1.05x / 1.10x the flat rerank at 1 x 128K /
+  // 256K, the same correct answers at 32K on the three code haystacks). Off on the CPU, which only
+  // emulates it (eval needle's +pagesN).
+  const bool gpu_sketch = gpu && mode == SparseMode::kSketch;
   cfg.page_shortlist = opt.sparse_page_shortlist >= 0 ? opt.sparse_page_shortlist
-                       : gpu && mode == SparseMode::kSketch && cfg.rerank_factor <= 0 ? 4 * cfg.budget_chunks()
-                                                                                      : 0;
+                       : !gpu_sketch                ? 0
+                       : cfg.rerank_factor > 0      ? cfg.rerank_factor * cfg.budget_chunks()
+                                                    : 4 * cfg.budget_chunks();
   // The group-mass first stage with the rerank on the CPU; the GPU's first stage is the max rule.
   const bool mass = opt.chunk_score == "mass" || (opt.chunk_score == "auto" && cfg.rerank_factor > 0 && !gpu);
   cfg.chunk_mass_scale = mass ? c.attn_scale : 0.0f;
