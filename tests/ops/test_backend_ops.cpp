@@ -375,7 +375,7 @@ TEST_F(BackendOps, Matmul) {
         ASSERT_TRUE(r.is_ok()) << r.status().to_string();
         w[which] = *r;
       }
-      for (int64_t n : {1, 2, 7, 8, 9, 64}) {  // quantized 1..8 / 16-bit 1..2: the GEMV kernels; else cuBLAS
+      for (int64_t n : {1, 2, 7, 8, 9, 17, 64, 128}) {  // quantized 1..8: GEMV kernels, 9..128: the quantized GEMM; 16-bit 1..2: GEMV; else cuBLAS
         Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
         std::vector<std::vector<float>> ref, got;
         run_both(step.plan, {{{n, n_in}, normal(rng_, static_cast<size_t>(n * n_in), 1.0f, true)}}, {{n, n_out}},

@@ -12,7 +12,14 @@
 //     1 / 2 / 3 / 8 tokens with tokens scaled by 1e5 and 1e-5 (the per-token scaling), strided
 //     and unaligned x / y (y's padding must stay NaN), every row-warp x cluster split.
 //   dequantize: bitwise f16(clamp(dequantize_row)); embedding: bitwise dequantize_row.
-// QuantGemv.Bandwidth (HS_GEMV_BENCH=1 only): the launchers' weight-read rate on 8B-llama shapes.
+// QuantGemm.* (the tensor-core GEMM of 9..128 tokens, backend/cuda/gemm_quant_mma.h): against a
+//   double-precision sum over the weights as f16 (Q4_0 / Q8_0: the dequantized floats rounded to
+//   f16, which is what the kernel multiplies) and x rounded to f16: |y - ref| <= 1e-5 sum |w||x|
+//   (fp32 accumulation only); Q4_K (its f16 weight is one more rounding away, q f16(d sc) -
+//   f16(dmin m)) against the exact weights: 4e-3. Odd rows, padded groups, 9..128 tokens, every
+//   cluster split and token tiling; y's padding must stay NaN.
+// QuantGemv.Bandwidth / QuantGemm.Bandwidth (HS_GEMV_BENCH=1 only): the launchers' weight-read
+//   rate on 8B-llama / Qwen3.5-27B shapes.
 // Inputs are fresh each run (HS_TEST_SEED=<n> replays; the seed is in every failure message).
 #include <gtest/gtest.h>
 
@@ -36,6 +43,7 @@
 #if defined(HS_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/gemm_quant_mma.h"
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/quant_layout.h"
 #include "cuda_test_util.h"
@@ -516,6 +524,207 @@ TEST_F(QuantGemv, Bandwidth) {
         const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
         const std::string plan = std::to_string(p.rw) + " " + std::to_string(p.ck) + " " + std::to_string(p.slice_groups);
         std::printf("%-5s %-13s %5d  %-22s %9.2f %9.1f\n", names[wk], shape.c_str(), ntok, plan.c_str(), t,
+                    static_cast<double>(bytes) / (t * 1e3));
+      }
+    }
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+}
+
+// ---- device: the quantized tensor-core GEMM (9..128 tokens) ----------------------------------
+
+// Checks launch_gemm_quant_mma (plan: null = the planner's) for x [ntok][cols] against the
+// double sum over w16 (the weights the kernel should multiply) and x rounded to f16, within
+// tol * sum |w||x| per output; y's padding rows must stay NaN.
+GemvCheck check_gemm(QuantKind k, const QuantWeights& qw, const std::vector<float>& w16, int64_t rows, int64_t cols,
+                     const std::vector<float>& x, int ntok, const cuda::GemmQuantPlan* plan, double tol,
+                     const std::string& what) {
+  GemvCheck res;
+  const int64_t xs = (cols + 8 + 7) / 8 * 8;  // strided x: padding columns hold a large poison
+  const int64_t ys = rows + 3;
+  std::vector<uint16_t> xh(static_cast<size_t>(ntok * xs), fp32_to_fp16(60000.0f));
+  std::vector<float> xr(static_cast<size_t>(ntok * cols));
+  for (int t = 0; t < ntok; ++t)
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint16_t h = fp32_to_fp16(x[static_cast<size_t>(t * cols + c)]);
+      xh[static_cast<size_t>(t * xs + c)] = h;
+      xr[static_cast<size_t>(t * cols + c)] = fp16_to_fp32(h);
+    }
+  DevBuf dx(xh.size() * 2), dy(static_cast<size_t>(ntok * ys) * 4);
+  EXPECT_TRUE(dx.p && dy.p);
+  if (!dx.p || !dy.p) return res;
+  EXPECT_EQ(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  EXPECT_EQ(cudaMemset(dy.p, 0xFF, static_cast<size_t>(ntok * ys) * 4), cudaSuccess);  // NaN
+  const cuda::Rows yr{dy.as<float>(), ntok, rows, ys};
+  const cudaError_t e = cuda::launch_gemm_quant_mma(k, qw.dev.as<uint8_t>(), rows, cols, qw.row_bytes,
+                                                    dx.as<uint16_t>(), xs, ntok, yr, nullptr, false, plan);
+  EXPECT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
+  const cudaError_t es = cudaDeviceSynchronize();
+  EXPECT_EQ(es, cudaSuccess) << what << ": " << cudaGetErrorString(es);
+  if (e != cudaSuccess || es != cudaSuccess) {
+    res.bad = 1;
+    return res;
+  }
+  std::vector<float> y(static_cast<size_t>(ntok * ys));
+  EXPECT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int t = 0; t < ntok; ++t) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(w16[static_cast<size_t>(r * cols + c)]) * xr[static_cast<size_t>(t * cols + c)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(t * ys + r)];
+      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
+      if (!(err <= tol) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
+                      << ", rel " << err << "); " << seed_note();
+      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
+    }
+  }
+  for (int t = 0; t < ntok; ++t)
+    for (int64_t r = rows; r < ys; ++r)
+      if (!std::isnan(y[static_cast<size_t>(t * ys + r)]) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
+  return res;
+}
+
+// The weights the GEMM multiplies: Q4_0 / Q8_0 the dequantized floats rounded to f16 (exact
+// products of a small integer and an f16 scale, rounded once); Q4_K the exact floats (its f16
+// weight rounds twice more, hence its looser tolerance).
+std::vector<float> gemm_weights(QuantKind k, const std::vector<float>& w) {
+  if (k == QuantKind::kQ4_K) return w;
+  std::vector<float> r(w.size());
+  for (size_t i = 0; i < w.size(); ++i) r[i] = fp16_to_fp32(fp32_to_fp16(w[i]));
+  return r;
+}
+double gemm_tol(QuantKind k) { return k == QuantKind::kQ4_K ? 4e-3 : 1e-5; }
+
+TEST_F(QuantGemv, GemmMatchesReference) {
+  const std::vector<Shape> shapes = {{67, 96}, {37, 544}, {300, 1024}, {129, 4096}, {1000, 256}, {5, 160}};
+  for (QuantKind k : kKinds) {
+    for (const Shape& sh : shapes) {
+      if (!cuda::quant_cols_valid(k, sh.cols)) continue;
+      QuantWeights qw(k, sh.rows, sh.cols, rng_);
+      ASSERT_NE(qw.dev.p, nullptr);
+      const auto w16 = gemm_weights(k, qw.w);
+      double worst = 0;
+      for (int ntok : {9, 16, 17, 32, 33, 40, 64, 100, 128}) {
+        const auto x = normal(rng_, static_cast<size_t>(ntok * sh.cols), 1.0f, true);
+        const std::string what = std::string(kind_name(k)) + " " + std::to_string(sh.rows) + "x" +
+                                 std::to_string(sh.cols) + " ntok " + std::to_string(ntok);
+        const GemvCheck r = check_gemm(k, qw, w16, sh.rows, sh.cols, x, ntok, nullptr, gemm_tol(k), what);
+        worst = std::max(worst, r.worst);
+      }
+      std::printf("gemm %-5s %6lld x %-6lld worst rel err %.2e\n", kind_name(k), static_cast<long long>(sh.rows),
+                  static_cast<long long>(sh.cols), worst);
+    }
+  }
+}
+
+TEST_F(QuantGemv, GemmEveryPlanMatchesReference) {
+  const int64_t rows = 200, cols = 2048;  // 16 chunks of 128 columns
+  for (QuantKind k : kKinds) {
+    QuantWeights qw(k, rows, cols, rng_);
+    ASSERT_NE(qw.dev.p, nullptr);
+    const auto w16 = gemm_weights(k, qw.w);
+    const int ntok = 21;
+    const auto x = normal(rng_, static_cast<size_t>(ntok * cols), 1.0f, true);
+    for (int tiles : {3, 4}) {
+      for (int ck : {1, 2, 3, 5, 8}) {
+        cuda::GemmQuantPlan p;
+        p.n_tiles = tiles;
+        p.token_blocks = (ntok + 8 * tiles - 1) / (8 * tiles);
+        p.slice_chunks = (16 + ck - 1) / ck;
+        p.ck = (16 + p.slice_chunks - 1) / p.slice_chunks;
+        const std::string what = std::string(kind_name(k)) + " tiles " + std::to_string(tiles) + " ck " +
+                                 std::to_string(p.ck);
+        check_gemm(k, qw, w16, rows, cols, x, ntok, &p, gemm_tol(k), what);
+      }
+    }
+    // Two token blocks of one tile: tokens 0..7 and 8..15 of 13.
+    cuda::GemmQuantPlan p{1, 2, 2, 8};
+    check_gemm(k, qw, w16, rows, cols, x, 13, &p, gemm_tol(k), std::string(kind_name(k)) + " 2 x 1 tile");
+  }
+}
+
+TEST_F(QuantGemv, GemmRefusesBadShapes) {
+  DevBuf buf(1 << 20);
+  ASSERT_NE(buf.p, nullptr);
+  const cuda::Rows y{buf.as<float>(), 9, 4, 4};
+  const int64_t rb = cuda::quant_device_row_bytes(QuantKind::kQ4_0, 256);
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 256, rb, buf.as<uint16_t>(), 256, 9, y,
+                                        nullptr),
+            cudaSuccess);
+  const cuda::Rows y129{buf.as<float>(), 129, 4, 4};
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 256, rb, buf.as<uint16_t>(), 256, 129,
+                                        y129, nullptr),
+            cudaErrorInvalidValue);  // 129 tokens
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 100, rb, buf.as<uint16_t>(), 256, 9, y,
+                                        nullptr),
+            cudaErrorInvalidValue);  // cols not a multiple of 32
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 256, 100, buf.as<uint16_t>(), 256, 9, y,
+                                        nullptr),
+            cudaErrorInvalidValue);  // row bytes too small
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 256, rb, buf.as<uint16_t>() + 1, 256, 9,
+                                        y, nullptr),
+            cudaErrorInvalidValue);  // x not 16-byte aligned
+  cuda::GemmQuantPlan bad{4, 1, 3, 1};  // 3 slices of 1 chunk for 2 chunks: an empty slice
+  EXPECT_EQ(cuda::launch_gemm_quant_mma(QuantKind::kQ4_0, buf.as<uint8_t>(), 4, 256, rb, buf.as<uint16_t>(), 256, 9, y,
+                                        nullptr, false, &bad),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// HS_GEMV_BENCH=1: the GEMM's weight-read rate against dequantize + the planner's shapes.
+TEST_F(QuantGemv, GemmBandwidth) {
+  const char* env = std::getenv("HS_GEMV_BENCH");
+  if (!env || std::string(env) != "1") GTEST_SKIP() << "set HS_GEMV_BENCH=1";
+  const std::vector<Shape> shapes = {{17408, 5120}, {5120, 17408}, {10240, 5120}, {5120, 6144}, {14336, 4096}, {4096, 4096}};
+  cudaEvent_t e0, e1;
+  HS_CU(cudaEventCreate(&e0));
+  HS_CU(cudaEventCreate(&e1));
+  DevBuf x(static_cast<size_t>(128 * 17408) * 2), y(static_cast<size_t>(128 * 17408) * 4);
+  ASSERT_TRUE(x.p && y.p);
+  HS_CU(cudaMemset(x.p, 0x11, static_cast<size_t>(128 * 17408) * 2));
+  int dev = 0, n_sm = 0;
+  HS_CU(cudaGetDevice(&dev));
+  HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+  std::printf("%-5s %-13s %5s  %-16s %9s %9s\n", "w", "shape", "ntok", "plan (nt zb ck)", "us", "GB/s");
+  for (QuantKind k : kKinds) {
+    for (const Shape& sh : shapes) {
+      const int64_t row_bytes = cuda::quant_device_row_bytes(k, sh.cols);
+      const size_t bytes = static_cast<size_t>(sh.rows * row_bytes);
+      DevBuf w(bytes);
+      ASSERT_NE(w.p, nullptr);
+      HS_CU(cudaMemset(w.p, 0x11, bytes));
+      for (int ntok : {9, 16, 32, 64, 128}) {
+        const cuda::Rows yr{y.as<float>(), ntok, sh.rows, sh.rows};
+        auto launch = [&] {
+          return cuda::launch_gemm_quant_mma(k, w.as<uint8_t>(), sh.rows, sh.cols, row_bytes, x.as<uint16_t>(), sh.cols,
+                                             ntok, yr, nullptr);
+        };
+        HS_CU(launch());
+        HS_CU(cudaDeviceSynchronize());
+        std::vector<float> us;
+        for (int rep = 0; rep < 9; ++rep) {
+          HS_CU(cudaEventRecord(e0));
+          for (int i = 0; i < 10; ++i) HS_CU(launch());
+          HS_CU(cudaEventRecord(e1));
+          HS_CU(cudaEventSynchronize(e1));
+          float ms = 0;
+          HS_CU(cudaEventElapsedTime(&ms, e0, e1));
+          us.push_back(ms * 100.0f);
+        }
+        std::sort(us.begin(), us.end());
+        const float t = us[us.size() / 2];
+        const cuda::GemmQuantPlan p = cuda::plan_gemm_quant(k, sh.rows, sh.cols, ntok, n_sm);
+        const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+        const std::string plan = std::to_string(p.n_tiles) + " " + std::to_string(p.token_blocks) + " " + std::to_string(p.ck);
+        std::printf("%-5s %-13s %5d  %-16s %9.2f %9.1f\n", kind_name(k), shape.c_str(), ntok, plan.c_str(), t,
                     static_cast<double>(bytes) / (t * 1e3));
       }
     }

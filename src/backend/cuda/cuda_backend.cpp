@@ -94,6 +94,8 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_DELTA_FUSED_MAX")) delta_fused_max_ = std::atoi(e);
   if (const char* e = std::getenv("HS_CUDA_QW_ROWS")) quant_warp_rows_ = std::clamp(std::atoi(e), 0, kMaxQuantWarpRows);
   if (const char* e = std::getenv("HS_CUDA_MMA16_VARIANT")) mma16_variant_ = std::atoi(e);
+  if (const char* e = std::getenv("HS_CUDA_GEMMQ")) gemm_quant_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_GEMMQ_MIN")) gemm_quant_min_rows_ = std::max(1, std::atoi(e));
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
   // filled, this is where the error comes.

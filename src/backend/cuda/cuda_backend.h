@@ -332,6 +332,11 @@ class CudaBackend final : public Backend {
   // Activation rows up to which quantized matmuls take the dp2a warp GEMV (more: the tensor-core
   // GEMV of gemv.cu, then dequantize + cuBLAS). HS_CUDA_QW_ROWS (2: session 16's rule).
   int quant_warp_rows_ = 8;  // kMaxQuantWarpRows (gemv_quant_warp.h)
+  // Quantized weights at 9..kMaxGemmQuantTokens rows: the tensor-core quantized GEMM (one pass
+  // over the weights per 32 rows, gemm_quant_mma.h); HS_CUDA_GEMMQ=0: dequantize + cuBLAS.
+  // HS_CUDA_GEMMQ_MIN: the fewest rows it takes (default 9: the GEMV kernels below; A/B knob).
+  bool gemm_quant_ = true;
+  int gemm_quant_min_rows_ = 9;
   int delta_fused_max_ = 64;  // gated_delta_rule: the prologue fused up to this many step tokens (HS_CUDA_DELTA_FUSED_MAX)
   // HS_CUDA_PDL=0 turns off: the 16-bit GEMVs (batch 1-2, and the tensor-core one) launched as
   // programmatic dependents, loading weights while the previous kernel (which lets them start

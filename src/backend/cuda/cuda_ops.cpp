@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/flash_prefill.h"
 #include "backend/cuda/gemm16_mma.h"
+#include "backend/cuda/gemm_quant_mma.h"
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
@@ -207,6 +208,17 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
   if (w.rows == 0) return Status::ok();
   if (precise_) return matmul_precise(w, x, y);
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
+  if (qk && gemm_quant_ && x.rows >= gemm_quant_min_rows_ && x.rows <= kMaxGemmQuantTokens) {
+    // The quantized tensor-core GEMM (one pass over the weights per 32 rows).
+    if (converted != DType::F16) {
+      HS_RETURN_IF_ERROR(convert_input(x, DType::F16, "matmul"));
+      converted = DType::F16;
+    }
+    const cudaError_t e = launch_gemm_quant_mma(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
+                                                static_cast<const uint16_t*>(xb_.ptr), x.cols, static_cast<int>(x.rows),
+                                                rows_of(y), stream_, pdl_on_);
+    if (e != cudaErrorInvalidValue) return launched(e, "matmul (quantized tensor-core GEMM)");
+  }
   if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
     if (qk && x.rows <= quant_warp_rows_ && quant_warp_) {  // batch 1-8: warp per row, dp2a on int16 x
       const void* before = qx_.ptr;

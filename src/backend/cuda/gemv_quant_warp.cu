@@ -65,6 +65,7 @@
 
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_decode.cuh"
 #include "backend/cuda/quant_x.cuh"
 #include "backend/cuda/weight_loads.cuh"
 
@@ -97,13 +98,6 @@ int64_t x_scratch_bytes(int k, int64_t cols, int n_tok) {
 // x scratch loads: through L1 (every warp of the SM reads the same x).
 __device__ __forceinline__ uint4 ld_x16(const uint8_t* p) { return __ldg(reinterpret_cast<const uint4*>(p)); }
 __device__ __forceinline__ float4 ld_xf4(const uint8_t* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-
-__device__ __forceinline__ float h_lo(uint32_t u) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(u & 0xffffu)));
-}
-__device__ __forceinline__ float h_hi(uint32_t u) {
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(u >> 16)));
-}
 
 // c + sum of the 8 products of one block part: x = 4 words of int16 pairs (elements 4t..4t+3,
 // 16+4t..16+4t+3), a / b = the weight bytes of elements 4t.. / 16+4t.. .

@@ -1,0 +1,439 @@
+// backend/cuda/gemm_quant_mma.cu — see gemm_quant_mma.h.
+//
+// Fragments (mma.m16n8k16, A row-major = weights, B col-major = x; mma.cuh): lane (g, t) =
+// (lane / 4, lane % 4). A warp's 32 rows are two m16 tiles; the lane's 16-byte load of a group
+// from row g + 8 i (i = 0..3) decodes (quant_decode.cuh) into the pairs p[s] of its 32-column
+// blocks: p[0] = columns (4t, 4t+2), p[1] = (4t+1, 4t+3), p[2] = (16+4t, 16+4t+2), p[3] =
+// (16+4t+1, 16+4t+3). A dot product does not care which column sits in which k slot as long as
+// A and B agree, so a block is two k16 mmas: (p[0], p[1]) with B pairs b0 = x(4t, 4t+2), b1 =
+// x(4t+1, 4t+3), then (p[2], p[3]) with the same 16 columns on. B comes from the staged x row of
+// token 8 nt + g: two 8-byte shared loads (columns 4t..4t+3 and 16+4t..16+4t+3) and a byte
+// permute each (no ldmatrix: its row order is the plain one).
+// Shared memory: xs [2 buffers][8 NT tokens][kXRow halfs] (128 staged columns + 16 of padding, so
+// the 8-byte loads of a half-warp — 4 tokens x 4 lanes — hit 32 distinct banks); the epilogue of
+// a cluster reuses it for red [128 rows][8 NT] f32.
+// Per warp and 128 columns: 16 weight words decoded (5 instructions each) and scaled (2 HMUL2 /
+// HFMA2), 8 NT shared loads + 16 NT permutes, 16 NT mmas.
+#include <cooperative_groups.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "backend/cuda/gemm_quant_mma.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/weight_loads.cuh"
+
+namespace hs::cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kWarpRows = 32;
+constexpr int kCtaRows = kThreads / 32 * kWarpRows;  // 128
+constexpr int kChunkCols = 128;                     // x columns staged per step
+constexpr int kXRow = kChunkCols + 16;              // halfs per staged token row
+constexpr int kMaxTiles = 4;                        // n8 tiles per CTA
+constexpr int kMaxCluster = 8;
+constexpr int kMaxDevices = 64;
+
+struct Args {
+  const uint8_t* w = nullptr;
+  int64_t row_bytes = 0, rows = 0, cols = 0;
+  int64_t scale_offset = 0, dm_offset = 0;
+  const uint16_t* x = nullptr;  // [n_tok][x_stride] f16
+  int64_t x_stride = 0;
+  int n_tok = 0;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+  int64_t n_groups = 0;  // quant groups of a row (a Q8_0 row's last chunk may hold one)
+  int n_chunks = 0;      // 128-column chunks of a row
+  int slice_chunks = 0;  // chunks per CTA of a cluster
+  int ck = 1;
+};
+
+// One chunk of one lane's 4 rows: its 16 bytes of each of the chunk's groups (1 Q4 group of 128
+// columns, 2 Q8 groups of 64) and their scales.
+template <int K>
+struct ChunkRegs {
+  static constexpr int kGroups = K == static_cast<int>(QuantKind::kQ8_0) ? 2 : 1;
+  uint4 q[kGroups][4];
+  uint2 sc[kGroups][4];  // Q4_0: 4 x fp16 d; Q8_0: .x = 2 x fp16 d; Q4_K: .x = sc[4], .y = m[4]
+  uint32_t dm[4];        // Q4_K: (d, dmin) of the group's super-block
+};
+
+template <int K>
+__device__ __forceinline__ void load_chunk(ChunkRegs<K>& R, const uint8_t* base, int64_t stride8, unsigned valid,
+                                           int chunk, int t, const Args& a) {
+  constexpr int G = ChunkRegs<K>::kGroups;
+#pragma unroll
+  for (int gg = 0; gg < G; ++gg) {
+    const int64_t grp = static_cast<int64_t>(chunk) * G + gg;
+    const int64_t qo = 64 * grp + 16 * t;
+    const int64_t so = a.scale_offset + (K == static_cast<int>(QuantKind::kQ8_0) ? 4 : 8) * grp;
+    const bool in_row = grp < a.n_groups;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      R.q[gg][i] = make_uint4(0, 0, 0, 0);
+      R.sc[gg][i] = make_uint2(0, 0);
+      if (((valid >> i) & 1u) && in_row) {
+        const uint8_t* rp = base + i * stride8;
+        R.q[gg][i] = ld_w16(rp + qo);
+        if constexpr (K == static_cast<int>(QuantKind::kQ8_0)) {
+          R.sc[gg][i].x = ld_w4(rp + so);
+        } else {
+          R.sc[gg][i] = ld_w8(rp + so);
+        }
+      }
+    }
+  }
+  if constexpr (K == static_cast<int>(QuantKind::kQ4_K)) {
+    const int64_t dmo = a.dm_offset + 4 * (static_cast<int64_t>(chunk) >> 1);  // 2 groups a super-block
+#pragma unroll
+    for (int i = 0; i < 4; ++i) R.dm[i] = ((valid >> i) & 1u) ? ld_w4(base + i * stride8 + dmo) : 0u;
+  }
+}
+
+__device__ __forceinline__ uint32_t lds32x2_lo(const uint2& u) { return __byte_perm(u.x, u.y, 0x5410); }
+__device__ __forceinline__ uint32_t lds32x2_hi(const uint2& u) { return __byte_perm(u.x, u.y, 0x7632); }
+
+// (v, v) as f16 bits from one fp16 half of a word (hi: the upper half).
+__device__ __forceinline__ uint32_t dup_half(uint32_t w, bool hi) { return __byte_perm(w, 0, hi ? 0x3232 : 0x1010); }
+
+// acc[m][nt] += the chunk's products. xs: the staged chunk (token rows kXRow halfs apart).
+template <int K, int NT>
+__device__ __forceinline__ void compute_chunk(const ChunkRegs<K>& R, const __half* __restrict__ xs, int g, int t,
+                                              float (&acc)[2][NT][4]) {
+  constexpr int G = ChunkRegs<K>::kGroups;
+  constexpr int kBlocks = K == static_cast<int>(QuantKind::kQ8_0) ? 2 : 4;  // 32-column blocks a group
+#pragma unroll
+  for (int gg = 0; gg < G; ++gg) {
+#pragma unroll
+    for (int jj = 0; jj < kBlocks; ++jj) {
+      const int cb = (gg * kBlocks + jj) * 32;  // the block's first column in the chunk
+      uint32_t b[NT][4];
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        const __half* xr = xs + (nt * 8 + g) * kXRow + cb + 4 * t;
+        const uint2 u = *reinterpret_cast<const uint2*>(xr);
+        const uint2 v = *reinterpret_cast<const uint2*>(xr + 16);
+        b[nt][0] = lds32x2_lo(u);
+        b[nt][1] = lds32x2_hi(u);
+        b[nt][2] = lds32x2_lo(v);
+        b[nt][3] = lds32x2_hi(v);
+      }
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        uint32_t p[2][4];  // rows g and g + 8 of tile m
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int i = 2 * m + h;
+          const uint32_t* qw = reinterpret_cast<const uint32_t*>(&R.q[gg][i]);
+          if constexpr (K == static_cast<int>(QuantKind::kQ4_0)) {
+            decode_q4<true>(qw[jj], p[h]);
+            const __half2 d2 = as_h2(dup_half(jj < 2 ? R.sc[gg][i].x : R.sc[gg][i].y, jj & 1));
+#pragma unroll
+            for (int s = 0; s < 4; ++s) p[h][s] = h2_bits(__hmul2(as_h2(p[h][s]), d2));
+          } else if constexpr (K == static_cast<int>(QuantKind::kQ8_0)) {
+            decode_q8(qw[2 * jj], qw[2 * jj + 1], p[h]);
+            const __half2 d2 = as_h2(dup_half(R.sc[gg][i].x, jj & 1));
+#pragma unroll
+            for (int s = 0; s < 4; ++s) p[h][s] = h2_bits(__hmul2(as_h2(p[h][s]), d2));
+          } else {
+            decode_q4<false>(qw[jj], p[h]);
+            const float d = h_lo(R.dm[i]), dmin = h_hi(R.dm[i]);
+            const float sc = static_cast<float>((R.sc[gg][i].x >> (8 * jj)) & 0xffu);
+            const float mn = static_cast<float>((R.sc[gg][i].y >> (8 * jj)) & 0xffu);
+            const __half2 ds = __float2half2_rn(__fmul_rn(d, sc));
+            const __half2 nm = __float2half2_rn(-__fmul_rn(dmin, mn));
+#pragma unroll
+            for (int s = 0; s < 4; ++s) p[h][s] = h2_bits(__hfma2(as_h2(p[h][s]), ds, nm));
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          mma_16816<false>(acc[m][nt], p[0][0], p[1][0], p[0][1], p[1][1], b[nt][0], b[nt][1]);
+          mma_16816<false>(acc[m][nt], p[0][2], p[1][2], p[0][3], p[1][3], b[nt][2], b[nt][3]);
+        }
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int bytes = valid ? 16 : 0;  // 0: zero-fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Stages columns [c0, c0 + 128) of tokens [tok0, tok0 + 8 NT) into xs (zeros past cols / n_tok).
+template <int NT>
+__device__ __forceinline__ void stage_x(__half* xs, const Args& a, int tok0, int64_t c0) {
+  constexpr int kItems = NT * 8 * (kChunkCols / 8);  // 16-byte pieces
+#pragma unroll
+  for (int it = threadIdx.x; it < kItems; it += kThreads) {
+    const int tk = it / (kChunkCols / 8), u = it % (kChunkCols / 8);
+    const int tok = tok0 + tk;
+    const int64_t c = c0 + 8 * u;
+    const bool valid = tok < a.n_tok && c < a.cols;
+    const uint16_t* src = valid ? a.x + tok * a.x_stride + c : a.x;
+    cp_async16(xs + tk * kXRow + 8 * u, src, valid);
+  }
+}
+
+template <int K, int NT>
+__global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  __half* xs0 = reinterpret_cast<__half*>(smem);
+  __half* xs1 = xs0 + NT * 8 * kXRow;
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int slice = blockIdx.x;
+  const int64_t cta_row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows;
+  const int64_t row0 = cta_row0 + warp * kWarpRows;
+  const int tok0 = static_cast<int>(blockIdx.z) * NT * 8;
+  const int ch0 = slice * a.slice_chunks;
+  const int nc = min(a.slice_chunks, a.n_chunks - ch0);  // >= 1 (the planner leaves no slice empty)
+
+  unsigned valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < a.rows ? 1u : 0u) << i;
+  const uint8_t* base = a.w + (row0 + g) * a.row_bytes;
+  const int64_t stride8 = 8 * a.row_bytes;
+
+  // The first two chunks' weights in flight before waiting for the kernel that wrote x.
+  ChunkRegs<K> wr[2];
+  load_chunk<K>(wr[0], base, stride8, valid, ch0, t, a);
+  if (nc > 1) load_chunk<K>(wr[1], base, stride8, valid, ch0 + 1, t, a);
+  pdl_launch_dependents();
+  pdl_wait();
+
+  float acc[2][NT][4];
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) acc[m][nt][k] = 0.0f;
+
+  stage_x<NT>(xs0, a, tok0, static_cast<int64_t>(ch0) * kChunkCols);
+  cp_async_commit();
+  for (int c = 0; c < nc; c += 2) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int cc = c + j;
+      if (cc < nc) {
+        __half* cur = (cc & 1) ? xs1 : xs0;
+        __half* nxt = (cc & 1) ? xs0 : xs1;
+        if (cc + 1 < nc) stage_x<NT>(nxt, a, tok0, static_cast<int64_t>(ch0 + cc + 1) * kChunkCols);
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // chunk cc staged by every thread
+        compute_chunk<K, NT>(wr[j], cur, g, t, acc);
+        if (cc + 2 < nc) load_chunk<K>(wr[j], base, stride8, valid, ch0 + cc + 2, t, a);
+        __syncthreads();  // every warp done with `cur` before it is staged again
+      }
+    }
+  }
+
+  // ---- epilogue ---------------------------------------------------------------------------
+  constexpr int TT = NT * 8;
+  if (a.ck == 1) {
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+          const int64_t row = row0 + 16 * m + 8 * (k >> 1) + g;
+          const int tok = tok0 + nt * 8 + 2 * t + (k & 1);
+          if (row < a.rows && tok < a.n_tok) a.y[tok * a.y_stride + row] = acc[m][nt][k];
+        }
+    return;
+  }
+  float* red = reinterpret_cast<float*>(smem);  // [kCtaRows][TT]
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int r = warp * kWarpRows + 16 * m + 8 * (k >> 1) + g;
+        red[r * TT + nt * 8 + 2 * t + (k & 1)] = acc[m][nt][k];
+      }
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  const int part = (kCtaRows + a.ck - 1) / a.ck;
+  const int r_begin = slice * part, r_end = min(kCtaRows, r_begin + part);
+  const int n = max(0, r_end - r_begin);
+  for (int it = threadIdx.x; it < n * TT; it += kThreads) {
+    const int tk = it / n, r = r_begin + it % n;
+    float v = 0.0f;
+    for (int q = 0; q < a.ck; ++q) v += cluster.map_shared_rank(red, q)[r * TT + tk];
+    const int64_t row = cta_row0 + r;
+    const int tok = tok0 + tk;
+    if (row < a.rows && tok < a.n_tok) a.y[tok * a.y_stride + row] = v;
+  }
+  cluster.sync();  // no CTA leaves while its partials may still be read
+}
+
+using KernelFn = void (*)(Args);
+
+template <int K>
+KernelFn pick_kernel(int nt) {
+  switch (nt) {
+    case 1: return gemm_quant_kernel<K, 1>;
+    case 2: return gemm_quant_kernel<K, 2>;
+    case 3: return gemm_quant_kernel<K, 3>;
+    default: return gemm_quant_kernel<K, 4>;
+  }
+}
+
+KernelFn kernel_for(QuantKind k, int nt) {
+  switch (k) {
+    case QuantKind::kQ4_0: return pick_kernel<static_cast<int>(QuantKind::kQ4_0)>(nt);
+    case QuantKind::kQ8_0: return pick_kernel<static_cast<int>(QuantKind::kQ8_0)>(nt);
+    default: return pick_kernel<static_cast<int>(QuantKind::kQ4_K)>(nt);
+  }
+}
+
+size_t smem_bytes(int nt) { return size_t{2} * nt * 8 * kXRow * sizeof(__half); }
+
+// Resident CTAs an SM of this kernel (cached per device, kind and tile count).
+int occupancy(QuantKind k, int nt) {
+  static std::atomic<int> cache[kMaxDevices][3][kMaxTiles];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  const int ki = static_cast<int>(k);
+  if (dev < kMaxDevices) {
+    const int c = cache[dev][ki][nt - 1].load(std::memory_order_relaxed);
+    if (c > 0) return c;
+  }
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel_for(k, nt), kThreads, smem_bytes(nt)) !=
+          cudaSuccess ||
+      blocks < 1) {
+    (void)cudaGetLastError();
+    blocks = 1;
+  }
+  if (dev < kMaxDevices) cache[dev][ki][nt - 1].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+int sm_count() {
+  static std::atomic<int> cache[kMaxDevices];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  if (dev < kMaxDevices && cache[dev].load(std::memory_order_relaxed) > 0) return cache[dev].load();
+  int n = 1;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n < 1) n = 1;
+  if (dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
+  return n;
+}
+
+}  // namespace
+
+GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm) {
+  GemmQuantPlan p;
+  if (n_tok < 1 || n_tok > kMaxGemmQuantTokens || rows < 1 || !quant_cols_valid(k, cols) || n_sm < 1) return p;
+  p.token_blocks = (n_tok + kMaxTiles * 8 - 1) / (kMaxTiles * 8);
+  const int per_block = (n_tok + p.token_blocks - 1) / p.token_blocks;
+  p.n_tiles = (per_block + 7) / 8;
+  const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
+  const int64_t base = (rows + kCtaRows - 1) / kCtaRows * p.token_blocks;
+  const int64_t slots = int64_t{occupancy(k, p.n_tiles)} * n_sm;
+  // Fewest chunk steps on the busiest SM: waves of CTAs x chunks a CTA; ties to fewer slices.
+  int64_t best = -1;
+  for (int ck = 1; ck <= kMaxCluster && ck <= n_chunks; ++ck) {
+    const int64_t sc = (n_chunks + ck - 1) / ck;
+    const int eff = static_cast<int>((n_chunks + sc - 1) / sc);  // no empty slice
+    if (eff != ck) continue;
+    const int64_t waves = (base * ck + slots - 1) / slots;
+    const int64_t cost = waves * sc;
+    if (best < 0 || cost < best) {
+      best = cost;
+      p.ck = ck;
+      p.slice_chunks = static_cast<int>(sc);
+    }
+  }
+  return p;
+}
+
+cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
+                                  const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s, bool pdl,
+                                  const GemmQuantPlan* plan) {
+  if (rows == 0 || n_tok == 0) return cudaSuccess;
+  if (!w || !x16 || !y.p || n_tok < 0 || n_tok > kMaxGemmQuantTokens || !quant_cols_valid(k, cols) ||
+      w_row_bytes < quant_device_row_bytes(k, cols) || w_row_bytes % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x16) % 16 != 0 || x_stride % 8 != 0 ||
+      x_stride < cols || y.rows != n_tok || y.cols != rows || y.stride < rows)
+    return cudaErrorInvalidValue;
+  const GemmQuantPlan p = plan ? *plan : plan_gemm_quant(k, rows, cols, n_tok, sm_count());
+  const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
+  const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows;
+  if (p.ck < 1 || p.ck > kMaxCluster || p.n_tiles < 1 || p.n_tiles > kMaxTiles || p.slice_chunks < 1 ||
+      (p.ck - 1) * int64_t{p.slice_chunks} >= n_chunks || p.ck * int64_t{p.slice_chunks} < n_chunks ||
+      int64_t{p.token_blocks} * p.n_tiles * 8 < n_tok || p.token_blocks > 65535 || row_blocks > 65535)
+    return cudaErrorInvalidValue;
+  const QuantRowLayout l = quant_row_layout(k, cols);
+  Args a;
+  a.w = w;
+  a.row_bytes = w_row_bytes;
+  a.rows = rows;
+  a.cols = cols;
+  a.scale_offset = l.scale_offset;
+  a.dm_offset = l.dm_offset;
+  a.x = x16;
+  a.x_stride = x_stride;
+  a.n_tok = n_tok;
+  a.y = y.p;
+  a.y_stride = y.stride;
+  a.n_groups = l.groups;
+  a.n_chunks = static_cast<int>(n_chunks);
+  a.slice_chunks = p.slice_chunks;
+  a.ck = p.ck;
+
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.ck), static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.token_blocks));
+  cfg.blockDim = dim3(kThreads, 1, 1);
+  cfg.dynamicSmemBytes = smem_bytes(p.n_tiles);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[2];
+  int n_attr = 0;
+  if (p.ck > 1) {
+    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.ck);
+    attr[n_attr].val.clusterDim.y = 1;
+    attr[n_attr].val.clusterDim.z = 1;
+    ++n_attr;
+  }
+  if (pdl) {
+    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
+    ++n_attr;
+  }
+  cfg.attrs = attr;
+  cfg.numAttrs = n_attr;
+  const KernelFn kernel = kernel_for(k, p.n_tiles);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, a);
+  if (e != cudaSuccess && pdl) {  // a refused attribute: launch plainly
+    (void)cudaGetLastError();
+    cfg.numAttrs = p.ck > 1 ? 1 : 0;
+    e = cudaLaunchKernelEx(&cfg, kernel, a);
+  }
+  if (e != cudaSuccess) return e;
+  return cudaGetLastError();
+}
+
+}  // namespace hs::cuda
