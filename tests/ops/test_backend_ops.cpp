@@ -8,8 +8,10 @@
 //   rounds matmul inputs to the weight's dtype):
 //     embedding rows within 2^-8 relative per element, matmul within 1e-2 relative norm;
 //   Q4_0 / Q8_0 / Q4_K (kept quantized on CUDA) and F16 / BF16 weights through the GEMV kernels
-//   (1..8 rows): within 1e-5 relative norm (float rounding only); quantized weights on the dp2a
-//   warp GEMV (Q4_0 / Q8_0 at 1-8 rows, Q4_K at 1-2; x quantized to int16 per 32 columns): 5e-4;
+//   (quantized 1..4 rows, 16-bit 1..2): within 1e-5 relative norm (float rounding only); quantized
+//   weights on the dp2a warp GEMV (Q4_0 / Q8_0 at 1-4 rows, Q4_K at 1-2; x quantized to int16 per
+//   32 columns): 5e-4; quantized weights at 5+ rows (the tensor-core quantized GEMM: f16 weights
+//   and x, as the cuBLAS path): 1e-2;
 //   f32 element-wise math (norms, RoPE with double angles, gates, softcap): 1e-5 of max|ref|;
 //   attention over f16 / bf16 / f32 / fp8 / int8 / int4 KV (both backends round K/V identically;
 //   scaled pages are byte-identical, checked by ScaledKvWriteMatchesHostBytes): 2e-3; prompts over bf16 KV
@@ -42,8 +44,11 @@
 #include "ops_test_util.h"
 
 // Activation rows of Q4_0 / Q8_0 matmuls the CUDA backend runs on its dp2a warp GEMV (x as int16:
-// the looser tolerance); backend/cuda/gemv_quant_warp.h kMaxQuantWarpRows.
-constexpr int64_t kWarpGemvRows = 8;
+// the looser tolerance); from kGemmQuantRows on, quantized matmuls take the tensor-core quantized
+// GEMM (weights and x as f16, as the cuBLAS path: 1e-2); backend/cuda/cuda_backend.h
+// gemm_quant_min_rows_.
+constexpr int64_t kWarpGemvRows = 4;
+constexpr int64_t kGemmQuantRows = 5;
 
 #if defined(HS_WITH_CUDA)
 #include <cuda_fp8.h>
@@ -389,7 +394,7 @@ TEST_F(BackendOps, Matmul) {
         // rest rounds weights (dequantized to f16, F32 to bf16) and inputs to 16 bits.
         const bool kept_quant = tc.type == DType::Q4_0 || tc.type == DType::Q8_0 || tc.type == DType::Q4_K;
         const bool sixteen = tc.type == DType::F16 || tc.type == DType::BF16;
-        const bool tight = (kept_quant && n <= 8) || (sixteen && n <= 2);
+        const bool tight = (kept_quant && n < kGemmQuantRows) || (sixteen && n <= 2);
         // Quantized weights at 1-2 rows run the warp-per-row kernel on x quantized to int16 per
         // 32 columns (gemv_quant_warp.h: ~2^-16 of sum |w| max|x| per block).
         // x as int16 (the dp2a warp GEMV): Q4_0 / Q8_0 up to 8 rows, Q4_K up to 2.
@@ -466,7 +471,7 @@ TEST_F(BackendOps, MatmulMultiGroupedWeights) {
                  ref, got);
         if (HasFatalFailure()) return;
         const bool quant = type == DType::Q8_0;
-        const bool int16_x = quant && n <= kWarpGemvRows, tight = (quant && n <= 8) || (!quant && n <= 2);
+        const bool int16_x = quant && n <= kWarpGemvRows, tight = (quant && n < kGemmQuantRows) || (!quant && n <= 2);
         const double tol = int16_x ? 5e-4 : tight ? 1e-5 : 1e-2, max_tol = int16_x ? 1e-3 : tight ? 3e-5 : 3e-2;
         for (size_t i = 0; i < m; ++i)
           check("matmul_multi", dims(n, n_in) + " x grouped " + std::string(dtype_name(type)) + dims(outs[i], n_in),

@@ -701,11 +701,22 @@ TEST_F(QuantGemv, GemmBandwidth) {
       DevBuf w(bytes);
       ASSERT_NE(w.p, nullptr);
       HS_CU(cudaMemset(w.p, 0x11, bytes));
-      for (int ntok : {9, 16, 32, 64, 128}) {
+      // The planner's choice, then (8 and 32 tokens) every cluster split forced: its cost model's check.
+      std::vector<std::pair<int, int>> runs;  // (ntok, forced ck or 0)
+      for (int ntok : {5, 8, 9, 16, 32, 64, 128}) runs.push_back({ntok, 0});
+      for (int ntok : {8, 32})
+        for (int ck : {1, 2, 4, 8}) runs.push_back({ntok, ck});
+      for (const auto& [ntok, force_ck] : runs) {
         const cuda::Rows yr{y.as<float>(), ntok, sh.rows, sh.rows};
+        cuda::GemmQuantPlan p = cuda::plan_gemm_quant(k, sh.rows, sh.cols, ntok, n_sm);
+        if (force_ck > 0) {
+          const int n_chunks = static_cast<int>((sh.cols + 127) / 128);
+          p.slice_chunks = (n_chunks + force_ck - 1) / force_ck;
+          p.ck = (n_chunks + p.slice_chunks - 1) / p.slice_chunks;
+        }
         auto launch = [&] {
           return cuda::launch_gemm_quant_mma(k, w.as<uint8_t>(), sh.rows, sh.cols, row_bytes, x.as<uint16_t>(), sh.cols,
-                                             ntok, yr, nullptr);
+                                             ntok, yr, nullptr, false, &p);
         };
         HS_CU(launch());
         HS_CU(cudaDeviceSynchronize());
@@ -721,9 +732,9 @@ TEST_F(QuantGemv, GemmBandwidth) {
         }
         std::sort(us.begin(), us.end());
         const float t = us[us.size() / 2];
-        const cuda::GemmQuantPlan p = cuda::plan_gemm_quant(k, sh.rows, sh.cols, ntok, n_sm);
         const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
-        const std::string plan = std::to_string(p.n_tiles) + " " + std::to_string(p.token_blocks) + " " + std::to_string(p.ck);
+        const std::string plan = std::to_string(p.n_tiles) + " " + std::to_string(p.token_blocks) + " " +
+                                 std::to_string(p.ck) + (force_ck > 0 ? " (forced)" : "");
         std::printf("%-5s %-13s %5d  %-16s %9.2f %9.1f\n", kind_name(k), shape.c_str(), ntok, plan.c_str(), t,
                     static_cast<double>(bytes) / (t * 1e3));
       }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/gemm_quant_mma.h"
 #include "backend/cuda/hot_set.h"
 #include "backend/cuda/hybrid_kernels.h"
 #include "backend/cuda/kernels.h"
@@ -332,11 +333,16 @@ class CudaBackend final : public Backend {
   // Activation rows up to which quantized matmuls take the dp2a warp GEMV (more: the tensor-core
   // GEMV of gemv.cu, then dequantize + cuBLAS). HS_CUDA_QW_ROWS (2: session 16's rule).
   int quant_warp_rows_ = 8;  // kMaxQuantWarpRows (gemv_quant_warp.h)
-  // Quantized weights at 9..kMaxGemmQuantTokens rows: the tensor-core quantized GEMM (one pass
-  // over the weights per 32 rows, gemm_quant_mma.h); HS_CUDA_GEMMQ=0: dequantize + cuBLAS.
-  // HS_CUDA_GEMMQ_MIN: the fewest rows it takes (default 9: the GEMV kernels below; A/B knob).
+  // Quantized weights at 5..kMaxGemmQuantTokens rows: the tensor-core quantized GEMM (one pass
+  // over the weights per 32 rows, gemm_quant_mma.h); HS_CUDA_GEMMQ=0: the GEMV kernels up to 8
+  // rows, dequantize + cuBLAS above. HS_CUDA_GEMMQ_MIN: the fewest rows it takes (default 5:
+  // the dp2a warp GEMV runs 1-4 rows in one pass over the weights, 5-8 in two; on an H100 the
+  // 27B shape's batch 8 went 344 -> 427 t/s with the GEMM, batch 4 321 -> 231, session 24).
   bool gemm_quant_ = true;
-  int gemm_quant_min_rows_ = 9;
+  int gemm_quant_min_rows_ = 5;
+  bool takes_gemm_quant(int64_t rows) const {
+    return gemm_quant_ && rows >= gemm_quant_min_rows_ && rows <= kMaxGemmQuantTokens;
+  }
   int delta_fused_max_ = 64;  // gated_delta_rule: the prologue fused up to this many step tokens (HS_CUDA_DELTA_FUSED_MAX)
   // HS_CUDA_PDL=0 turns off: the 16-bit GEMVs (batch 1-2, and the tensor-core one) launched as
   // programmatic dependents, loading weights while the previous kernel (which lets them start

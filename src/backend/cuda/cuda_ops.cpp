@@ -70,11 +70,13 @@ Status CudaBackend::convert_input(const Tensor& x, DType type, const char* op) {
 }
 
 Result<CudaBackend::Copy16> CudaBackend::out16_for(const Tensor& out) {
-  // Decode-sized batches whose next matmul runs cuBLAS (16-bit weights from kMaxGemv16Rows + 1
-  // rows; quantized ones above kMaxGemvRows); rows the width of a model's activations.
+  // Decode-sized batches whose next matmul reads x as f16 (16-bit weights from kMaxGemv16Rows + 1
+  // rows on cuBLAS; quantized ones from gemm_quant_min_rows_ on the quantized GEMM, above
+  // kMaxGemvRows without it); rows the width of a model's activations.
   if (!early16_ || !gemm_in_ || gemm_in_mixed_ || out.rows > kMaxGraphTokens || out.cols < 256 || out.cols % 4 != 0)
     return Copy16{};
-  const int64_t min_rows = *gemm_in_ == DType::BF16 ? kMaxGemv16Rows : kMaxGemvRows;
+  int64_t min_rows = *gemm_in_ == DType::BF16 ? kMaxGemv16Rows : kMaxGemvRows;
+  if (quant_in_ && gemm_quant_) min_rows = std::min<int64_t>(min_rows, gemm_quant_min_rows_ - 1);  // the quantized GEMM's input
   if (out.rows <= min_rows) return Copy16{};
   HS_RETURN_IF_ERROR(grow(xb_, static_cast<size_t>(out.rows) * static_cast<size_t>(out.cols) * 2,
                           "the 16-bit copy of a matmul input"));
@@ -208,7 +210,7 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
   if (w.rows == 0) return Status::ok();
   if (precise_) return matmul_precise(w, x, y);
   const std::optional<QuantKind> qk = quant_kind_of(w.dtype);
-  if (qk && gemm_quant_ && x.rows >= gemm_quant_min_rows_ && x.rows <= kMaxGemmQuantTokens) {
+  if (qk && takes_gemm_quant(x.rows)) {
     // The quantized tensor-core GEMM (one pass over the weights per 32 rows).
     if (converted != DType::F16) {
       HS_RETURN_IF_ERROR(convert_input(x, DType::F16, "matmul"));
@@ -307,7 +309,8 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
   }
   // Batch 1-2 of quantized weights of one kind: x quantized once, one launch over all of them.
   if (const std::optional<QuantKind> qk = quant_kind_of(ws[0].dtype);
-      qk && quant_warp_ && x.rows <= quant_warp_rows_ && ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
+      qk && quant_warp_ && x.rows <= quant_warp_rows_ && !takes_gemm_quant(x.rows) &&
+      ws.size() <= static_cast<size_t>(kMaxQuantWarpWeights) &&
       std::all_of(ws.begin(), ws.end(),
                   [&](const Tensor& w) { return w.dtype == ws[0].dtype && w.row_stride == ws[0].row_stride; })) {
     const void* before = qx_.ptr;

@@ -9,7 +9,7 @@
 // x(4t+1, 4t+3), then (p[2], p[3]) with the same 16 columns on. B comes from the staged x row of
 // token 8 nt + g: two 8-byte shared loads (columns 4t..4t+3 and 16+4t..16+4t+3) and a byte
 // permute each (no ldmatrix: its row order is the plain one).
-// Shared memory: xs [2 buffers][8 NT tokens][kXRow halfs] (128 staged columns + 16 of padding, so
+// Shared memory: xs [kStages][8 NT tokens][kXRow halfs] (128 staged columns + 16 of padding, so
 // the 8-byte loads of a half-warp — 4 tokens x 4 lanes — hit 32 distinct banks); the epilogue of
 // a cluster reuses it for red [128 rows][8 NT] f32.
 // Per warp and 128 columns: 16 weight words decoded (5 instructions each) and scaled (2 HMUL2 /
@@ -39,6 +39,7 @@ constexpr int kCtaRows = kThreads / 32 * kWarpRows;  // 128
 constexpr int kChunkCols = 128;                     // x columns staged per step
 constexpr int kXRow = kChunkCols + 16;              // halfs per staged token row
 constexpr int kMaxTiles = 4;                        // n8 tiles per CTA
+constexpr int kStages = 4;                          // x chunks in shared memory (3 staged ahead)
 constexpr int kMaxCluster = 8;
 constexpr int kMaxDevices = 64;
 
@@ -66,6 +67,11 @@ struct ChunkRegs {
   uint2 sc[kGroups][4];  // Q4_0: 4 x fp16 d; Q8_0: .x = 2 x fp16 d; Q4_K: .x = sc[4], .y = m[4]
   uint32_t dm[4];        // Q4_K: (d, dmin) of the group's super-block
 };
+
+// Chunks of weights a lane keeps in flight: 3 for Q4_0 (one group a chunk), 2 for Q4_K (more
+// registers a group) and Q8_0 (two groups a chunk): no spills at 3 CTAs an SM.
+template <int K>
+constexpr int kWeightDepth = K == static_cast<int>(QuantKind::kQ4_0) ? 3 : 2;
 
 template <int K>
 __device__ __forceinline__ void load_chunk(ChunkRegs<K>& R, const uint8_t* base, int64_t stride8, unsigned valid,
@@ -193,9 +199,10 @@ __device__ __forceinline__ void stage_x(__half* xs, const Args& a, int tok0, int
 
 template <int K, int NT>
 __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
+  constexpr int D = kWeightDepth<K>;
+  constexpr int kStage = NT * 8 * kXRow;  // halfs of one staged chunk
   extern __shared__ __align__(16) uint8_t smem[];
-  __half* xs0 = reinterpret_cast<__half*>(smem);
-  __half* xs1 = xs0 + NT * 8 * kXRow;
+  __half* xs = reinterpret_cast<__half*>(smem);  // [kStages][8 NT][kXRow]
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -212,10 +219,11 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
   const uint8_t* base = a.w + (row0 + g) * a.row_bytes;
   const int64_t stride8 = 8 * a.row_bytes;
 
-  // The first two chunks' weights in flight before waiting for the kernel that wrote x.
-  ChunkRegs<K> wr[2];
-  load_chunk<K>(wr[0], base, stride8, valid, ch0, t, a);
-  if (nc > 1) load_chunk<K>(wr[1], base, stride8, valid, ch0 + 1, t, a);
+  // The first D chunks' weights in flight before waiting for the kernel that wrote x.
+  ChunkRegs<K> wr[D];
+#pragma unroll
+  for (int j = 0; j < D; ++j)
+    if (j < nc) load_chunk<K>(wr[j], base, stride8, valid, ch0 + j, t, a);
   pdl_launch_dependents();
   pdl_wait();
 
@@ -227,25 +235,29 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
 #pragma unroll
       for (int k = 0; k < 4; ++k) acc[m][nt][k] = 0.0f;
 
-  stage_x<NT>(xs0, a, tok0, static_cast<int64_t>(ch0) * kChunkCols);
-  cp_async_commit();
-  for (int c = 0; c < nc; c += 2) {
+  // x: kStages - 1 chunks staged ahead (one cp.async group each, empty past the slice).
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < nc) stage_x<NT>(xs + st * kStage, a, tok0, static_cast<int64_t>(ch0 + st) * kChunkCols);
+    cp_async_commit();
+  }
+  for (int c = 0; c < nc; c += D) {
+#pragma unroll
+    for (int j = 0; j < D; ++j) {
       const int cc = c + j;
       if (cc < nc) {
-        __half* cur = (cc & 1) ? xs1 : xs0;
-        __half* nxt = (cc & 1) ? xs0 : xs1;
-        if (cc + 1 < nc) stage_x<NT>(nxt, a, tok0, static_cast<int64_t>(ch0 + cc + 1) * kChunkCols);
+        cp_async_wait<kStages - 2>();  // this thread's pieces of chunk cc have landed
+        __syncthreads();               // everyone's have; and every warp is done with chunk cc - 1
+        const int ahead = cc + kStages - 1;  // into the stage chunk cc - 1 used
+        if (ahead < nc) stage_x<NT>(xs + (ahead % kStages) * kStage, a, tok0, static_cast<int64_t>(ch0 + ahead) * kChunkCols);
         cp_async_commit();
-        cp_async_wait<1>();
-        __syncthreads();  // chunk cc staged by every thread
-        compute_chunk<K, NT>(wr[j], cur, g, t, acc);
-        if (cc + 2 < nc) load_chunk<K>(wr[j], base, stride8, valid, ch0 + cc + 2, t, a);
-        __syncthreads();  // every warp done with `cur` before it is staged again
+        compute_chunk<K, NT>(wr[j], xs + (cc % kStages) * kStage, g, t, acc);
+        if (cc + D < nc) load_chunk<K>(wr[j], base, stride8, valid, ch0 + cc + D, t, a);
       }
     }
   }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp done with xs (the cluster epilogue reuses it)
 
   // ---- epilogue ---------------------------------------------------------------------------
   constexpr int TT = NT * 8;
@@ -308,7 +320,7 @@ KernelFn kernel_for(QuantKind k, int nt) {
   }
 }
 
-size_t smem_bytes(int nt) { return size_t{2} * nt * 8 * kXRow * sizeof(__half); }
+size_t smem_bytes(int nt) { return size_t{kStages} * nt * 8 * kXRow * sizeof(__half); }
 
 // Resident CTAs an SM of this kernel (cached per device, kind and tile count).
 int occupancy(QuantKind k, int nt) {
@@ -353,14 +365,18 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
   const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
   const int64_t base = (rows + kCtaRows - 1) / kCtaRows * p.token_blocks;
   const int64_t slots = int64_t{occupancy(k, p.n_tiles)} * n_sm;
-  // Fewest chunk steps on the busiest SM: waves of CTAs x chunks a CTA; ties to fewer slices.
+  // Fewest chunk steps on the busiest SM: waves of CTAs x (chunks a CTA + its fixed cost, ~8
+  // chunks' worth: the pipeline's fill, the cluster's sums); ties to fewer slices. Fitted on an
+  // H100 to forced splits (docs/benchmarks.md, session 24): e.g. 17408 x 5120 at 8 tokens ck 1 /
+  // 2 / 4 / 8 took 45.9 / 32.7 / 39.5 / 41.1 us, 5120 x 17408 123.3 / 67.5 / 42.7 / 28.9 us.
+  constexpr int64_t kCtaCostChunks = 8;
   int64_t best = -1;
   for (int ck = 1; ck <= kMaxCluster && ck <= n_chunks; ++ck) {
     const int64_t sc = (n_chunks + ck - 1) / ck;
     const int eff = static_cast<int>((n_chunks + sc - 1) / sc);  // no empty slice
     if (eff != ck) continue;
     const int64_t waves = (base * ck + slots - 1) / slots;
-    const int64_t cost = waves * sc;
+    const int64_t cost = waves * (sc + kCtaCostChunks);
     if (best < 0 || cost < best) {
       best = cost;
       p.ck = ck;

@@ -1,5 +1,5 @@
 // backend/cuda/gemm_quant_mma.h — the matmul of quantized weights (Q4_0 / Q8_0 / Q4_K in
-// quant_layout.h's device layout) for batches of 9..kMaxGemmQuantTokens token rows on tensor
+// quant_layout.h's device layout) for batches of 5..kMaxGemmQuantTokens token rows on tensor
 // cores (gemm_quant_mma.cu): every weight byte streams from HBM once per 32 tokens, is decoded
 // to f16 in registers and multiplied on mma.sync.m16n8k16 — no f16 copy of the weight.
 //
@@ -12,8 +12,8 @@
 // g + 16, g + 24 as the layout's 16-byte lane loads give them) and up to 32 tokens (1..4 n8
 // tiles); more tokens take more CTAs along z (each re-reads the weights). The columns are cut
 // into chunks of 128; x (the f16 copy of the activations) is staged a chunk at a time in shared
-// memory (cp.async, double-buffered) and shared by the 4 warps, while each warp keeps its next
-// chunk's weights in flight in registers. ck > 1 CTAs of one thread-block cluster split the
+// memory (cp.async, 3 chunks ahead in a ring of 4, one barrier a chunk) and shared by the 4
+// warps, while each warp keeps its next 2-3 chunks' weights in flight in registers. ck > 1 CTAs of one thread-block cluster split the
 // chunks of a row block and add their partial sums through distributed shared memory in a fixed
 // order (deterministic, no atomics).
 // Numerics: the weights as f16 — Q4_0 / Q8_0 round((q - 8) d) / round(q d) exactly as the
