@@ -2,8 +2,11 @@
 // hybrid_kernels.h: causal conv1d + SiLU with its rolling state, the gated delta rule, the
 // small gates and norms around them, partial RoPE, the MoE router and the routed experts.
 // Each launcher validates nothing (cuda_hybrid.cpp does), launches nothing for an empty shape
-// and returns cudaGetLastError(). Plain launches (not programmatic dependents): every kernel
-// here reads what the previous one wrote from its first instruction.
+// and returns cudaGetLastError(). Every kernel is a programmatic dependent of the one before it
+// (launch_chain, pdl.cuh; session 24): it lets the next kernel be scheduled at its start, then
+// waits (pdl_wait) before its first memory access, since each reads what the previous one wrote
+// from its first instruction. That hides each launch's gap behind the kernel before it: the
+// decode step of a Gated-DeltaNet layer is ~10 small kernels.
 // Cost: see hybrid_kernels.h.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +17,7 @@
 
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/hybrid_kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/rope.cuh"
 
 namespace hs::cuda {
@@ -50,6 +54,8 @@ unsigned blocks_for(int64_t items, int per_block) {
 // grid (sequences, channel blocks); thread per channel: its K - 1 inputs of history in registers.
 __global__ void conv1d_kernel(CRows x, const float* __restrict__ w, int K, float* state, int64_t state_cols, Rows out,
                               SeqTables t) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t j = blockIdx.x;
   const int32_t b = t.indptr[j], e = t.indptr[j + 1];
   if (b >= e) return;
@@ -106,6 +112,8 @@ template <int R>
 __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRows k, CRows v, CRows g, CRows beta,
                                                                    float* state, int64_t state_cols, Rows out,
                                                                    DeltaArgs a, SeqTables t) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   __shared__ float qk[2][2][4 * R];               // [buffer][q, k][row]
   __shared__ double ssq[2][2][kDeltaThreads / 32];  // prologue: [buffer][q, k][warp] sums of squares
   const bool norm = a.ssm_a != nullptr;
@@ -226,6 +234,8 @@ __global__ void __launch_bounds__(kDeltaThreads) delta_rule_kernel(CRows q, CRow
 
 // One warp per (row, head).
 __global__ void l2_norm_kernel(Rows x, int hd, float eps, float scale) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t heads = x.cols / hd;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -243,6 +253,8 @@ __global__ void l2_norm_kernel(Rows x, int hd, float eps, float scale) {
 }
 
 __global__ void rms_norm_gated_kernel(CRows x, CRows z, const float* __restrict__ w, int group, float eps, Rows out) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t groups = x.cols / group;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -259,6 +271,8 @@ __global__ void rms_norm_gated_kernel(CRows x, CRows z, const float* __restrict_
 }
 
 __global__ void sigmoid_mul_kernel(Rows x, CRows gate) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   for (int64_t r = blockIdx.y; r < x.rows; r += gridDim.y)
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < x.cols;
          c += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -266,6 +280,8 @@ __global__ void sigmoid_mul_kernel(Rows x, CRows gate) {
 }
 
 __global__ void delta_gates_kernel(Rows a, Rows b, const float* __restrict__ ssm_a, const float* __restrict__ dt_bias) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   for (int64_t r = blockIdx.y; r < a.rows; r += gridDim.y)
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < a.cols;
          c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -277,6 +293,8 @@ __global__ void delta_gates_kernel(Rows a, Rows b, const float* __restrict__ ssm
 }
 
 __global__ void add_sigmoid_gated_kernel(Rows x, CRows y, CRows gate) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   for (int64_t r = blockIdx.y; r < x.rows; r += gridDim.y) {
     const float sg = sigmoid_f(gate.p[r * gate.stride]);
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < x.cols;
@@ -288,6 +306,8 @@ __global__ void add_sigmoid_gated_kernel(Rows x, CRows y, CRows gate) {
 // One block per row; a thread per (head, pair) of the rotated dims.
 __global__ void rope_partial_kernel(Rows x, int head_dim, int rot_dims, float theta, bool neox,
                                     const int32_t* __restrict__ positions) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int half = rot_dims / 2;
   const int64_t n_heads = x.cols / head_dim;
   for (int64_t r = blockIdx.x; r < x.rows; r += gridDim.x) {
@@ -313,6 +333,8 @@ constexpr int kMaxMoeUsed = 32;
 // A thread per row, in the CPU's order (sum of exp in expert order; selection by the divided
 // probabilities, ties to the lower id).
 __global__ void moe_route_kernel(CRows logits, int k, bool norm_topk, int32_t* ids, float* weights) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r >= logits.rows) return;
   const float* l = logits.p + r * logits.stride;
@@ -348,6 +370,8 @@ __global__ void moe_route_kernel(CRows logits, int k, bool norm_topk, int32_t* i
 template <bool kBf16>
 __global__ void moe_gate_up_kernel(CRows x, ExpertWeights gw, ExpertWeights uw, const int32_t* __restrict__ ids,
                                    int n_used, int E, float* h) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t r = blockIdx.x;
   const int lane = threadIdx.x % 32;
   const int64_t F = gw.rows_per_expert;
@@ -378,6 +402,8 @@ __global__ void moe_gate_up_kernel(CRows x, ExpertWeights gw, ExpertWeights uw, 
 template <bool kBf16>
 __global__ void moe_down_kernel(const float* __restrict__ h, int64_t F, ExpertWeights dw, const int32_t* __restrict__ ids,
                                 const float* __restrict__ weights, int n_used, int E, Rows out) {
+  pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
+  pdl_wait();               // what the kernel before wrote
   const int64_t t = blockIdx.x;
   const int lane = threadIdx.x % 32;
   const int64_t H = dw.rows_per_expert;
@@ -409,7 +435,8 @@ cudaError_t launch_conv1d_causal(CRows x, const float* w, int kernel, float* sta
   if (x.rows == 0 || x.cols == 0 || t.n_grid == 0) return cudaSuccess;
   if (kernel < 1 || kernel > kMaxConvKernel) return cudaErrorInvalidValue;
   const unsigned cblocks = std::min<unsigned>(blocks_for(x.cols, 128), 65535);
-  conv1d_kernel<<<dim3(static_cast<unsigned>(t.n_grid), cblocks, 1), 128, 0, s>>>(x, w, kernel, state, state_cols, out, t);
+  launch_chain(conv1d_kernel, dim3(static_cast<unsigned>(t.n_grid), cblocks, 1), dim3(128), 0, s,
+               x, w, kernel, state, state_cols, out, t);
   return cudaGetLastError();
 }
 
@@ -418,7 +445,7 @@ void launch_delta_rule_rows(CRows q, CRows k, CRows v, CRows g, CRows beta, floa
                             Rows out, DeltaArgs a, SeqTables t, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(t.n_grid), static_cast<unsigned>(a.n_v_heads),
                   static_cast<unsigned>((a.v_dim + kDeltaCols - 1) / kDeltaCols));
-  delta_rule_kernel<R><<<grid, kDeltaThreads, 0, s>>>(q, k, v, g, beta, state, state_cols, out, a, t);
+  launch_chain(delta_rule_kernel<R>, grid, dim3(kDeltaThreads), 0, s, q, k, v, g, beta, state, state_cols, out, a, t);
 }
 
 cudaError_t launch_gated_delta_rule(CRows q, CRows k, CRows v, CRows g, CRows beta, float* state, int64_t state_cols,
@@ -436,41 +463,42 @@ cudaError_t launch_gated_delta_rule(CRows q, CRows k, CRows v, CRows g, CRows be
 cudaError_t launch_l2_norm(Rows x, int head_dim, float eps, float scale, cudaStream_t s) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
   const int64_t items = x.rows * (x.cols / head_dim);
-  l2_norm_kernel<<<blocks_for(items, kWarps), kThreads, 0, s>>>(x, head_dim, eps, scale);
+  launch_chain(l2_norm_kernel, blocks_for(items, kWarps), dim3(kThreads), 0, s, x, head_dim, eps, scale);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rms_norm_gated(CRows x, CRows z, const float* w, int group, float eps, Rows out, cudaStream_t s) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
   const int64_t items = x.rows * (x.cols / group);
-  rms_norm_gated_kernel<<<blocks_for(items, kWarps), kThreads, 0, s>>>(x, z, w, group, eps, out);
+  launch_chain(rms_norm_gated_kernel, blocks_for(items, kWarps), dim3(kThreads), 0, s, x, z, w, group, eps, out);
   return cudaGetLastError();
 }
 
 cudaError_t launch_sigmoid_mul(Rows x, CRows gate, cudaStream_t s) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
-  sigmoid_mul_kernel<<<rows_grid(x.rows, x.cols), kThreads, 0, s>>>(x, gate);
+  launch_chain(sigmoid_mul_kernel, rows_grid(x.rows, x.cols), dim3(kThreads), 0, s, x, gate);
   return cudaGetLastError();
 }
 
 cudaError_t launch_delta_gates(Rows a, Rows b, const float* ssm_a, const float* dt_bias, cudaStream_t s) {
   if (a.rows == 0 || a.cols == 0) return cudaSuccess;
-  delta_gates_kernel<<<rows_grid(a.rows, a.cols), kThreads, 0, s>>>(a, b, ssm_a, dt_bias);
+  launch_chain(delta_gates_kernel, rows_grid(a.rows, a.cols), dim3(kThreads), 0, s, a, b, ssm_a, dt_bias);
   return cudaGetLastError();
 }
 
 cudaError_t launch_rope_partial(Rows x, int head_dim, int rot_dims, float theta, bool neox, const int32_t* positions,
                                 cudaStream_t s) {
   if (x.rows == 0 || x.cols == 0 || rot_dims < 2) return cudaSuccess;
-  rope_partial_kernel<<<static_cast<unsigned>(std::min<int64_t>(x.rows, 65535 * 16)), 128, 0, s>>>(
-      x, head_dim, rot_dims, theta, neox, positions);
+  launch_chain(rope_partial_kernel, static_cast<unsigned>(std::min<int64_t>(x.rows, 65535 * 16)), dim3(128), 0, s, x,
+               head_dim, rot_dims, theta, neox, positions);
   return cudaGetLastError();
 }
 
 cudaError_t launch_moe_route(CRows logits, int n_used, bool norm_topk, int32_t* ids, float* weights, cudaStream_t s) {
   if (logits.rows == 0) return cudaSuccess;
   if (n_used < 1 || n_used > kMaxMoeUsed || n_used > logits.cols) return cudaErrorInvalidValue;
-  moe_route_kernel<<<blocks_for(logits.rows, 128), 128, 0, s>>>(logits, n_used, norm_topk, ids, weights);
+  launch_chain(moe_route_kernel, blocks_for(logits.rows, 128), dim3(128), 0, s,
+               logits, n_used, norm_topk, ids, weights);
   return cudaGetLastError();
 }
 
@@ -481,8 +509,9 @@ cudaError_t launch_moe_gate_up(CRows x, ExpertWeights gate, ExpertWeights up, co
   if (gate.bf16 != up.bf16 || gate.rows_per_expert != up.rows_per_expert) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(R), blocks_for(gate.rows_per_expert, kWarps), 1);
   if (grid.y > 65535) return cudaErrorInvalidValue;
-  if (gate.bf16) moe_gate_up_kernel<true><<<grid, kThreads, 0, s>>>(x, gate, up, ids, n_used, n_experts, h);
-  else moe_gate_up_kernel<false><<<grid, kThreads, 0, s>>>(x, gate, up, ids, n_used, n_experts, h);
+  if (gate.bf16) launch_chain(moe_gate_up_kernel<true>, grid, dim3(kThreads), 0, s,
+                              x, gate, up, ids, n_used, n_experts, h);
+  else launch_chain(moe_gate_up_kernel<false>, grid, dim3(kThreads), 0, s, x, gate, up, ids, n_used, n_experts, h);
   return cudaGetLastError();
 }
 
@@ -491,14 +520,16 @@ cudaError_t launch_moe_down(const float* h, int64_t n_ff, ExpertWeights down, co
   if (out.rows == 0 || out.cols == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>(out.rows), blocks_for(out.cols, kWarps), 1);
   if (grid.y > 65535) return cudaErrorInvalidValue;
-  if (down.bf16) moe_down_kernel<true><<<grid, kThreads, 0, s>>>(h, n_ff, down, ids, weights, n_used, n_experts, out);
-  else moe_down_kernel<false><<<grid, kThreads, 0, s>>>(h, n_ff, down, ids, weights, n_used, n_experts, out);
+  if (down.bf16) launch_chain(moe_down_kernel<true>, grid, dim3(kThreads), 0, s,
+                              h, n_ff, down, ids, weights, n_used, n_experts, out);
+  else launch_chain(moe_down_kernel<false>, grid, dim3(kThreads), 0, s,
+                    h, n_ff, down, ids, weights, n_used, n_experts, out);
   return cudaGetLastError();
 }
 
 cudaError_t launch_add_sigmoid_gated(Rows x, CRows y, CRows gate, cudaStream_t s) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
-  add_sigmoid_gated_kernel<<<rows_grid(x.rows, x.cols), kThreads, 0, s>>>(x, y, gate);
+  launch_chain(add_sigmoid_gated_kernel, rows_grid(x.rows, x.cols), dim3(kThreads), 0, s, x, y, gate);
   return cudaGetLastError();
 }
 
