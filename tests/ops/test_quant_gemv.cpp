@@ -534,6 +534,34 @@ TEST_F(QuantGemv, Bandwidth) {
 
 // ---- device: the quantized tensor-core GEMM (9..128 tokens) ----------------------------------
 
+// y [ntok][ys] (rows outputs a token, NaN padding) against the double sum over w16 [rows][cols]
+// and xr [ntok][cols] (x as the kernel reads it), within tol * sum |w||x| per output.
+GemvCheck compare_gemm(const std::vector<float>& w16, int64_t rows, int64_t cols, const std::vector<float>& xr, int ntok,
+                       const std::vector<float>& y, int64_t ys, double tol, const std::string& what) {
+  GemvCheck res;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int t = 0; t < ntok; ++t) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(w16[static_cast<size_t>(r * cols + c)]) * xr[static_cast<size_t>(t * cols + c)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(t * ys + r)];
+      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
+      if (!(err <= tol) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
+                      << ", rel " << err << "); " << seed_note();
+      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
+    }
+  }
+  for (int t = 0; t < ntok; ++t)
+    for (int64_t r = rows; r < ys; ++r)
+      if (!std::isnan(y[static_cast<size_t>(t * ys + r)]) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
+  return res;
+}
+
 // Checks launch_gemm_quant_mma (plan: null = the planner's) for x [ntok][cols] against the
 // double sum over w16 (the weights the kernel should multiply) and x rounded to f16, within
 // tol * sum |w||x| per output; y's padding rows must stay NaN.
@@ -568,27 +596,7 @@ GemvCheck check_gemm(QuantKind k, const QuantWeights& qw, const std::vector<floa
   }
   std::vector<float> y(static_cast<size_t>(ntok * ys));
   EXPECT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int t = 0; t < ntok; ++t) {
-      double ref = 0, mag = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double p = static_cast<double>(w16[static_cast<size_t>(r * cols + c)]) * xr[static_cast<size_t>(t * cols + c)];
-        ref += p;
-        mag += std::fabs(p);
-      }
-      const double got = y[static_cast<size_t>(t * ys + r)];
-      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
-      if (!(err <= tol) && res.bad++ < 3)
-        ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
-                      << ", rel " << err << "); " << seed_note();
-      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
-    }
-  }
-  for (int t = 0; t < ntok; ++t)
-    for (int64_t r = rows; r < ys; ++r)
-      if (!std::isnan(y[static_cast<size_t>(t * ys + r)]) && res.bad++ < 3)
-        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
-  return res;
+  return compare_gemm(w16, rows, cols, xr, ntok, y, ys, tol, what);
 }
 
 // The weights the GEMM multiplies: Q4_0 / Q8_0 the dequantized floats rounded to f16 (exact
@@ -620,6 +628,51 @@ TEST_F(QuantGemv, GemmMatchesReference) {
       }
       std::printf("gemm %-5s %6lld x %-6lld worst rel err %.2e\n", kind_name(k), static_cast<long long>(sh.rows),
                   static_cast<long long>(sh.cols), worst);
+    }
+  }
+}
+
+// Up to 4 weights in one launch (a Gated-DeltaNet layer's qkv / z / beta / alpha): each output as
+// the reference, the 48-row weights included; an empty weight writes nothing.
+TEST_F(QuantGemv, GemmMultiMatchesReference) {
+  const int64_t cols = 1024;
+  const std::vector<int64_t> rows = {1000, 48, 0, 129};
+  for (QuantKind k : kKinds) {
+    std::vector<std::unique_ptr<QuantWeights>> qw;
+    std::vector<std::vector<float>> w16;
+    for (int64_t r : rows) {
+      qw.push_back(std::make_unique<QuantWeights>(k, std::max<int64_t>(r, 1), cols, rng_));
+      w16.push_back(gemm_weights(k, qw.back()->w));
+    }
+    for (int ntok : {5, 8, 33}) {
+      const auto x = normal(rng_, static_cast<size_t>(ntok * cols), 1.0f, true);
+      std::vector<uint16_t> xh(x.size());
+      std::vector<float> xr(x.size());
+      for (size_t i = 0; i < x.size(); ++i) {
+        xh[i] = fp32_to_fp16(x[i]);
+        xr[i] = fp16_to_fp32(xh[i]);
+      }
+      DevBuf dx(xh.size() * 2);
+      ASSERT_NE(dx.p, nullptr);
+      HS_CU(cudaMemcpy(dx.p, xh.data(), xh.size() * 2, cudaMemcpyHostToDevice));
+      std::vector<std::unique_ptr<DevBuf>> dy;
+      cuda::GemmQuantOut outs[4];
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t ys = rows[i] + 2;
+        dy.push_back(std::make_unique<DevBuf>(static_cast<size_t>(ntok * ys) * 4));
+        HS_CU(cudaMemset(dy.back()->p, 0xFF, static_cast<size_t>(ntok * ys) * 4));
+        outs[i] = cuda::GemmQuantOut{qw[i]->dev.as<uint8_t>(), rows[i], qw[i]->row_bytes,
+                                     cuda::Rows{dy.back()->as<float>(), ntok, rows[i], ys}};
+      }
+      HS_CU(cuda::launch_gemm_quant_mma_multi(k, 4, outs, cols, dx.as<uint16_t>(), cols, ntok, nullptr));
+      HS_CU(cudaDeviceSynchronize());
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int64_t ys = rows[i] + 2;
+        std::vector<float> y(static_cast<size_t>(ntok * ys));
+        HS_CU(cudaMemcpy(y.data(), dy[i]->p, y.size() * 4, cudaMemcpyDeviceToHost));
+        compare_gemm(w16[i], rows[i], cols, xr, ntok, y, ys, gemm_tol(k),
+                     std::string(kind_name(k)) + " multi weight " + std::to_string(i) + " ntok " + std::to_string(ntok));
+      }
     }
   }
 }

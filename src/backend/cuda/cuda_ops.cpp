@@ -327,6 +327,20 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
     }
     qx_tag_ = InputTag{};
   }
+  // 5..128 rows of quantized weights of one kind: one quantized tensor-core GEMM launch over all
+  // of them (small ones, a Gated-DeltaNet layer's 48-row gates, ride along with the large).
+  if (const std::optional<QuantKind> qk = quant_kind_of(ws[0].dtype);
+      qk && takes_gemm_quant(x.rows) && ws.size() <= static_cast<size_t>(kMaxGemmQuantWeights) &&
+      std::all_of(ws.begin(), ws.end(), [&](const Tensor& w) { return w.dtype == ws[0].dtype; })) {
+    HS_RETURN_IF_ERROR(convert_input(x, DType::F16, "matmul_multi"));
+    GemmQuantOut outs[kMaxGemmQuantWeights];
+    for (size_t i = 0; i < ws.size(); ++i)
+      outs[i] = GemmQuantOut{ws[i].as<const uint8_t>(), ws[i].rows, ws[i].row_stride, rows_of(ys[i])};
+    const cudaError_t e = launch_gemm_quant_mma_multi(*qk, static_cast<int>(ws.size()), outs, x.cols,
+                                                      static_cast<const uint16_t*>(xb_.ptr), x.cols,
+                                                      static_cast<int>(x.rows), stream_, pdl_on_);
+    if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (quantized tensor-core GEMM)");
+  }
   // 3..8 rows of 16-bit weights: one tensor-core launch over all of them, each into its own y.
   if (auto st = gemm16_mma(ws, x, ys, "matmul_multi (tensor-core GEMV)")) return *st;
   // A large batch over 16-bit weights back to back in one allocation (prepare_weight_group) with

@@ -43,20 +43,34 @@ constexpr int kStages = 4;                          // x chunks in shared memory
 constexpr int kMaxCluster = 8;
 constexpr int kMaxDevices = 64;
 
+constexpr int kW = kMaxGemmQuantWeights;
+
 struct Args {
-  const uint8_t* w = nullptr;
-  int64_t row_bytes = 0, rows = 0, cols = 0;
-  int64_t scale_offset = 0, dm_offset = 0;
+  // Weight i (i < n_weights): its rows, device rows row_bytes apart, and its output y[i]
+  // [n_tok][y_stride]; it owns the row blocks [block_begin[i], block_begin[i + 1]) along y.
+  const uint8_t* w[kW] = {};
+  int64_t row_bytes[kW] = {}, rows[kW] = {};
+  float* y[kW] = {};
+  int64_t y_stride[kW] = {};
+  int block_begin[kW + 1] = {};
+  int n_weights = 0;
+  int64_t cols = 0;
+  int64_t scale_offset = 0, dm_offset = 0;  // the same layout for every weight (same kind and cols)
   const uint16_t* x = nullptr;  // [n_tok][x_stride] f16
   int64_t x_stride = 0;
   int n_tok = 0;
-  float* y = nullptr;
-  int64_t y_stride = 0;
   int64_t n_groups = 0;  // quant groups of a row (a Q8_0 row's last chunk may hold one)
   int n_chunks = 0;      // 128-column chunks of a row
   int slice_chunks = 0;  // chunks per CTA of a cluster
   int ck = 1;
 };
+
+// a[i] for a kernel-parameter array without a local-memory copy.
+template <typename T>
+__device__ __forceinline__ T pick(const T (&a)[kW], int i) {
+  static_assert(kW == 4, "pick() selects among 4");
+  return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
+}
 
 // One chunk of one lane's 4 rows: its 16 bytes of each of the chunk's groups (1 Q4 group of 128
 // columns, 2 Q8 groups of 64) and their scales.
@@ -191,7 +205,7 @@ __device__ __forceinline__ void stage_x(__half* xs, const Args& a, int tok0, int
     const int tk = it / (kChunkCols / 8), u = it % (kChunkCols / 8);
     const int tok = tok0 + tk;
     const int64_t c = c0 + 8 * u;
-    const bool valid = tok < a.n_tok && c < a.cols;
+    const bool valid = tok < a.n_tok && c < a.cols;  // a.cols: every weight's
     const uint16_t* src = valid ? a.x + tok * a.x_stride + c : a.x;
     cp_async16(xs + tk * kXRow + 8 * u, src, valid);
   }
@@ -207,7 +221,15 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int slice = blockIdx.x;
-  const int64_t cta_row0 = static_cast<int64_t>(blockIdx.y) * kCtaRows;
+  int wi = 0;  // this CTA's weight
+#pragma unroll
+  for (int i = 1; i < kW; ++i)
+    if (i < a.n_weights && static_cast<int>(blockIdx.y) >= a.block_begin[i]) wi = i;
+  const int64_t rows = pick(a.rows, wi), row_bytes = pick(a.row_bytes, wi);
+  float* const y = pick(a.y, wi);
+  const int64_t y_stride = pick(a.y_stride, wi);
+  const int first = wi == 0 ? a.block_begin[0] : wi == 1 ? a.block_begin[1] : wi == 2 ? a.block_begin[2] : a.block_begin[3];
+  const int64_t cta_row0 = static_cast<int64_t>(static_cast<int>(blockIdx.y) - first) * kCtaRows;
   const int64_t row0 = cta_row0 + warp * kWarpRows;
   const int tok0 = static_cast<int>(blockIdx.z) * NT * 8;
   const int ch0 = slice * a.slice_chunks;
@@ -215,9 +237,9 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
 
   unsigned valid = 0;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < a.rows ? 1u : 0u) << i;
-  const uint8_t* base = a.w + (row0 + g) * a.row_bytes;
-  const int64_t stride8 = 8 * a.row_bytes;
+  for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < rows ? 1u : 0u) << i;
+  const uint8_t* base = pick(a.w, wi) + (row0 + g) * row_bytes;
+  const int64_t stride8 = 8 * row_bytes;
 
   // The first D chunks' weights in flight before waiting for the kernel that wrote x.
   ChunkRegs<K> wr[D];
@@ -270,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
         for (int k = 0; k < 4; ++k) {
           const int64_t row = row0 + 16 * m + 8 * (k >> 1) + g;
           const int tok = tok0 + nt * 8 + 2 * t + (k & 1);
-          if (row < a.rows && tok < a.n_tok) a.y[tok * a.y_stride + row] = acc[m][nt][k];
+          if (row < rows && tok < a.n_tok) y[tok * y_stride + row] = acc[m][nt][k];
         }
     return;
   }
@@ -295,7 +317,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
     for (int q = 0; q < a.ck; ++q) v += cluster.map_shared_rank(red, q)[r * TT + tk];
     const int64_t row = cta_row0 + r;
     const int tok = tok0 + tk;
-    if (row < a.rows && tok < a.n_tok) a.y[tok * a.y_stride + row] = v;
+    if (row < rows && tok < a.n_tok) y[tok * y_stride + row] = v;
   }
   cluster.sync();  // no CTA leaves while its partials may still be read
 }
@@ -356,14 +378,14 @@ int sm_count() {
 
 }  // namespace
 
-GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm) {
+GemmQuantPlan plan_gemm_quant_blocks(QuantKind k, int64_t row_blocks, int64_t cols, int n_tok, int n_sm) {
   GemmQuantPlan p;
-  if (n_tok < 1 || n_tok > kMaxGemmQuantTokens || rows < 1 || !quant_cols_valid(k, cols) || n_sm < 1) return p;
+  if (n_tok < 1 || n_tok > kMaxGemmQuantTokens || row_blocks < 1 || !quant_cols_valid(k, cols) || n_sm < 1) return p;
   p.token_blocks = (n_tok + kMaxTiles * 8 - 1) / (kMaxTiles * 8);
   const int per_block = (n_tok + p.token_blocks - 1) / p.token_blocks;
   p.n_tiles = (per_block + 7) / 8;
   const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
-  const int64_t base = (rows + kCtaRows - 1) / kCtaRows * p.token_blocks;
+  const int64_t base = row_blocks * p.token_blocks;
   const int64_t slots = int64_t{occupancy(k, p.n_tiles)} * n_sm;
   // Fewest chunk steps on the busiest SM: waves of CTAs x (chunks a CTA + its fixed cost, ~8
   // chunks' worth: the pipeline's fill, the cluster's sums); ties to fewer slices. Fitted on an
@@ -386,42 +408,59 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
   return p;
 }
 
-cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
-                                  const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s, bool pdl,
-                                  const GemmQuantPlan* plan) {
-  if (rows == 0 || n_tok == 0) return cudaSuccess;
-  if (!w || !x16 || !y.p || n_tok < 0 || n_tok > kMaxGemmQuantTokens || !quant_cols_valid(k, cols) ||
-      w_row_bytes < quant_device_row_bytes(k, cols) || w_row_bytes % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(w) % 16 != 0 || reinterpret_cast<uintptr_t>(x16) % 16 != 0 || x_stride % 8 != 0 ||
-      x_stride < cols || y.rows != n_tok || y.cols != rows || y.stride < rows)
+GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm) {
+  if (rows < 1) return GemmQuantPlan{};
+  return plan_gemm_quant_blocks(k, (rows + kCtaRows - 1) / kCtaRows, cols, n_tok, n_sm);
+}
+
+cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQuantOut* outs, int64_t cols,
+                                        const uint16_t* x16, int64_t x_stride, int n_tok, cudaStream_t s, bool pdl,
+                                        const GemmQuantPlan* plan) {
+  if (n_weights < 1 || n_weights > kW || !outs) return cudaErrorInvalidValue;
+  if (n_tok == 0) return cudaSuccess;
+  if (!x16 || n_tok < 0 || n_tok > kMaxGemmQuantTokens || !quant_cols_valid(k, cols) ||
+      reinterpret_cast<uintptr_t>(x16) % 16 != 0 || x_stride % 8 != 0 || x_stride < cols)
     return cudaErrorInvalidValue;
-  const GemmQuantPlan p = plan ? *plan : plan_gemm_quant(k, rows, cols, n_tok, sm_count());
+  Args a;
+  int64_t blocks = 0;
+  for (int i = 0; i < n_weights; ++i) {
+    const GemmQuantOut& o = outs[i];
+    if (o.rows < 0 || (o.rows > 0 && (!o.w || !o.y.p || o.row_bytes < quant_device_row_bytes(k, cols) ||
+                                      o.row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(o.w) % 16 != 0 ||
+                                      o.y.rows != n_tok || o.y.cols != o.rows || o.y.stride < o.rows)))
+      return cudaErrorInvalidValue;
+    a.w[i] = o.w;
+    a.rows[i] = o.rows;
+    a.row_bytes[i] = o.row_bytes;
+    a.y[i] = o.y.p;
+    a.y_stride[i] = o.y.stride;
+    a.block_begin[i] = static_cast<int>(blocks);
+    blocks += (o.rows + kCtaRows - 1) / kCtaRows;
+    if (blocks > 65535) return cudaErrorInvalidValue;
+  }
+  for (int i = n_weights; i <= kW; ++i) a.block_begin[i] = static_cast<int>(blocks);
+  if (blocks == 0) return cudaSuccess;
+  const GemmQuantPlan p = plan ? *plan : plan_gemm_quant_blocks(k, blocks, cols, n_tok, sm_count());
   const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
-  const int64_t row_blocks = (rows + kCtaRows - 1) / kCtaRows;
   if (p.ck < 1 || p.ck > kMaxCluster || p.n_tiles < 1 || p.n_tiles > kMaxTiles || p.slice_chunks < 1 ||
       (p.ck - 1) * int64_t{p.slice_chunks} >= n_chunks || p.ck * int64_t{p.slice_chunks} < n_chunks ||
-      int64_t{p.token_blocks} * p.n_tiles * 8 < n_tok || p.token_blocks > 65535 || row_blocks > 65535)
+      int64_t{p.token_blocks} * p.n_tiles * 8 < n_tok || p.token_blocks > 65535)
     return cudaErrorInvalidValue;
   const QuantRowLayout l = quant_row_layout(k, cols);
-  Args a;
-  a.w = w;
-  a.row_bytes = w_row_bytes;
-  a.rows = rows;
+  a.n_weights = n_weights;
   a.cols = cols;
   a.scale_offset = l.scale_offset;
   a.dm_offset = l.dm_offset;
   a.x = x16;
   a.x_stride = x_stride;
   a.n_tok = n_tok;
-  a.y = y.p;
-  a.y_stride = y.stride;
   a.n_groups = l.groups;
   a.n_chunks = static_cast<int>(n_chunks);
   a.slice_chunks = p.slice_chunks;
   a.ck = p.ck;
 
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.ck), static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.token_blocks));
+  cfg.gridDim = dim3(static_cast<unsigned>(p.ck), static_cast<unsigned>(blocks), static_cast<unsigned>(p.token_blocks));
   cfg.blockDim = dim3(kThreads, 1, 1);
   cfg.dynamicSmemBytes = smem_bytes(p.n_tiles);
   cfg.stream = s;
@@ -450,6 +489,15 @@ cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, i
   }
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
+}
+
+cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
+                                  const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s, bool pdl,
+                                  const GemmQuantPlan* plan) {
+  if (rows == 0 || n_tok == 0) return cudaSuccess;
+  if (!w || !y.p) return cudaErrorInvalidValue;
+  const GemmQuantOut o{w, rows, w_row_bytes, y};
+  return launch_gemm_quant_mma_multi(k, 1, &o, cols, x16, x_stride, n_tok, s, pdl, plan);
 }
 
 }  // namespace hs::cuda

@@ -34,6 +34,7 @@
 namespace hs::cuda {
 
 constexpr int kMaxGemmQuantTokens = 128;
+constexpr int kMaxGemmQuantWeights = 4;
 
 // How a launch is cut (the launcher's planner picks one; tests may force another).
 struct GemmQuantPlan {
@@ -44,6 +45,8 @@ struct GemmQuantPlan {
 };
 // n_sm: the device's multiprocessor count. A plan with ck == 0 means the shape cannot run.
 GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);
+// The same over a launch's row blocks of 128 rows (the sum over its weights).
+GemmQuantPlan plan_gemm_quant_blocks(QuantKind k, int64_t row_blocks, int64_t cols, int n_tok, int n_sm);
 
 // y [n_tok][rows] (strided) = x16 · Wᵀ for W = w [rows] device rows (w_row_bytes apart) of
 // `cols` columns and x16 [n_tok][cols] f16 (x_stride elements apart). pdl: launched as a
@@ -52,5 +55,20 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
 cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                   const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s,
                                   bool pdl = false, const GemmQuantPlan* plan = nullptr);
+
+// One weight of a multi launch: w [rows] device rows row_bytes apart, into y [n_tok][rows].
+struct GemmQuantOut {
+  const uint8_t* w = nullptr;
+  int64_t rows = 0;
+  int64_t row_bytes = 0;
+  Rows y;
+};
+// Up to kMaxGemmQuantWeights weights of one kind and `cols` sharing x in one launch (q/k/v,
+// gate/up, a Gated-DeltaNet layer's qkv / z / beta / alpha): their row blocks are one list cut
+// over the grid, so small weights (48-row gates) ride along instead of taking a launch each.
+// A weight may have 0 rows. Each y[i] is computed as a single launch with the same plan would.
+cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQuantOut* outs, int64_t cols,
+                                        const uint16_t* x16, int64_t x_stride, int n_tok, cudaStream_t s,
+                                        bool pdl = false, const GemmQuantPlan* plan = nullptr);
 
 }  // namespace hs::cuda
