@@ -216,6 +216,29 @@ class SparseAttentionOps : public ::testing::Test {
     return out;
   }
 
+  // A prompt step: runs[i] = (sequence, new tokens) at positions ctx_ onwards, each run's tokens
+  // contiguous; K / V written on both layers, attention of layer 1; returns out [n][kQDim].
+  std::vector<float> prompt(Backend& b, const std::vector<std::pair<int, int32_t>>& runs, const std::vector<float>& k,
+                            const std::vector<float>& v, const std::vector<float>& q) {
+    std::vector<std::pair<int32_t, int32_t>> toks;
+    for (auto [s, add] : runs)
+      for (int32_t i = 0; i < add; ++i) toks.push_back({ctx_[static_cast<size_t>(s)] + i, s});
+    ForwardPlan plan;
+    std::vector<int32_t> t, pos, si;
+    plan_of(toks, plan, t, pos, si);
+    const int64_t n = static_cast<int64_t>(toks.size());
+    Dev km = make(b, n, kKvDim, &k), vm = make(b, n, kKvDim, &v), qm = make(b, n, kQDim, &q), om = make(b, n, kQDim);
+    std::vector<float> out(static_cast<size_t>(n * kQDim), NAN);
+    EXPECT_TRUE(b.from_host(out.data(), om.t).is_ok());  // poisoned
+    const AttentionParams p{kHeads, kKvHeads, kHd, scale_, 0};
+    EXPECT_TRUE(b.begin_step(plan).is_ok());
+    for (int l = 0; l < kLayers; ++l) EXPECT_TRUE(b.kv_write(l, km.t, vm.t).is_ok());
+    EXPECT_TRUE(b.attention(1, qm.t, om.t, p).is_ok());
+    EXPECT_TRUE(b.end_step().is_ok());
+    EXPECT_TRUE(b.to_host(om.t, out.data()).is_ok());
+    return out;
+  }
+
   // ExactRerankSelectsWhatTheCpuRerankSelects with the GPU's page bounds shortlist (0: none).
   void check_exact_rerank(int32_t page_shortlist);
 
@@ -855,6 +878,38 @@ TEST_F(HostTierOps, ScaledPagesServeExactly) {
     (void)dev_->set_sparse(nullptr, nullptr);
     rt_dev_.reset();
     rt_host_.reset();
+  }
+}
+
+// Prompt runs on the host tier read a staged device copy of their sequence's pages (kv_stage.h)
+// with the flash kernel: the same bytes in the same order as the device tier's pages, so the
+// output is bit for bit the device tier's (f16: its flash over the pages themselves; int8 / int4:
+// its own staged copy). Two sequences' runs in one step (the staging reused between them, the
+// second sequence's pages numbered from 0), then a follow-up run on a grown context.
+TEST_F(HostTierOps, PromptRunsReadAStagedCopyBitForBit) {
+  for (KvDtype t : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kInt4}) {
+    kv_dtype_ = t;
+    const std::string name = kv_dtype_name(t);
+    make_sequences({3000, 700}, 200);
+    if (HasFatalFailure()) return;
+    HS_ASSERT_OK(host_->set_kv_tier({true, 0}));
+    write_both();
+    for (const auto& runs : {std::vector<std::pair<int, int32_t>>{{0, 100}, {1, 64}},
+                             std::vector<std::pair<int, int32_t>>{{1, 40}}}) {
+      int64_t n = 0;
+      for (auto [s, add] : runs) n += add;
+      const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+      const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+      const std::vector<float> want = prompt(*dev_, runs, k, v, q);
+      const std::vector<float> got = prompt(*host_, runs, k, v, q);
+      size_t bad = 0, first = 0;
+      for (size_t i = 0; i < want.size(); ++i)
+        if (!(want[i] == got[i]) && bad++ == 0) first = i;
+      EXPECT_EQ(bad, 0u) << name << " runs of " << n << " tokens: " << bad << " outputs differ, first at " << first
+                         << " (" << want[first] << " vs " << got[first] << "); " << seed_note();
+      for (auto [s, add] : runs) ctx_[static_cast<size_t>(s)] += add;
+    }
+    if (HasFailure()) return;
   }
 }
 

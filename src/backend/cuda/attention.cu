@@ -165,14 +165,6 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // ---- kv_write ------------------------------------------------------------------------------
 
-// A scaled layer view (fp8 / int8 / int4) as kv/kv_quant.h lays a head's block out: rows
-// [P][K|V][row_bytes], then scales [P][K|V][scale_bytes], 16-byte aligned blocks.
-bool scaled_layout_ok(const KvLayerView& kv) {
-  const int64_t row = kv_elem_row_bytes(kv.elem, kv.head_dim), scale = kv_elem_scale_bytes(kv.elem);
-  return kv.head_stride % 16 == 0 && kv.scales_offset == 2LL * kv.page_tokens * row &&
-         kv.head_stride >= kv.scales_offset + 2LL * kv.page_tokens * scale && (kv.elem != KvElem::kInt4 || kv.head_dim % 2 == 0);
-}
-
 template <typename T>
 __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
@@ -866,7 +858,7 @@ cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cuda
   if (k.rows > 0x7fffffff || kv.n_kv_heads > 65535) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(k.rows), static_cast<unsigned>(kv.n_kv_heads));
   const unsigned threads = static_cast<unsigned>(std::min(256, ((kv.head_dim + 31) / 32) * 32));
-  if (kv_elem_scaled(kv.elem) && !scaled_layout_ok(kv)) return cudaErrorInvalidValue;
+  if (kv_elem_scaled(kv.elem) && !kv_scaled_layout_ok(kv)) return cudaErrorInvalidValue;
   switch (kv.elem) {
     case KvElem::kF32: launch_chain(kv_write_kernel<float>, grid, threads, 0, s, kv, t, k, v); break;
     case KvElem::kF16: launch_chain(kv_write_kernel<__half>, grid, threads, 0, s, kv, t, k, v); break;
@@ -953,7 +945,7 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
     return cudaErrorInvalidValue;
   const int group = a.n_head / a.n_head_kv;
   if (!attention_shape_supported(a.head_dim, group)) return cudaErrorInvalidValue;
-  if (kv_elem_scaled(kv.elem) && !scaled_layout_ok(kv)) return cudaErrorInvalidValue;
+  if (kv_elem_scaled(kv.elem) && !kv_scaled_layout_ok(kv)) return cudaErrorInvalidValue;
   if (kv.page_tokens <= 0 || (kv.page_tokens & (kv.page_tokens - 1)) != 0) return cudaErrorInvalidValue;
   // The kernel's cp.async rows need 16-byte aligned pages and 32-bit page byte sizes.
   const int64_t elem_bytes = kv_elem_unit_bytes(kv.elem);

@@ -95,6 +95,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_QW_ROWS")) quant_warp_rows_ = std::clamp(std::atoi(e), 0, kMaxQuantWarpRows);
   if (const char* e = std::getenv("HS_CUDA_MMA16_VARIANT")) mma16_variant_ = std::atoi(e);
   if (const char* e = std::getenv("HS_CUDA_GEMMQ")) gemm_quant_ = std::string(e) != "0";
+  if (const char* e = std::getenv("HS_CUDA_PREFILL_STAGE")) stage_max_bytes_ = std::strtoull(e, nullptr, 10);
   if (const char* e = std::getenv("HS_CUDA_GEMMQ_MIN")) gemm_quant_min_rows_ = std::max(1, std::atoi(e));
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
@@ -129,7 +130,8 @@ CudaBackend::~CudaBackend() {
   for (auto& [key, g] : graphs_)
     if (g.exec) (void)cudaGraphExecDestroy(g.exec);
   for (void* p : owned_) (void)cudaFree(p);
-  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_, &moe_h_, &xsplit_}) (void)cudaFree(s->ptr);
+  for (Scratch* s : {&tables_dev_, &xb_, &yall_, &attn_, &wdq_, &qx_, &sel_, &scores_, &moe_h_, &xsplit_, &stage_})
+    (void)cudaFree(s->ptr);
   free_hot_set();
   (void)cudaFree(hot_scratch_.ptr);
   if (kv_base_host_)
@@ -613,6 +615,38 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
     kv_ready = true;
   }
 
+  // Attention ranges: each sequence's run of >= kFlashMinRun consecutive tokens (a prompt or
+  // prompt chunk) is one flash-prefill launch, the tokens between such runs (decode tokens,
+  // short prompts) one exact-kernel launch per gap. A flash launch never spans two sequences
+  // (tests/ops and the golden batched = alone check; flash_prefill.h's own multi-sequence tiles
+  // are not used). Steps with a flash range run eagerly (run_step: their launch structure is
+  // not part of the graph key).
+  attn_ranges_.clear();
+  has_flash_range_ = false;
+  const bool indexed = static_cast<int64_t>(plan.seq_index.size()) == n;  // steps without a KV cache may have none
+  for (int64_t i = 0; indexed && i < n;) {
+    int64_t j = i + 1;
+    while (j < n && plan.seq_index[j] == plan.seq_index[i]) ++j;
+    const bool flash = j - i >= kFlashMinRun;
+    if (flash || attn_ranges_.empty() || attn_ranges_.back().flash) {
+      AttnRange r{i, j, flash};
+      if (flash && kv_ready) {
+        const int32_t sq = plan.seq_index[i];
+        r.page_begin = plan.page_indptr[sq];
+        r.n_pages = plan.page_indptr[sq + 1] - plan.page_indptr[sq];
+      }
+      attn_ranges_.push_back(r);
+    } else {
+      attn_ranges_.back().end = j;
+    }
+    has_flash_range_ = has_flash_range_ || flash;
+    i = j;
+  }
+  // Prompt runs whose pages cannot feed the flash kernel directly (host tier, scaled pages) are
+  // staged per layer (attention()); their page table then numbers each sequence's pages 0..n-1.
+  stage_tables_ = has_flash_range_ && kv_ready && flash_on_ && stage_max_bytes_ > 0 &&
+                  (kv_tier_.host || kv_elem_scaled(layer_kv_view(0).elem));
+
   // One int32 buffer at fixed offsets (capacities grow by doubling, so a graph's pointers
   // stay valid from step to step): [tokens][positions][seq_index][logit rows][sparse flags] of cap_tokens_
   // each, [page_indptr] of cap_indptr_, [page_indices] of cap_pages_ (last: only the used
@@ -630,8 +664,11 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   // Then the hybrid ops' active-sequence tables (hybrid_kernels.h): [rows][slot][fresh] of
   // cap_tokens_ each and [indptr] of 2 * cap_tokens_ (n + 1 entries).
   constexpr size_t kTokenRegions = 10;
-  const size_t total_ints = kTokenRegions * cap_tokens_ + cap_indptr_ + cap_pages_;
-  const size_t bytes = (kTokenRegions * cap_tokens_ + cap_indptr_ + n_indices) * sizeof(int32_t);  // what is copied
+  // Then [stage indices] of cap_pages_ (prefill staging: each sequence's pages as 0..n-1), copied
+  // only on steps that stage.
+  const size_t total_ints = kTokenRegions * cap_tokens_ + cap_indptr_ + 2 * cap_pages_;
+  const size_t bytes = (kTokenRegions * cap_tokens_ + cap_indptr_ + (stage_tables_ ? cap_pages_ : 0) + n_indices) *
+                       sizeof(int32_t);  // what is copied
   // Which tokens select this step (GPU sparse attention; all zero without it).
   std::vector<int32_t>& sparse_flags = sparse_flags_;
   plan_sparse_step(plan, sparse_flags);
@@ -667,6 +704,11 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
     fill_seq_tables(plan, h + 5 * cap_tokens_, h + 6 * cap_tokens_, h + 7 * cap_tokens_, h + 8 * cap_tokens_);
     put(kTokenRegions * cap_tokens_, plan.page_indptr.data(), n_indptr);
     put(kTokenRegions * cap_tokens_ + cap_indptr_, plan.page_indices.data(), n_indices);
+    if (stage_tables_) {
+      int32_t* st = h + kTokenRegions * cap_tokens_ + cap_indptr_ + cap_pages_;
+      for (size_t sq = 0; sq + 1 < n_indptr; ++sq)
+        for (int32_t j = plan.page_indptr[sq]; j < plan.page_indptr[sq + 1]; ++j) st[j] = j - plan.page_indptr[sq];
+    }
     HS_CUDA(cudaMemcpyAsync(tables_dev_.ptr, tables_host_, bytes, cudaMemcpyHostToDevice, stream_));
     HS_CUDA(cudaEventRecord(tables_copied_, stream_));
   }
@@ -682,6 +724,7 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   d_act_indptr_ = d + 8 * cap_tokens_;
   d_page_indptr_ = d + kTokenRegions * cap_tokens_;
   d_page_indices_ = d_page_indptr_ + cap_indptr_;
+  d_stage_indices_ = d_page_indices_ + cap_pages_;
 
   // Loading is over once steps run: give back the upload staging and threads.
   if (load_pool_ || load_staging_bytes_) {
@@ -699,24 +742,6 @@ Status CudaBackend::begin_step(const ForwardPlan& plan) {
   // captured at one length serves every length of its bucket (kernels read the positions).
   max_pos1_ = range_bucket(max_pos1);
   kv_ready_ = kv_ready;
-  // Attention ranges: each sequence's run of >= kFlashMinRun consecutive tokens (a prompt or
-  // prompt chunk) is one flash-prefill launch, the tokens between such runs (decode tokens,
-  // short prompts) one exact-kernel launch per gap. A flash launch never spans two sequences
-  // (tests/ops and the golden batched = alone check; flash_prefill.h's own multi-sequence tiles
-  // are not used). Steps with a flash range run eagerly (run_step: their launch structure is
-  // not part of the graph key).
-  attn_ranges_.clear();
-  has_flash_range_ = false;
-  const bool indexed = static_cast<int64_t>(plan.seq_index.size()) == n;  // steps without a KV cache may have none
-  for (int64_t i = 0; indexed && i < n;) {
-    int64_t j = i + 1;
-    while (j < n && plan.seq_index[j] == plan.seq_index[i]) ++j;
-    const bool flash = j - i >= kFlashMinRun;
-    if (flash || attn_ranges_.empty() || attn_ranges_.back().flash) attn_ranges_.push_back({i, j, flash});
-    else attn_ranges_.back().end = j;
-    has_flash_range_ = has_flash_range_ || flash;
-    i = j;
-  }
   in_step_ = true;
   hot_kv_layer_ = -1;
   return Status::ok();

@@ -356,6 +356,7 @@ class CudaBackend final : public Backend {
   struct AttnRange {
     int64_t begin = 0, end = 0;
     bool flash = false;
+    int32_t page_begin = 0, n_pages = 0;  // flash: its sequence's pages in the step's page table
   };
   std::vector<AttnRange> attn_ranges_;
   bool has_flash_range_ = false;
@@ -447,6 +448,14 @@ class CudaBackend final : public Backend {
   int64_t sel_rows_ = 0;  // rows of the last selection (last_selections)
   int sel_cap_ = 0;
   Scratch yall_;   // [n][sum of rows] f32: a fused projection's output before its split
+  // Prefill staging (kv_stage.h): a prompt run's sequence's pages of one layer as 16-bit pages
+  // [n_pages][kv_stage_page_bytes], for the flash kernel where the pages cannot feed it (the
+  // host tier's mapped pages, fp8 / int8 / int4). stage_max_bytes_: HS_CUDA_PREFILL_STAGE
+  // (bytes; 0 = off: such runs take the exact kernel over the pages, as before session 24).
+  Scratch stage_;
+  size_t stage_max_bytes_ = size_t{4} << 30;
+  bool stage_tables_ = false;              // the step uploaded d_stage_indices_
+  const int32_t* d_stage_indices_ = nullptr;  // [total pages]: each sequence's pages as 0..n-1
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)
 
   // Host tier (cuda_host_tier.cpp).

@@ -16,6 +16,7 @@
 #include "backend/cuda/flash_prefill.h"
 #include "backend/cuda/gemm16_mma.h"
 #include "backend/cuda/gemm_quant_mma.h"
+#include "backend/cuda/kv_stage.h"
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
@@ -643,9 +644,16 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
   a.scale = p.scale;
   a.window = p.window > 0 ? p.window : 0;
   // Prompt runs (>= kFlashMinRun tokens of one sequence: begin_step's attn_ranges_) on tensor
-  // cores (flash_prefill.h: Q and P rounded to the cache's 16-bit type), the rest — decode
-  // tokens, short prompts, fp8 / f32 pages, HS_CUDA_FLASH=0 — on the exact split-K kernel.
-  const bool flash = flash_on_ && has_flash_range_ && flash_prefill_supported(view, p.head_dim, group);
+  // cores (flash_prefill.h: Q and P rounded to the cache's 16-bit type): straight from device
+  // f16 / bf16 pages, or (the host tier's mapped pages, fp8 / int8 / int4 pages) from a staged
+  // 16-bit copy of the sequence's pages of this layer (kv_stage.h; K / V rounded to f16 once
+  // more). The rest — decode tokens, short prompts, f32 pages, HS_CUDA_FLASH=0, a run too long
+  // for HS_CUDA_PREFILL_STAGE — on the exact split-K kernel.
+  const bool direct = !kv_tier_.host && flash_prefill_supported(view, p.head_dim, group);
+  const KvLayerView stage_view = kv_stage_view(view, nullptr);
+  const bool staged = !direct && stage_tables_ && kv_stage_supported(view) &&
+                      flash_prefill_supported(stage_view, p.head_dim, group);
+  const bool flash = flash_on_ && has_flash_range_ && (direct || staged);
   const CRows qa = crows_of(q);
   const Rows oa = rows_of(out);
   auto sub = [](auto r, int64_t b, int64_t e) {
@@ -687,10 +695,30 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
       HS_RETURN_IF_ERROR(exact(r.begin, r.end));
       continue;
     }
-    const StepTables t{d_positions_ + r.begin, d_seq_index_ + r.begin, d_page_indptr_, d_page_indices_};
-    HS_RETURN_IF_ERROR(launched(launch_flash_prefill(view, t, sub(qa, r.begin, r.end), sub(oa, r.begin, r.end), a,
-                                                     nullptr, stream_),
-                                "attention (flash prefill)"));
+    if (direct) {
+      const StepTables t{d_positions_ + r.begin, d_seq_index_ + r.begin, d_page_indptr_, d_page_indices_};
+      HS_RETURN_IF_ERROR(launched(launch_flash_prefill(view, t, sub(qa, r.begin, r.end), sub(oa, r.begin, r.end), a,
+                                                       nullptr, stream_),
+                                  "attention (flash prefill)"));
+      continue;
+    }
+    const size_t stage_bytes = static_cast<size_t>(r.n_pages) * kv_stage_page_bytes(view);
+    if (stage_bytes > stage_max_bytes_ || r.n_pages <= 0) {
+      HS_RETURN_IF_ERROR(exact(r.begin, r.end));
+      continue;
+    }
+    HS_RETURN_IF_ERROR(grow(stage_, stage_bytes, "the prefill staging copy of a sequence's KV pages"));
+    KvLayerView sv = stage_view;
+    sv.base = stage_.ptr;
+    {
+      OpProfile::Scope sp(&profile_, profile_.on() ? "attention: stage pages" : std::string(), stream_);
+      HS_RETURN_IF_ERROR(launched(launch_kv_stage(view, d_page_indices_ + r.page_begin, r.n_pages, sv, stream_),
+                                  "attention (stage pages)"));
+    }
+    const StepTables t{d_positions_ + r.begin, d_seq_index_ + r.begin, d_page_indptr_, d_stage_indices_};
+    HS_RETURN_IF_ERROR(launched(launch_flash_prefill(sv, t, sub(qa, r.begin, r.end), sub(oa, r.begin, r.end), a, nullptr,
+                                                     stream_),
+                                "attention (flash prefill, staged pages)"));
   }
   return Status::ok();
 }

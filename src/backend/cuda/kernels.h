@@ -131,6 +131,14 @@ struct KvLayerView {
   int64_t scales_offset = 0;  // scaled: 2 * P * row_bytes, where a block's scales start
 };
 
+// A scaled layer view (fp8 / int8 / int4) as kv/kv_quant.h lays a head's block out: rows
+// [P][K|V][row_bytes], then scales [P][K|V][scale_bytes], 16-byte aligned blocks.
+inline bool kv_scaled_layout_ok(const KvLayerView& kv) {
+  const int64_t row = kv_elem_row_bytes(kv.elem, kv.head_dim), scale = kv_elem_scale_bytes(kv.elem);
+  return kv.head_stride % 16 == 0 && kv.scales_offset == 2LL * kv.page_tokens * row &&
+         kv.head_stride >= kv.scales_offset + 2LL * kv.page_tokens * scale && (kv.elem != KvElem::kInt4 || kv.head_dim % 2 == 0);
+}
+
 // The step's device tables (begin_step): token i is at positions[i] of sequence
 // seq_index[i], whose pages are page_indices[page_indptr[s] .. page_indptr[s + 1]).
 struct StepTables {
