@@ -1,13 +1,15 @@
 #!/bin/bash
 # Next lease, first call (carry .gpu/bundle .gpu/peer, the peer packed with its qwen35 files):
-# unpack; llama.cpp's build in the background (s22a.sh); then the suites that cover session 24's
-# unverified change (the hybrid kernels as programmatic dependents: HybridOps, the tiny qwen35 /
-# qwen3next golden models on CUDA, graph replay == eager) and the quantized GEMM's; then the
-# eager profile of the 27B shape's batch-8 decode (the 8 x 32K target's step).
+# unpack; llama.cpp's build in the background (s22a.sh, which also runs the sparse and host-tier
+# suites: the new HostTierOps.PromptRunsReadAStagedCopyBitForBit); then the suites that cover
+# session 24's unverified changes: the hybrid kernels as programmatic dependents (HybridOps, the
+# tiny qwen35 / qwen3next golden models on CUDA, graph replay == eager), the quantized GEMM's
+# multi-weight launch (QuantGemv, BackendOps), the prefill staging (AttentionOps: fp8 / int8 /
+# int4 prompts now staged); then the eager profile of the 27B shape's batch-8 decode.
 bash bench/gpu-lease/s22a.sh
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64
 B=/root/stage/hs
-timeout 240 $B/hs_unit_tests --gtest_filter='HybridOps*:*HybridGolden*:*Golden*:QuantGemv.*:BackendOps*:QuantWarpGemv*' \
+timeout 240 $B/hs_unit_tests --gtest_filter='HybridOps*:*HybridGolden*:*Golden*:QuantGemv.*:BackendOps*:QuantWarpGemv*:AttentionOps*' \
   > $OUT/tests.log 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED  |SKIPPED" $OUT/tests.log | head -30
 grep -A6 "Failure" $OUT/tests.log | head -30
