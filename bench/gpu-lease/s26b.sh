@@ -10,7 +10,9 @@ for st in 0 default; do
   env $E timeout 150 $B bench $C -p 2048 8192 > $OUT/pp-$st.log 2>&1; echo "stage $st rc $?"
   grep "^| llama" $OUT/pp-$st.log | cut -d'|' -f9-12
 done
-timeout 200 $B bench $C -p 32768 131072 > $OUT/pp-long.log 2>&1; echo "long rc $?"
+# long prompts prefilled in 8K-token chunks (the --batched test's real prefill, then 8 decode steps)
+timeout 300 $B bench $C -p 0 --batched 1:32768 --batched 1:131072 --ubatch 8192 --batched-gen 8 \
+  --batched-synthetic-above 1000000 > $OUT/pp-long.log 2>&1; echo "long rc $?"
 grep "^| llama" $OUT/pp-long.log | cut -d'|' -f9-12
 # device tier, int4 pages: staged flash against the exact kernel
 for st in 0 default; do
