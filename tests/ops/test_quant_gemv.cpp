@@ -567,7 +567,7 @@ GemvCheck compare_gemm(const std::vector<float>& w16, int64_t rows, int64_t cols
 // tol * sum |w||x| per output; y's padding rows must stay NaN.
 GemvCheck check_gemm(QuantKind k, const QuantWeights& qw, const std::vector<float>& w16, int64_t rows, int64_t cols,
                      const std::vector<float>& x, int ntok, const cuda::GemmQuantPlan* plan, double tol,
-                     const std::string& what) {
+                     const std::string& what, bool warp_small = false) {
   GemvCheck res;
   const int64_t xs = (cols + 8 + 7) / 8 * 8;  // strided x: padding columns hold a large poison
   const int64_t ys = rows + 3;
@@ -586,7 +586,7 @@ GemvCheck check_gemm(QuantKind k, const QuantWeights& qw, const std::vector<floa
   EXPECT_EQ(cudaMemset(dy.p, 0xFF, static_cast<size_t>(ntok * ys) * 4), cudaSuccess);  // NaN
   const cuda::Rows yr{dy.as<float>(), ntok, rows, ys};
   const cudaError_t e = cuda::launch_gemm_quant_mma(k, qw.dev.as<uint8_t>(), rows, cols, qw.row_bytes,
-                                                    dx.as<uint16_t>(), xs, ntok, yr, nullptr, false, plan);
+                                                    dx.as<uint16_t>(), xs, ntok, yr, nullptr, false, plan, warp_small);
   EXPECT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e);
   const cudaError_t es = cudaDeviceSynchronize();
   EXPECT_EQ(es, cudaSuccess) << what << ": " << cudaGetErrorString(es);
@@ -619,12 +619,17 @@ TEST_F(QuantGemv, GemmMatchesReference) {
       ASSERT_NE(qw.dev.p, nullptr);
       const auto w16 = gemm_weights(k, qw.w);
       double worst = 0;
-      for (int ntok : {9, 16, 17, 32, 33, 40, 64, 100, 128}) {
+      for (int ntok : {5, 8, 9, 16, 17, 32, 33, 40, 64, 100, 128}) {
         const auto x = normal(rng_, static_cast<size_t>(ntok * sh.cols), 1.0f, true);
         const std::string what = std::string(kind_name(k)) + " " + std::to_string(sh.rows) + "x" +
                                  std::to_string(sh.cols) + " ntok " + std::to_string(ntok);
         const GemvCheck r = check_gemm(k, qw, w16, sh.rows, sh.cols, x, ntok, nullptr, gemm_tol(k), what);
         worst = std::max(worst, r.worst);
+        if (ntok <= 8) {  // the barrier-free variant
+          const GemvCheck rw = check_gemm(k, qw, w16, sh.rows, sh.cols, x, ntok, nullptr, gemm_tol(k),
+                                          what + " (warp variant)", true);
+          worst = std::max(worst, rw.worst);
+        }
       }
       std::printf("gemm %-5s %6lld x %-6lld worst rel err %.2e\n", kind_name(k), static_cast<long long>(sh.rows),
                   static_cast<long long>(sh.cols), worst);
@@ -644,7 +649,9 @@ TEST_F(QuantGemv, GemmMultiMatchesReference) {
       qw.push_back(std::make_unique<QuantWeights>(k, std::max<int64_t>(r, 1), cols, rng_));
       w16.push_back(gemm_weights(k, qw.back()->w));
     }
-    for (int ntok : {5, 8, 33}) {
+    for (int run = 0; run < 5; ++run) {
+      const int ntok = run < 3 ? (run == 0 ? 5 : run == 1 ? 8 : 33) : (run == 3 ? 5 : 8);
+      const bool warp_small = run >= 3;  // the barrier-free variant
       const auto x = normal(rng_, static_cast<size_t>(ntok * cols), 1.0f, true);
       std::vector<uint16_t> xh(x.size());
       std::vector<float> xr(x.size());
@@ -664,14 +671,16 @@ TEST_F(QuantGemv, GemmMultiMatchesReference) {
         outs[i] = cuda::GemmQuantOut{qw[i]->dev.as<uint8_t>(), rows[i], qw[i]->row_bytes,
                                      cuda::Rows{dy.back()->as<float>(), ntok, rows[i], ys}};
       }
-      HS_CU(cuda::launch_gemm_quant_mma_multi(k, 4, outs, cols, dx.as<uint16_t>(), cols, ntok, nullptr));
+      HS_CU(cuda::launch_gemm_quant_mma_multi(k, 4, outs, cols, dx.as<uint16_t>(), cols, ntok, nullptr, false, nullptr,
+                                              warp_small));
       HS_CU(cudaDeviceSynchronize());
       for (size_t i = 0; i < rows.size(); ++i) {
         const int64_t ys = rows[i] + 2;
         std::vector<float> y(static_cast<size_t>(ntok * ys));
         HS_CU(cudaMemcpy(y.data(), dy[i]->p, y.size() * 4, cudaMemcpyDeviceToHost));
         compare_gemm(w16[i], rows[i], cols, xr, ntok, y, ys, gemm_tol(k),
-                     std::string(kind_name(k)) + " multi weight " + std::to_string(i) + " ntok " + std::to_string(ntok));
+                     std::string(kind_name(k)) + " multi weight " + std::to_string(i) + " ntok " + std::to_string(ntok) +
+                         (warp_small ? " (warp variant)" : ""));
       }
     }
   }
@@ -757,11 +766,13 @@ TEST_F(QuantGemv, GemmBandwidth) {
       // The planner's choice, then (8 and 32 tokens) every cluster split forced: its cost model's check.
       std::vector<std::pair<int, int>> runs;  // (ntok, forced ck or 0)
       for (int ntok : {5, 8, 9, 16, 32, 64, 128}) runs.push_back({ntok, 0});
+      for (int ntok : {5, 8}) runs.push_back({ntok, -1});  // -1: the barrier-free variant
       for (int ntok : {8, 32})
         for (int ck : {1, 2, 4, 8}) runs.push_back({ntok, ck});
       for (const auto& [ntok, force_ck] : runs) {
         const cuda::Rows yr{y.as<float>(), ntok, sh.rows, sh.rows};
         cuda::GemmQuantPlan p = cuda::plan_gemm_quant(k, sh.rows, sh.cols, ntok, n_sm);
+        const bool warp_small = force_ck < 0;
         if (force_ck > 0) {
           const int n_chunks = static_cast<int>((sh.cols + 127) / 128);
           p.slice_chunks = (n_chunks + force_ck - 1) / force_ck;
@@ -769,7 +780,7 @@ TEST_F(QuantGemv, GemmBandwidth) {
         }
         auto launch = [&] {
           return cuda::launch_gemm_quant_mma(k, w.as<uint8_t>(), sh.rows, sh.cols, row_bytes, x.as<uint16_t>(), sh.cols,
-                                             ntok, yr, nullptr, false, &p);
+                                             ntok, yr, nullptr, false, warp_small ? nullptr : &p, warp_small);
         };
         HS_CU(launch());
         HS_CU(cudaDeviceSynchronize());
@@ -787,7 +798,7 @@ TEST_F(QuantGemv, GemmBandwidth) {
         const float t = us[us.size() / 2];
         const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
         const std::string plan = std::to_string(p.n_tiles) + " " + std::to_string(p.token_blocks) + " " +
-                                 std::to_string(p.ck) + (force_ck > 0 ? " (forced)" : "");
+                                 std::to_string(p.ck) + (force_ck > 0 ? " (forced)" : warp_small ? " (warp variant)" : "");
         std::printf("%-5s %-13s %5d  %-16s %9.2f %9.1f\n", kind_name(k), shape.c_str(), ntok, plan.c_str(), t,
                     static_cast<double>(bytes) / (t * 1e3));
       }

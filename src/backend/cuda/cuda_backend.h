@@ -340,6 +340,9 @@ class CudaBackend final : public Backend {
   // 27B shape's batch 8 went 344 -> 427 t/s with the GEMM, batch 4 321 -> 231, session 24).
   bool gemm_quant_ = true;
   int gemm_quant_min_rows_ = 5;
+  // HS_CUDA_GEMMQ_WARP=1: up to 8 rows on its barrier-free variant (gemm_quant_mma.h; off until
+  // an A/B on the GPU says which is faster).
+  bool gemm_quant_warp_ = false;
   bool takes_gemm_quant(int64_t rows) const {
     return gemm_quant_ && rows >= gemm_quant_min_rows_ && rows <= kMaxGemmQuantTokens;
   }

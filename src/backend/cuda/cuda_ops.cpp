@@ -219,7 +219,7 @@ Status CudaBackend::matmul_one(const Tensor& w, const Tensor& x, Tensor y, DType
     }
     const cudaError_t e = launch_gemm_quant_mma(*qk, w.as<const uint8_t>(), w.rows, w.cols, w.row_stride,
                                                 static_cast<const uint16_t*>(xb_.ptr), x.cols, static_cast<int>(x.rows),
-                                                rows_of(y), stream_, pdl_on_);
+                                                rows_of(y), stream_, pdl_on_, nullptr, gemm_quant_warp_);
     if (e != cudaErrorInvalidValue) return launched(e, "matmul (quantized tensor-core GEMM)");
   }
   if (qk ? x.rows <= kMaxGemvRows : gemv16_ && x.rows <= kMaxGemv16Rows) {
@@ -339,7 +339,8 @@ Status CudaBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, st
       outs[i] = GemmQuantOut{ws[i].as<const uint8_t>(), ws[i].rows, ws[i].row_stride, rows_of(ys[i])};
     const cudaError_t e = launch_gemm_quant_mma_multi(*qk, static_cast<int>(ws.size()), outs, x.cols,
                                                       static_cast<const uint16_t*>(xb_.ptr), x.cols,
-                                                      static_cast<int>(x.rows), stream_, pdl_on_);
+                                                      static_cast<int>(x.rows), stream_, pdl_on_, nullptr,
+                                                      gemm_quant_warp_);
     if (e != cudaErrorInvalidValue) return launched(e, "matmul_multi (quantized tensor-core GEMM)");
   }
   // 3..8 rows of 16-bit weights: one tensor-core launch over all of them, each into its own y.

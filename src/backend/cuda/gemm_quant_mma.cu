@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
 
 #include "backend/cuda/gemm_quant_mma.h"
@@ -125,28 +126,18 @@ __device__ __forceinline__ uint32_t lds32x2_hi(const uint2& u) { return __byte_p
 // (v, v) as f16 bits from one fp16 half of a word (hi: the upper half).
 __device__ __forceinline__ uint32_t dup_half(uint32_t w, bool hi) { return __byte_perm(w, 0, hi ? 0x3232 : 0x1010); }
 
-// acc[m][nt] += the chunk's products. xs: the staged chunk (token rows kXRow halfs apart).
-template <int K, int NT>
-__device__ __forceinline__ void compute_chunk(const ChunkRegs<K>& R, const __half* __restrict__ xs, int g, int t,
-                                              float (&acc)[2][NT][4]) {
+// acc[m][nt] += the chunk's products. bfrags(blk, b) fills b[nt][0..3] with the B fragments of
+// the chunk's 32-column block blk (k16 steps (4t, 4t+2 | 4t+1, 4t+3) and the same 16 columns on).
+template <int K, int NT, typename BFrags>
+__device__ __forceinline__ void compute_chunk(const ChunkRegs<K>& R, const BFrags& bfrags, float (&acc)[2][NT][4]) {
   constexpr int G = ChunkRegs<K>::kGroups;
   constexpr int kBlocks = K == static_cast<int>(QuantKind::kQ8_0) ? 2 : 4;  // 32-column blocks a group
 #pragma unroll
   for (int gg = 0; gg < G; ++gg) {
 #pragma unroll
     for (int jj = 0; jj < kBlocks; ++jj) {
-      const int cb = (gg * kBlocks + jj) * 32;  // the block's first column in the chunk
       uint32_t b[NT][4];
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt) {
-        const __half* xr = xs + (nt * 8 + g) * kXRow + cb + 4 * t;
-        const uint2 u = *reinterpret_cast<const uint2*>(xr);
-        const uint2 v = *reinterpret_cast<const uint2*>(xr + 16);
-        b[nt][0] = lds32x2_lo(u);
-        b[nt][1] = lds32x2_hi(u);
-        b[nt][2] = lds32x2_lo(v);
-        b[nt][3] = lds32x2_hi(v);
-      }
+      bfrags(gg * kBlocks + jj, b);
 #pragma unroll
       for (int m = 0; m < 2; ++m) {
         uint32_t p[2][4];  // rows g and g + 8 of tile m
@@ -183,6 +174,30 @@ __device__ __forceinline__ void compute_chunk(const ChunkRegs<K>& R, const __hal
       }
     }
   }
+}
+
+// B fragments from an 8-byte load of columns 4t..4t+3 (u) and one of 16+4t..16+4t+3 (v).
+__device__ __forceinline__ void bfrag_of(const uint2& u, const uint2& v, uint32_t (&b)[4]) {
+  b[0] = lds32x2_lo(u);
+  b[1] = lds32x2_hi(u);
+  b[2] = lds32x2_lo(v);
+  b[3] = lds32x2_hi(v);
+}
+
+// compute_chunk over the staged chunk xs (token rows kXRow halfs apart).
+template <int K, int NT>
+__device__ __forceinline__ void compute_chunk_smem(const ChunkRegs<K>& R, const __half* __restrict__ xs, int g, int t,
+                                                   float (&acc)[2][NT][4]) {
+  compute_chunk<K, NT>(
+      R,
+      [&](int blk, uint32_t (&b)[NT][4]) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          const __half* xr = xs + (nt * 8 + g) * kXRow + blk * 32 + 4 * t;
+          bfrag_of(*reinterpret_cast<const uint2*>(xr), *reinterpret_cast<const uint2*>(xr + 16), b[nt]);
+        }
+      },
+      acc);
 }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
@@ -273,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
         const int ahead = cc + kStages - 1;  // into the stage chunk cc - 1 used
         if (ahead < nc) stage_x<NT>(xs + (ahead % kStages) * kStage, a, tok0, static_cast<int64_t>(ch0 + ahead) * kChunkCols);
         cp_async_commit();
-        compute_chunk<K, NT>(wr[j], xs + (cc % kStages) * kStage, g, t, acc);
+        compute_chunk_smem<K, NT>(wr[j], xs + (cc % kStages) * kStage, g, t, acc);
         if (cc + D < nc) load_chunk<K>(wr[j], base, stride8, valid, ch0 + cc + D, t, a);
       }
     }
@@ -320,6 +335,99 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
     if (row < rows && tok < a.n_tok) y[tok * y_stride + row] = v;
   }
   cluster.sync();  // no CTA leaves while its partials may still be read
+}
+
+// ---- the barrier-free variant for up to 8 tokens (one n8 tile) ---------------------------------
+// A CTA of 8 warps = rw row-warps (32 rows each) x 8 / rw k-warps; a k-warp takes every
+// (8 / rw)-th chunk of the row. No shared-memory staging and no barrier in the main loop: each lane
+// loads its B fragments (8 + 8 bytes of its token's x per 32-column block) from global memory
+// through L1 (the CTA's row-warps read the same x), D chunks of weights and x ahead in
+// registers; the k-warps' sums meet in shared memory in a fixed order at the end.
+constexpr int kWarpCtaThreads = 256;
+
+template <int K>
+constexpr int kWarpDepth = K == static_cast<int>(QuantKind::kQ4_0) ? 3 : 2;
+
+__device__ __forceinline__ void load_x_chunk(uint2 (&xq)[4][2], const Args& a, int tok, int chunk, int t) {
+  const int64_t c0 = static_cast<int64_t>(chunk) * kChunkCols;
+#pragma unroll
+  for (int blk = 0; blk < 4; ++blk) {
+    const int64_t c = c0 + 32 * blk + 4 * t;
+    if (tok < a.n_tok && c0 + 32 * blk < a.cols) {
+      const uint2* p = reinterpret_cast<const uint2*>(a.x + tok * a.x_stride + c);
+      xq[blk][0] = __ldg(p);
+      xq[blk][1] = __ldg(p + 4);  // 16 columns on
+    } else {
+      xq[blk][0] = xq[blk][1] = make_uint2(0, 0);
+    }
+  }
+}
+
+template <int K>
+__global__ void __launch_bounds__(kWarpCtaThreads, 1) gemm_quant_warp_kernel(Args a, int rw) {
+  constexpr int D = kWarpDepth<K>;
+  __shared__ float red[kWarpCtaThreads / 32][kWarpRows][8];  // [warp][row][token]
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int kw = kWarpCtaThreads / 32 / rw;
+  const int rwi = warp / kw, kwi = warp % kw;
+  int wi = 0;
+#pragma unroll
+  for (int i = 1; i < kW; ++i)
+    if (i < a.n_weights && static_cast<int>(blockIdx.x) >= a.block_begin[i]) wi = i;
+  const int64_t rows = pick(a.rows, wi), row_bytes = pick(a.row_bytes, wi);
+  float* const y = pick(a.y, wi);
+  const int64_t y_stride = pick(a.y_stride, wi);
+  const int first = wi == 0 ? a.block_begin[0] : wi == 1 ? a.block_begin[1] : wi == 2 ? a.block_begin[2] : a.block_begin[3];
+  const int64_t cta_row0 = static_cast<int64_t>(static_cast<int>(blockIdx.x) - first) * kWarpRows * rw;
+  const int64_t row0 = cta_row0 + rwi * kWarpRows;
+  unsigned valid = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < rows ? 1u : 0u) << i;
+  const uint8_t* base = pick(a.w, wi) + (row0 + g) * row_bytes;
+  const int64_t stride8 = 8 * row_bytes;
+  const int n_my = kwi < a.n_chunks ? (a.n_chunks - kwi + kw - 1) / kw : 0;  // chunks kwi, kwi + kw, ...
+
+  ChunkRegs<K> wr[D];
+  uint2 xq[D][4][2];
+#pragma unroll
+  for (int j = 0; j < D; ++j)
+    if (j < n_my) load_chunk<K>(wr[j], base, stride8, valid, kwi + j * kw, t, a);
+  pdl_launch_dependents();
+  pdl_wait();
+#pragma unroll
+  for (int j = 0; j < D; ++j)
+    if (j < n_my) load_x_chunk(xq[j], a, g, kwi + j * kw, t);
+
+  float acc[2][1][4] = {};
+  for (int i = 0; i < n_my; i += D) {
+#pragma unroll
+    for (int j = 0; j < D; ++j) {
+      if (i + j < n_my) {
+        compute_chunk<K, 1>(
+            wr[j], [&](int blk, uint32_t (&b)[1][4]) { bfrag_of(xq[j][blk][0], xq[j][blk][1], b[0]); }, acc);
+        if (i + j + D < n_my) {
+          const int c = kwi + (i + j + D) * kw;
+          load_chunk<K>(wr[j], base, stride8, valid, c, t, a);
+          load_x_chunk(xq[j], a, g, c, t);
+        }
+      }
+    }
+  }
+  // k-warps' sums in a fixed order: red[warp][row][token], then thread (row, token) of each row-warp.
+#pragma unroll
+  for (int m = 0; m < 2; ++m)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) red[warp][16 * m + 8 * (k >> 1) + g][2 * t + (k & 1)] = acc[m][0][k];
+  __syncthreads();
+  for (int it = threadIdx.x; it < rw * kWarpRows * 8; it += kWarpCtaThreads) {
+    const int tok = it % 8, rr = it / 8;  // rr: row of the CTA
+    const int rg = rr / kWarpRows, r = rr % kWarpRows;
+    float v = 0.0f;
+    for (int q = 0; q < kw; ++q) v += red[rg * kw + q][r][tok];
+    const int64_t row = cta_row0 + rr;
+    if (row < rows && tok < a.n_tok) y[tok * y_stride + row] = v;
+  }
 }
 
 using KernelFn = void (*)(Args);
@@ -413,62 +521,30 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
   return plan_gemm_quant_blocks(k, (rows + kCtaRows - 1) / kCtaRows, cols, n_tok, n_sm);
 }
 
-cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQuantOut* outs, int64_t cols,
-                                        const uint16_t* x16, int64_t x_stride, int n_tok, cudaStream_t s, bool pdl,
-                                        const GemmQuantPlan* plan) {
-  if (n_weights < 1 || n_weights > kW || !outs) return cudaErrorInvalidValue;
-  if (n_tok == 0) return cudaSuccess;
-  if (!x16 || n_tok < 0 || n_tok > kMaxGemmQuantTokens || !quant_cols_valid(k, cols) ||
-      reinterpret_cast<uintptr_t>(x16) % 16 != 0 || x_stride % 8 != 0 || x_stride < cols)
-    return cudaErrorInvalidValue;
-  Args a;
-  int64_t blocks = 0;
-  for (int i = 0; i < n_weights; ++i) {
-    const GemmQuantOut& o = outs[i];
-    if (o.rows < 0 || (o.rows > 0 && (!o.w || !o.y.p || o.row_bytes < quant_device_row_bytes(k, cols) ||
-                                      o.row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(o.w) % 16 != 0 ||
-                                      o.y.rows != n_tok || o.y.cols != o.rows || o.y.stride < o.rows)))
-      return cudaErrorInvalidValue;
-    a.w[i] = o.w;
-    a.rows[i] = o.rows;
-    a.row_bytes[i] = o.row_bytes;
-    a.y[i] = o.y.p;
-    a.y_stride[i] = o.y.stride;
-    a.block_begin[i] = static_cast<int>(blocks);
-    blocks += (o.rows + kCtaRows - 1) / kCtaRows;
-    if (blocks > 65535) return cudaErrorInvalidValue;
-  }
-  for (int i = n_weights; i <= kW; ++i) a.block_begin[i] = static_cast<int>(blocks);
-  if (blocks == 0) return cudaSuccess;
-  const GemmQuantPlan p = plan ? *plan : plan_gemm_quant_blocks(k, blocks, cols, n_tok, sm_count());
-  const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
-  if (p.ck < 1 || p.ck > kMaxCluster || p.n_tiles < 1 || p.n_tiles > kMaxTiles || p.slice_chunks < 1 ||
-      (p.ck - 1) * int64_t{p.slice_chunks} >= n_chunks || p.ck * int64_t{p.slice_chunks} < n_chunks ||
-      int64_t{p.token_blocks} * p.n_tiles * 8 < n_tok || p.token_blocks > 65535)
-    return cudaErrorInvalidValue;
-  const QuantRowLayout l = quant_row_layout(k, cols);
-  a.n_weights = n_weights;
-  a.cols = cols;
-  a.scale_offset = l.scale_offset;
-  a.dm_offset = l.dm_offset;
-  a.x = x16;
-  a.x_stride = x_stride;
-  a.n_tok = n_tok;
-  a.n_groups = l.groups;
-  a.n_chunks = static_cast<int>(n_chunks);
-  a.slice_chunks = p.slice_chunks;
-  a.ck = p.ck;
+namespace {
 
+using WarpKernelFn = void (*)(Args, int);
+WarpKernelFn warp_kernel_of(QuantKind k) {
+  switch (k) {
+    case QuantKind::kQ4_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
+    case QuantKind::kQ8_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ8_0)>;
+    default: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_K)>;
+  }
+}
+
+// Launch attributes: a cluster of ck CTAs along x (ck > 1), a programmatic dependent (pdl).
+template <typename Fn, typename... A>
+cudaError_t launch_with(Fn kernel, dim3 grid, dim3 block, size_t smem, int ck, bool pdl, cudaStream_t s, A... args) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.ck), static_cast<unsigned>(blocks), static_cast<unsigned>(p.token_blocks));
-  cfg.blockDim = dim3(kThreads, 1, 1);
-  cfg.dynamicSmemBytes = smem_bytes(p.n_tiles);
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cudaLaunchAttribute attr[2];
   int n_attr = 0;
-  if (p.ck > 1) {
+  if (ck > 1) {
     attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(p.ck);
+    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(ck);
     attr[n_attr].val.clusterDim.y = 1;
     attr[n_attr].val.clusterDim.z = 1;
     ++n_attr;
@@ -480,24 +556,101 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
   }
   cfg.attrs = attr;
   cfg.numAttrs = n_attr;
-  const KernelFn kernel = kernel_for(k, p.n_tiles);
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, a);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
   if (e != cudaSuccess && pdl) {  // a refused attribute: launch plainly
     (void)cudaGetLastError();
-    cfg.numAttrs = p.ck > 1 ? 1 : 0;
-    e = cudaLaunchKernelEx(&cfg, kernel, a);
+    cfg.numAttrs = ck > 1 ? 1 : 0;
+    e = cudaLaunchKernelEx(&cfg, kernel, args...);
   }
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
 
+}  // namespace
+
+cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQuantOut* outs, int64_t cols,
+                                        const uint16_t* x16, int64_t x_stride, int n_tok, cudaStream_t s, bool pdl,
+                                        const GemmQuantPlan* plan, bool warp_small) {
+  if (n_weights < 1 || n_weights > kW || !outs) return cudaErrorInvalidValue;
+  if (n_tok == 0) return cudaSuccess;
+  if (!x16 || n_tok < 0 || n_tok > kMaxGemmQuantTokens || !quant_cols_valid(k, cols) ||
+      reinterpret_cast<uintptr_t>(x16) % 16 != 0 || x_stride % 8 != 0 || x_stride < cols)
+    return cudaErrorInvalidValue;
+  int64_t total_rows = 0;
+  for (int i = 0; i < n_weights; ++i) {
+    const GemmQuantOut& o = outs[i];
+    if (o.rows < 0 || (o.rows > 0 && (!o.w || !o.y.p || o.row_bytes < quant_device_row_bytes(k, cols) ||
+                                      o.row_bytes % 16 != 0 || reinterpret_cast<uintptr_t>(o.w) % 16 != 0 ||
+                                      o.y.rows != n_tok || o.y.cols != o.rows || o.y.stride < o.rows)))
+      return cudaErrorInvalidValue;
+    total_rows += o.rows;
+  }
+  if (total_rows == 0) return cudaSuccess;
+  const QuantRowLayout l = quant_row_layout(k, cols);
+  const int64_t n_chunks = (cols + kChunkCols - 1) / kChunkCols;
+  // The weights' row blocks of `unit` rows as one list.
+  auto fill = [&](Args& a, int64_t unit) -> int64_t {
+    int64_t blocks = 0;
+    for (int i = 0; i < n_weights; ++i) {
+      a.w[i] = outs[i].w;
+      a.rows[i] = outs[i].rows;
+      a.row_bytes[i] = outs[i].row_bytes;
+      a.y[i] = outs[i].y.p;
+      a.y_stride[i] = outs[i].y.stride;
+      a.block_begin[i] = static_cast<int>(std::min<int64_t>(blocks, INT32_MAX));
+      blocks += (outs[i].rows + unit - 1) / unit;
+    }
+    for (int i = n_weights; i <= kW; ++i) a.block_begin[i] = static_cast<int>(std::min<int64_t>(blocks, INT32_MAX));
+    a.n_weights = n_weights;
+    a.cols = cols;
+    a.scale_offset = l.scale_offset;
+    a.dm_offset = l.dm_offset;
+    a.x = x16;
+    a.x_stride = x_stride;
+    a.n_tok = n_tok;
+    a.n_groups = l.groups;
+    a.n_chunks = static_cast<int>(n_chunks);
+    return blocks;
+  };
+  Args a;
+  if (warp_small && n_tok <= 8 && !plan) {
+    // Rows a CTA: the most (fewer, longer k-warps) that still give two CTAs an SM.
+    const int n_sm = sm_count();
+    int rw = 1;
+    for (int c : {8, 4, 2}) {
+      int64_t ctas = 0;
+      for (int i = 0; i < n_weights; ++i) ctas += (outs[i].rows + int64_t{kWarpRows} * c - 1) / (int64_t{kWarpRows} * c);
+      if (ctas >= 2LL * n_sm) {
+        rw = c;
+        break;
+      }
+    }
+    const int64_t blocks = fill(a, int64_t{kWarpRows} * rw);
+    if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    return launch_with(warp_kernel_of(k), dim3(static_cast<unsigned>(blocks)), dim3(kWarpCtaThreads), 0, 1, pdl, s, a,
+                       rw);
+  }
+  const int64_t blocks = fill(a, kCtaRows);
+  if (blocks > 65535) return cudaErrorInvalidValue;
+  const GemmQuantPlan p = plan ? *plan : plan_gemm_quant_blocks(k, blocks, cols, n_tok, sm_count());
+  if (p.ck < 1 || p.ck > kMaxCluster || p.n_tiles < 1 || p.n_tiles > kMaxTiles || p.slice_chunks < 1 ||
+      (p.ck - 1) * int64_t{p.slice_chunks} >= n_chunks || p.ck * int64_t{p.slice_chunks} < n_chunks ||
+      int64_t{p.token_blocks} * p.n_tiles * 8 < n_tok || p.token_blocks > 65535)
+    return cudaErrorInvalidValue;
+  a.slice_chunks = p.slice_chunks;
+  a.ck = p.ck;
+  return launch_with(kernel_for(k, p.n_tiles),
+                     dim3(static_cast<unsigned>(p.ck), static_cast<unsigned>(blocks), static_cast<unsigned>(p.token_blocks)),
+                     dim3(kThreads), smem_bytes(p.n_tiles), p.ck, pdl, s, a);
+}
+
 cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                   const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s, bool pdl,
-                                  const GemmQuantPlan* plan) {
+                                  const GemmQuantPlan* plan, bool warp_small) {
   if (rows == 0 || n_tok == 0) return cudaSuccess;
   if (!w || !y.p) return cudaErrorInvalidValue;
   const GemmQuantOut o{w, rows, w_row_bytes, y};
-  return launch_gemm_quant_mma_multi(k, 1, &o, cols, x16, x_stride, n_tok, s, pdl, plan);
+  return launch_gemm_quant_mma_multi(k, 1, &o, cols, x16, x_stride, n_tok, s, pdl, plan, warp_small);
 }
 
 }  // namespace hs::cuda

@@ -52,9 +52,12 @@ GemmQuantPlan plan_gemm_quant_blocks(QuantKind k, int64_t row_blocks, int64_t co
 // `cols` columns and x16 [n_tok][cols] f16 (x_stride elements apart). pdl: launched as a
 // programmatic dependent of the previous kernel on `s` (its first weights are requested before
 // it waits; pdl.cuh). plan: null = plan_gemm_quant for the current device.
+// warp_small (with no plan): up to 8 tokens take the barrier-free variant instead (8 warps a CTA,
+// each streaming its rows' chunks with its x fragments from L1, no staging; session 24, A/B knob
+// HS_CUDA_GEMMQ_WARP until measured).
 cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                   const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s,
-                                  bool pdl = false, const GemmQuantPlan* plan = nullptr);
+                                  bool pdl = false, const GemmQuantPlan* plan = nullptr, bool warp_small = false);
 
 // One weight of a multi launch: w [rows] device rows row_bytes apart, into y [n_tok][rows].
 struct GemmQuantOut {
@@ -69,6 +72,7 @@ struct GemmQuantOut {
 // A weight may have 0 rows. Each y[i] is computed as a single launch with the same plan would.
 cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQuantOut* outs, int64_t cols,
                                         const uint16_t* x16, int64_t x_stride, int n_tok, cudaStream_t s,
-                                        bool pdl = false, const GemmQuantPlan* plan = nullptr);
+                                        bool pdl = false, const GemmQuantPlan* plan = nullptr,
+                                        bool warp_small = false);
 
 }  // namespace hs::cuda
