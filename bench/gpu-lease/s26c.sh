@@ -9,7 +9,7 @@ $B serve --device cuda --load-format dummy --config configs/llama-3.1-8b.json --
   --kv-cache-dtype int4 --device-kv-budget 4294967296 --sparse sketch --sketch random -c 300000 --max-model-len 280000 \
   --max-num-batched-tokens 8192 --request-timeout 0 --port 8091 > $OUT/serve.log 2>&1 &
 SRV=$!
-for i in $(seq 1 60); do curl -sf http://127.0.0.1:8091/v1/models > /dev/null && break; sleep 2; done
+for i in $(seq 1 60); do python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:8091/v1/models')" 2>/dev/null && break; sleep 2; done
 date -u +"%F %T UTC"
 timeout 120 python3 bench/followup_ttft.py --url http://127.0.0.1:8091 --context 32768 --followups 2 --seed 2 \
   --json $OUT/fu32k.json; echo "32K rc $?"
