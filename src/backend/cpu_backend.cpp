@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul.h"
 #include "backend/cpu/matmul_exact.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu_checks.h"
 #include "backend/cpu_sparse_kernels.h"
 #include "sparse/sparse_runtime.h"
 
@@ -146,14 +147,15 @@ Status CpuBackend::matmul_multi(std::span<const Tensor> ws, const Tensor& x, std
 }
 
 Status CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor out) {
-  HS_RETURN_IF_ERROR(need_f32(x, "rms_norm", "x"));
-  HS_RETURN_IF_ERROR(need_f32(out, "rms_norm", "out"));
+  HS_RETURN_IF_ERROR(cpu_checks::need_rows(x, "rms_norm", "x"));
+  HS_RETURN_IF_ERROR(cpu_checks::need_rows(out, "rms_norm", "out"));
   HS_RETURN_IF_ERROR(same_shape(x, out, "rms_norm"));
   if (!w.empty() && w.cols != x.cols)
     return make_error(StatusCode::kInvalidArgument, "rms_norm: weight of {} for rows of {}", w.cols, x.cols);
   const float* wp = w.empty() ? nullptr : w.f32();
   const int width = static_cast<int>(x.cols);
-  for (int64_t r = 0; r < x.rows; ++r) cpu::rms_norm(x.f32() + r * width, wp, width, eps, out.f32() + r * width);
+  const int64_t xs = x.row_stride / 4, os = out.row_stride / 4;  // strided views (a column slice) allowed
+  for (int64_t r = 0; r < x.rows; ++r) cpu::rms_norm(x.f32() + r * xs, wp, width, eps, out.f32() + r * os);
   return Status::ok();
 }
 

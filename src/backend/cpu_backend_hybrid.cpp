@@ -9,17 +9,12 @@
 #include "backend/cpu/delta_rule.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu_backend.h"
+#include "backend/cpu_checks.h"
 
 namespace hs {
 namespace {
 
-// Host f32 rows, contiguous or strided by whole floats.
-Status need_rows(const Tensor& t, const char* op, const char* what) {
-  if (t.dtype != DType::F32 || t.device != Device::kCpu || t.row_stride < t.row_bytes() || t.row_stride % 4 != 0)
-    return make_error(StatusCode::kInvalidArgument, "{}: {} must be host f32 rows (got {} on {}, row stride {} B)", op,
-                      what, dtype_name(t.dtype), device_name(t.device), t.row_stride);
-  return Status::ok();
-}
+using cpu_checks::need_rows;
 
 Status need_vector(const Tensor& t, int64_t n, const char* op, const char* what) {
   if (t.dtype != DType::F32 || t.device != Device::kCpu || t.rows * t.cols != n || (t.rows > 1 && !t.contiguous()))

@@ -163,11 +163,11 @@ Status HybridDecoder::reserve(int64_t max_tokens) {
                 cd = c.ssm_conv_dim(), vd = c.ssm_value_dim(), nv = c.ssm_n_v_heads;
   // MoE-only buffers get width 1 in a dense model (carve_activations wants positive widths).
   const int64_t E = std::max(1, c.n_expert), k = std::max(1, c.n_expert_used), dm = c.is_moe() ? d : 1;
-  Tensor* slots[] = {&ws_.x,    &ws_.h,          &ws_.o,      &ws_.qg,    &ws_.q,     &ws_.gate,  &ws_.att,
+  Tensor* slots[] = {&ws_.x,    &ws_.h,          &ws_.o,      &ws_.qg,    &ws_.q,     &ws_.att,
                      &ws_.k,    &ws_.v,          &ws_.k_pre,  &ws_.ffn_gate, &ws_.ffn_up, &ws_.qkv,  &ws_.conv,
                      &ws_.z,    &ws_.core,       &ws_.ssm_b,  &ws_.ssm_a,  &ws_.ssm_ba, &ws_.shexp, &ws_.shexp_gate,
                      &ws_.router, &ws_.moe_w,    &ws_.moe_ids};
-  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, qd, kvd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv, 2 * nv, dm, 1, E, k, k};
+  const int64_t widths[] = {d, d, d, 2 * qd, qd, qd, kvd, kvd, kvd, ff, ff, cd, cd, vd, vd, nv, nv, 2 * nv, dm, 1, E, k, k};
   static_assert(std::size(slots) == std::size(widths));
   HS_RETURN_IF_ERROR(carve_activations(*backend_, max_tokens, widths, slots, "the hybrid activation workspace", ws_.mem));
   ws_.moe_ids.dtype = DType::I32;  // carved as f32 rows of the same 4-byte width
@@ -294,18 +294,17 @@ Status HybridDecoder::attention_mixer(int il, int64_t n) {
   const LayerTensors& L = layers_[il];
   const int hd = c.head_dim;
   const Tensor h = ws_.h.slice_rows(0, n), o = ws_.o.slice_rows(0, n), qg = ws_.qg.slice_rows(0, n);
-  const Tensor q = ws_.q.slice_rows(0, n), gate = ws_.gate.slice_rows(0, n), att = ws_.att.slice_rows(0, n);
+  const Tensor q = ws_.q.slice_rows(0, n), att = ws_.att.slice_rows(0, n);
   const Tensor k = ws_.k.slice_rows(0, n), v = ws_.v.slice_rows(0, n);
   {
     const Tensor ws[] = {L.wq, L.wk, L.wv};
     const Tensor ys[] = {qg, k, v};
     HS_RETURN_IF_ERROR(b.matmul_multi(ws, h, ys));
   }
-  // [n][heads][q | gate] -> q [n][heads · hd] and gate [n][heads · hd].
+  // [n][heads][q | gate]: q's norm reads its half of each head's row and writes q [n][heads · hd];
+  // the output gate is read in place (its half, strided) after attention. No copies.
   const Tensor per_head = qg.reshaped(2 * hd);  // [n · heads][2 · hd]
-  HS_RETURN_IF_ERROR(b.copy(columns(per_head, 0, hd), q.reshaped(hd)));
-  HS_RETURN_IF_ERROR(b.copy(columns(per_head, hd, hd), gate.reshaped(hd)));
-  HS_RETURN_IF_ERROR(b.rms_norm(q.reshaped(hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
+  HS_RETURN_IF_ERROR(b.rms_norm(columns(per_head, 0, hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
   HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
   const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
   if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
@@ -315,7 +314,7 @@ Status HybridDecoder::attention_mixer(int il, int64_t n) {
   HS_RETURN_IF_ERROR(b.kv_write(L.kv_layer, k, v));
   const AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, 0};
   HS_RETURN_IF_ERROR(b.attention(L.kv_layer, q, att, ap));
-  HS_RETURN_IF_ERROR(b.sigmoid_mul(att, gate));
+  HS_RETURN_IF_ERROR(b.sigmoid_mul(att.reshaped(hd), columns(per_head, hd, hd)));
   return b.matmul(L.wo, att, o);
 }
 

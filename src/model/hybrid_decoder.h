@@ -117,8 +117,8 @@ class HybridDecoder final : public LanguageModel {
     Buffer mem;
     int64_t capacity = 0;
     Tensor x, h, o;              // [n][n_embd]
-    Tensor qg;                   // [n][2 · q_dim] q | gate per head
-    Tensor q, gate, att;         // [n][q_dim]
+    Tensor qg;                   // [n][2 · q_dim] q | gate per head (the gate is read in place)
+    Tensor q, att;               // [n][q_dim]
     Tensor k, v, k_pre;          // [n][kv_dim] (k_pre: keys before RoPE, for the key observer)
     Tensor ffn_gate, ffn_up;     // [n][max(n_ff, n_ff_shexp)] (dense or shared-expert GLU)
     Tensor shexp, shexp_gate;    // [n][n_embd] shared expert out, [n][1] its gate logit (MoE)

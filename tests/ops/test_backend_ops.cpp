@@ -647,6 +647,26 @@ TEST_F(BackendOps, RmsNorm) {
       const char* what[] = {" w", " no w", " w in place"};
       check("rms_norm", dims(rows, width) + what[variant], got[0], ref[0], 1e-5);
     }
+    // A strided input: the second half of each row of [rows][2 * width] (Qwen3.5's q beside its
+    // gate), into a dense output.
+    const int64_t rows = rows_d(rng_);
+    const std::vector<float> w = normal(rng_, static_cast<size_t>(width), 1.0f);
+    Tensor wt[2];
+    prepare_both(w, wt);
+    if (HasFatalFailure()) return;
+    Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(rows), 0));
+    std::vector<std::vector<float>> ref, got;
+    run_both(step.plan, {{{rows, 2 * width}, normal(rng_, static_cast<size_t>(rows * 2 * width), 3.0f, true)}},
+             {{rows, width}},
+             [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
+               Tensor half = in[0];
+               half.data = in[0].f32() + width;
+               half.cols = width;
+               return b.rms_norm(half, wt[&b == cpu_.get() ? 0 : 1], 1e-6f, out[0]);
+             },
+             ref, got);
+    if (HasFatalFailure()) return;
+    check("rms_norm", dims(rows, width) + " w strided input", got[0], ref[0], 1e-5);
   }
 }
 
