@@ -457,6 +457,10 @@ class CudaBackend final : public Backend {
   // (bytes; 0 = off: such runs take the exact kernel over the pages, as before session 24).
   Scratch stage_;
   size_t stage_max_bytes_ = size_t{4} << 30;
+  bool stage_warned_ = false;
+  // stage_ of at least `bytes` (grown by half, within the cap); false, with stage_ empty, when the
+  // device has no room (the caller falls back to the exact kernel). Kept between steps.
+  bool grow_stage(size_t bytes);
   bool stage_tables_ = false;              // the step uploaded d_stage_indices_
   const int32_t* d_stage_indices_ = nullptr;  // [total pages]: each sequence's pages as 0..n-1
   Scratch attn_;   // attention partials (kernels.h attention_scratch_floats)

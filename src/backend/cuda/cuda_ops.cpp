@@ -11,15 +11,17 @@
 #include <climits>
 #include <cmath>
 
+#include <spdlog/spdlog.h>
+
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/flash_prefill.h"
 #include "backend/cuda/gemm16_mma.h"
 #include "backend/cuda/gemm_quant_mma.h"
-#include "backend/cuda/kv_stage.h"
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/gemv_quant_warp.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_stage.h"
 
 namespace hs::cuda {
 
@@ -555,6 +557,31 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 }
 }  // namespace
 
+bool CudaBackend::grow_stage(size_t bytes) {
+  if (bytes <= stage_.bytes) return true;
+  // Half again what is asked (a prompt grows chunk by chunk) but never past the cap; exactly
+  // what is asked when that does not fit.
+  const size_t want = std::max(bytes, std::min(stage_max_bytes_, stage_.bytes + stage_.bytes / 2));
+  for (const size_t b : {want, bytes}) {
+    if (stage_.ptr) {
+      if (cudaStreamSynchronize(stream_) != cudaSuccess) return false;  // queued kernels may read it
+      (void)cudaFree(stage_.ptr);
+      stage_.ptr = nullptr;
+      stage_.bytes = 0;
+    }
+    if (device_malloc(&stage_.ptr, b, "the prefill staging copy").is_ok()) {
+      stage_.bytes = b;
+      return true;
+    }
+  }
+  if (!stage_warned_) {
+    spdlog::warn("cuda: no device memory for a {}-byte prefill staging copy; such prompt runs take the exact kernel",
+                 bytes);
+    stage_warned_ = true;
+  }
+  return false;
+}
+
 KvLayerView CudaBackend::layer_kv_view(int layer) const {
   return kv_layer_view(kv_geom_, static_cast<uint8_t*>(kv_base_) + layer * kv_layer_bytes_, kv_page_elems_);
 }
@@ -708,7 +735,10 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
       HS_RETURN_IF_ERROR(exact(r.begin, r.end));
       continue;
     }
-    HS_RETURN_IF_ERROR(grow(stage_, stage_bytes, "the prefill staging copy of a sequence's KV pages"));
+    if (!grow_stage(stage_bytes)) {  // the card is full: the exact kernel still serves the run
+      HS_RETURN_IF_ERROR(exact(r.begin, r.end));
+      continue;
+    }
     KvLayerView sv = stage_view;
     sv.base = stage_.ptr;
     {

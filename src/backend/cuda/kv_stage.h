@@ -9,6 +9,8 @@
 // int4 rows are decoded as the attention kernel decodes them (d q; d e4m3(e); fmaf(u, d, m) in
 // fp32) and rounded to f16 (nearest even). One CTA per (page, kv head) with 16-byte loads and
 // stores: a host-tier gather runs at the bus's rate (~2K CTAs keep MBs in flight).
+// Range: f16 holds |x| <= 65504; an int8 / fp8 value past that (a scale near f16's top) becomes
+// inf in the copy, where the exact kernel keeps it in fp32 (K / V that large are not real data).
 // Cost: reads the pages once (e.g. 256K tokens of the 8B shape at int4: 285 MB a layer over
 // PCIe, ~10 ms at 25 GB/s), writes n_pages * kv_stage_page_bytes (1.07 GB a layer at f16).
 #pragma once
