@@ -1,7 +1,8 @@
 #!/bin/bash
 # Next lease, first call (carry .gpu/bundle .gpu/peer, the peer packed with its qwen35 files):
 # unpack; llama.cpp's build in the background (s22a.sh, which also runs the sparse and host-tier
-# suites: the new HostTierOps.PromptRunsReadAStagedCopyBitForBit); then the suites that cover
+# suites: the new HostTierOps.PromptRunsReadAStagedCopyBitForBit and
+# SparseAttentionOps.MixedStepSelectsOnlyItsDecodeRows); then the suites that cover
 # session 24's unverified changes: the hybrid kernels as programmatic dependents (HybridOps, the
 # tiny qwen35 / qwen3next golden models on CUDA, graph replay == eager), the quantized GEMM's
 # multi-weight launch (QuantGemv, BackendOps), the prefill staging (AttentionOps: fp8 / int8 /

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <vector>
@@ -254,13 +255,14 @@ class SparseAttentionOps : public ::testing::Test {
   // The GPU's layer-1 output out_dev must be the exact attention over its own selections `sel`
   // (rows = seq * kKvHeads + head), recomputed on the host pages, within 2e-3 of max |ref|
   // (at least 1); returns that max.
+  // (n_seqs: only the first n_seqs sequences, token s = sequence s, are decode rows.)
   double check_output_over(const std::vector<std::vector<int32_t>>& sel, const std::vector<float>& q,
-                           const std::vector<float>& out_dev) {
+                           const std::vector<float>& out_dev, size_t n_seqs = SIZE_MAX) {
     const KvGeometry& g = kv_->geometry();
     double worst = 0.0, ref_max = 0.0;
     std::vector<float> ref(static_cast<size_t>(kGroup * kHd));
     SparseAttnScratch scratch;
-    for (size_t s = 0; s < ctx_.size(); ++s)
+    for (size_t s = 0; s < std::min(ctx_.size(), n_seqs); ++s)
       for (int h = 0; h < kKvHeads; ++h) {
         const cpu::PagedKvView view{kv_->layer_base(1), g.page_elems(), seqs_[s].blocks.data(), kP, kHd, true};
         const std::vector<int32_t>& chunks = sel[s * kKvHeads + h];
@@ -655,6 +657,34 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   // full layers and kv heads.
   const SparseStats st = rt_dev_->stats();
   EXPECT_GE(st.score_bytes, int64_t{kLayers} * kKvHeads * cfg.rerank_factor * cfg.budget_tokens * kHd * 2);
+}
+
+// A step mixing long-context decodes (sparse rows) with another sequence's prompt run (a flash
+// range): the selection covers the decode tokens only (its scratch is not sized by the prompt's
+// tokens), the decode rows attend their own selection exactly, and the prompt rows match the CPU.
+TEST_F(SparseAttentionOps, MixedStepSelectsOnlyItsDecodeRows) {
+  make_sequences({3000, 1500, 200}, 64);
+  if (HasFatalFailure()) return;
+  const SparseConfig cfg = small_config();
+  attach_cpu_and_dev(cfg, 77);
+  if (HasFatalFailure()) return;
+  write_random_context(*cpu_, *dev_, 0);
+  const std::vector<std::pair<int, int32_t>> runs = {{0, 1}, {1, 1}, {2, 64}};
+  const int64_t n = 66;
+  const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
+  const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
+  const std::vector<float> out_cpu = prompt(*cpu_, runs, k, v, q);
+  const std::vector<float> out_dev = prompt(*dev_, runs, k, v, q);
+  EXPECT_FALSE(dev_->last_selections(3 * kKvHeads).is_ok()) << "the prompt's tokens took selection rows";
+  auto sel = dev_->last_selections(2 * kKvHeads);
+  ASSERT_TRUE(sel.is_ok()) << sel.status().to_string();
+  (void)check_output_over(*sel, q, out_dev, 2);
+  double d = 0.0, mx = 0.0;
+  for (size_t i = static_cast<size_t>(2 * kQDim); i < out_cpu.size(); ++i) {
+    d = std::max(d, static_cast<double>(std::abs(out_cpu[i] - out_dev[i])));
+    mx = std::max(mx, static_cast<double>(std::abs(out_cpu[i])));
+  }
+  EXPECT_LE(d, 2e-3 * std::max(1.0, mx)) << "the prompt rows; " << seed_note();
 }
 
 TEST_F(SparseAttentionOps, BudgetCoveringTheContextIsDense) {

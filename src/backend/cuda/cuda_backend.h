@@ -458,6 +458,10 @@ class CudaBackend final : public Backend {
   Scratch stage_;
   size_t stage_max_bytes_ = size_t{4} << 30;
   bool stage_warned_ = false;
+  // The step's sparse tokens span [sp_first_, sp_end_) (plan_sparse_step); the last selection's
+  // rows are tokens [sel_first_, sel_end_) (select_sparse: every token when graph-replayable).
+  int64_t sp_first_ = 0, sp_end_ = 0;
+  int64_t sel_first_ = 0, sel_end_ = 0;
   // stage_ of at least `bytes` (grown by half, within the cap); false, with stage_ empty, when the
   // device has no room (the caller falls back to the exact kernel). Kept between steps.
   bool grow_stage(size_t bytes);

@@ -197,7 +197,7 @@ Result<CudaBackend::HotSetAudit> CudaBackend::audit_hot_set() {
 }
 
 Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t rows, AttnArgs& a) {
-  const int64_t n = plan_->n_tokens();
+  const int64_t n = sel_end_ - sel_first_;  // the selection's tokens (select_sparse)
   const int cap = s.rule.max_selected;
   const int n_kv = kv_geom_.n_kv_heads;
   const size_t ints = static_cast<size_t>(rows) * cap + hot_step_scratch_ints(n, n_kv, cap);
@@ -208,7 +208,7 @@ Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t 
   h.sel_chunks = s.sel_chunks;
   h.sel_pages = s.sel_pages;
   h.sel_len = s.sel_len;
-  h.positions = d_positions_;
+  h.positions = d_positions_ + sel_first_;
   h.n_tokens = n;
   h.cap = cap;
   h.slots_out = p;
@@ -221,6 +221,10 @@ Status CudaBackend::hot_fetch(int layer, int slot, const SelectArgs& s, int64_t 
   if (hot_kv_layer_ == layer && hot_force_miss_ < 1.0f) {  // this layer's K / V of the step: top-ups
     h.k = hot_k_;
     h.v = hot_v_;
+    for (CRows* r : {&h.k, &h.v}) {  // the selection's rows
+      r->p += sel_first_ * r->stride;
+      r->rows = n;
+    }
   }
   const HotPoolView pool = hot_pool(slot);
   {

@@ -697,14 +697,21 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
     HS_RETURN_IF_ERROR(select_sparse(layer, q, p, a));
     sparse_range = std::min(max_pos1_, a.sp_stride * kv_geom_.page_tokens);
   }
-  auto exact = [&](int64_t b, int64_t e) -> Status {
-    const int32_t max_range = p.window > 0 ? std::min(max_pos1_, p.window)
-                              : sparse      ? std::max(dense_max_pos1_, sparse_range)
-                                            : max_pos1_;
+  // One exact-kernel launch over tokens [b, e); with_sparse: they lie inside the selection's rows
+  // (which start at token sel_first_), else every row of the launch is dense.
+  auto exact_launch = [&](int64_t b, int64_t e, bool with_sparse) -> Status {
+    if (b >= e) return Status::ok();
+    const int32_t max_range = p.window > 0    ? std::min(max_pos1_, p.window)
+                              : with_sparse   ? std::max(dense_max_pos1_, sparse_range)
+                              : sparse        ? dense_max_pos1_
+                                              : max_pos1_;
     AttnArgs x = a;
-    if (x.sp_len) {  // rows of this launch start at token b
-      x.sp_len += b * p.n_head_kv;
-      x.sp_pages += b * p.n_head_kv * x.sp_stride;
+    if (with_sparse && x.sp_len) {  // rows of this launch start at token b
+      x.sp_len += (b - sel_first_) * p.n_head_kv;
+      x.sp_pages += (b - sel_first_) * p.n_head_kv * x.sp_stride;
+    } else {
+      x.sp_len = nullptr;
+      x.sp_pages = nullptr;
     }
     x.split = plan_attention_split(e - b, p.n_head_kv, max_range, n_sm_);
     const size_t floats = attention_scratch_floats(e - b, p.n_head_kv, group, p.head_dim, x.split);
@@ -716,6 +723,13 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
     OpProfile::Scope prof(&profile_, !profile_.on() ? std::string() : x.sp_len ? "attention: kernel (sparse rows)" : "attention: kernel",
                           stream_);
     return launched(launch_attention(view, t, sub(qa, b, e), sub(oa, b, e), x, stream_), "attention");
+  };
+  // Tokens [b, e): the part before the selection's rows, the part inside, the part after.
+  auto exact = [&](int64_t b, int64_t e) -> Status {
+    if (!sparse) return exact_launch(b, e, false);
+    HS_RETURN_IF_ERROR(exact_launch(b, std::min(e, sel_first_), false));
+    HS_RETURN_IF_ERROR(exact_launch(std::max(b, sel_first_), std::min(e, sel_end_), true));
+    return exact_launch(std::max(b, sel_end_), e, false);
   };
   if (!flash) return exact(0, n);
   for (const AttnRange& r : attn_ranges_) {

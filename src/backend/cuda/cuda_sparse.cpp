@@ -153,6 +153,8 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
   const int64_t n = plan.n_tokens();
   flags.assign(static_cast<size_t>(n), 0);
   n_sparse_tokens_ = 0;
+  sp_first_ = n;
+  sp_end_ = 0;
   int32_t dense_max = 0;
   const bool indexed = static_cast<int64_t>(plan.seq_index.size()) == n && !plan.seq_tokens.empty();
   for (int64_t i = 0; i < n; ++i) {
@@ -164,11 +166,14 @@ void CudaBackend::plan_sparse_step(const ForwardPlan& plan, std::vector<int32_t>
     if (sparse_ && plan.kv && decode && room && sparse_->use_sparse(n_keys)) {
       flags[static_cast<size_t>(i)] = 1;
       ++n_sparse_tokens_;
+      sp_first_ = std::min(sp_first_, i);
+      sp_end_ = i + 1;
     } else {
       dense_max = std::max(dense_max, n_keys);
     }
   }
   dense_max_pos1_ = dense_max > 0 ? range_bucket(dense_max) : 0;
+  if (n_sparse_tokens_ == 0) sp_first_ = sp_end_ = 0;
   if (!sparse_) return;
   // The counters (host side, so a graph replay counts too): per full layer and kv head, each
   // sparse token's selection size by the rule the kernels apply.
@@ -256,7 +261,15 @@ Status CudaBackend::write_sketches(int layer, const Tensor& k) {
 }
 
 Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionParams& p, AttnArgs& a) {
-  const int64_t n = plan_->n_tokens();
+  // The selection's rows: every token of a step that may be graph-replayed (its launch shapes may
+  // not depend on where the sparse tokens sit); in a step with prompt runs (always eager, run_step)
+  // only the span of its sparse tokens, so a long prompt chunk beside long-context decodes does not
+  // size the scores and lists by its own tokens (8,192 prompt tokens x 8 kv heads x 16K candidates
+  // would be 4 GB of scores).
+  const bool compact = flash_on_ && has_flash_range_;
+  sel_first_ = compact ? sp_first_ : 0;
+  sel_end_ = compact ? sp_end_ : plan_->n_tokens();
+  const int64_t n = sel_end_ - sel_first_;
   const int slot = sketch_slot_[layer];
   const SelectRule rule = select_rule(sparse_->config());
   const int64_t rows = n * p.n_head_kv;
@@ -272,7 +285,7 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   s.rule = rule;
   s.n_kv_heads = p.n_head_kv;
   s.group = p.n_head / p.n_head_kv;
-  s.sparse_tok = d_sparse_tok_;
+  s.sparse_tok = d_sparse_tok_ + sel_first_;
   s.scores = static_cast<float*>(scores_.ptr);
   s.score_stride = stride;
   s.sel_chunks = sel;
@@ -308,11 +321,14 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
     (void)carve_list(static_cast<int32_t*>(shortlist_.ptr), rows, shortlist, s.shortlist, s.list, s.list_scores,
                      s.n_list);
   }
-  const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+  const StepTables t{d_positions_ + sel_first_, d_seq_index_ + sel_first_, d_page_indptr_, d_page_indices_};
+  CRows qrows = crows_of(q);
+  qrows.p += sel_first_ * qrows.stride;
+  qrows.rows = n;
   const SketchLayerView sk = sketch_view(sketch_base_, sketch_layer_bytes_, slot, kv_geom_, sketch_rank_, sketch_summary_offset_);
   const SketchBasisView bv = basis_view(basis_dev_, basis_layer_floats_, slot, kv_geom_, sketch_rank_);
   if (!profile_.on()) {
-    HS_RETURN_IF_ERROR(launched(launch_sparse_select(sk, bv, t, crows_of(q), s, stride, stream_), "sparse_select"));
+    HS_RETURN_IF_ERROR(launched(launch_sparse_select(sk, bv, t, qrows, s, stride, stream_), "sparse_select"));
   } else {  // each kernel its own line in the profile (inside the attention op's time)
     const std::pair<int, const char*> stages[] = {{kSelectProject, "attention: sparse project"},
                                                   {kSelectScore, "attention: sparse score"},
@@ -323,7 +339,7 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
     for (const auto& [stage, name] : stages) {
       OpProfile::Scope prof(&profile_, name, stream_);
       HS_RETURN_IF_ERROR(
-          launched(launch_sparse_select(sk, bv, t, crows_of(q), s, stride, stream_, stage), "sparse_select"));
+          launched(launch_sparse_select(sk, bv, t, qrows, s, stride, stream_, stage), "sparse_select"));
     }
   }
   a.sp_pages = s.sel_pages;
@@ -331,7 +347,7 @@ Status CudaBackend::select_sparse(int layer, const Tensor& q, const AttentionPar
   a.sp_stride = cap;
   sel_rows_ = rows;
   sel_cap_ = cap;
-  if (hot_.base) return hot_fetch(layer, slot, s, rows, a);  // sp_pages become hot slots
+  if (hot_.base) return hot_fetch(layer, slot, s, rows, a);  // sp_pages become hot slots (tokens sel_first_ ..)
   return Status::ok();
 }
 
