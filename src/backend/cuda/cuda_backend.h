@@ -177,8 +177,10 @@ class CudaBackend final : public Backend {
     int32_t stale_block = -1, stale_fill = 0, stale_token = -1;
   };
   Result<HotSetAudit> audit_hot_set();
-  // Tests: the selections of `layer`'s last attention call (rows = token * n_kv_heads + head),
-  // each the ascending chunk ids; an empty vector for a dense row. Synchronises.
+  // Tests: the selections of `layer`'s last attention call (rows = (token - t0) * n_kv_heads +
+  // head, t0 = 0 in decode-only steps; in a step with a prompt run t0 is its first sparse token
+  // and the rows end at its last: select_sparse), each the ascending chunk ids; an empty vector
+  // for a dense row. Synchronises.
   Result<std::vector<std::vector<int32_t>>> last_selections(int64_t n_rows);
 
  private:
@@ -462,8 +464,9 @@ class CudaBackend final : public Backend {
   // rows are tokens [sel_first_, sel_end_) (select_sparse: every token when graph-replayable).
   int64_t sp_first_ = 0, sp_end_ = 0;
   int64_t sel_first_ = 0, sel_end_ = 0;
-  // stage_ of at least `bytes` (grown by half, within the cap); false, with stage_ empty, when the
-  // device has no room (the caller falls back to the exact kernel). Kept between steps.
+  size_t stage_failed_bytes_ = SIZE_MAX;  // the smallest copy that did not fit (not retried)
+  // stage_ of at least `bytes` (grown by half, within the cap); false when the device has no room
+  // (the caller falls back to the exact kernel). Kept between steps.
   bool grow_stage(size_t bytes);
   bool stage_tables_ = false;              // the step uploaded d_stage_indices_
   const int32_t* d_stage_indices_ = nullptr;  // [total pages]: each sequence's pages as 0..n-1

@@ -559,21 +559,29 @@ KvLayerView kv_layer_view(const KvGeometry& g, uint8_t* layer_base, int64_t page
 
 bool CudaBackend::grow_stage(size_t bytes) {
   if (bytes <= stage_.bytes) return true;
+  if (bytes >= stage_failed_bytes_) return false;  // this much did not fit before: no retry each layer
   // Half again what is asked (a prompt grows chunk by chunk) but never past the cap; exactly
-  // what is asked when that does not fit.
+  // what is asked when that does not fit. The copy is used by eager steps only (a step with a
+  // prompt run is never graph-captured), so its address changing invalidates no graph: plain
+  // cudaMalloc, no alloc_generation_ bump.
   const size_t want = std::max(bytes, std::min(stage_max_bytes_, stage_.bytes + stage_.bytes / 2));
-  for (const size_t b : {want, bytes}) {
-    if (stage_.ptr) {
-      if (cudaStreamSynchronize(stream_) != cudaSuccess) return false;  // queued kernels may read it
-      (void)cudaFree(stage_.ptr);
-      stage_.ptr = nullptr;
-      stage_.bytes = 0;
-    }
-    if (device_malloc(&stage_.ptr, b, "the prefill staging copy").is_ok()) {
+  if (stage_.ptr) {
+    if (cudaStreamSynchronize(stream_) != cudaSuccess) return false;  // queued kernels may still read it
+    (void)cudaFree(stage_.ptr);
+    stage_.ptr = nullptr;
+    stage_.bytes = 0;
+  }
+  auto try_alloc = [&](size_t b) {
+    if (cudaMalloc(&stage_.ptr, b) == cudaSuccess) {
       stage_.bytes = b;
       return true;
     }
-  }
+    (void)cudaGetLastError();  // out-of-memory is not sticky
+    stage_.ptr = nullptr;
+    return false;
+  };
+  if (try_alloc(want) || (want > bytes && try_alloc(bytes))) return true;
+  stage_failed_bytes_ = bytes;
   if (!stage_warned_) {
     spdlog::warn("cuda: no device memory for a {}-byte prefill staging copy; such prompt runs take the exact kernel",
                  bytes);
@@ -709,9 +717,12 @@ Status CudaBackend::attention(int layer, const Tensor& q, Tensor out, const Atte
     if (with_sparse && x.sp_len) {  // rows of this launch start at token b
       x.sp_len += (b - sel_first_) * p.n_head_kv;
       x.sp_pages += (b - sel_first_) * p.n_head_kv * x.sp_stride;
-    } else {
+    } else {  // no sparse row in this launch (nor the host tier's slots)
       x.sp_len = nullptr;
       x.sp_pages = nullptr;
+      x.sp_base = nullptr;
+      x.sp_head_bytes = 0;
+      x.sp_page_bytes = 0;
     }
     x.split = plan_attention_split(e - b, p.n_head_kv, max_range, n_sm_);
     const size_t floats = attention_scratch_floats(e - b, p.n_head_kv, group, p.head_dim, x.split);
