@@ -196,25 +196,12 @@ class SparseAttentionOps : public ::testing::Test {
     HS_ASSERT_OK(b.end_step());
   }
 
-  // The decode step (one token per sequence): K/V written, attention of layer 1; returns out.
+  // The decode step (one token per sequence): prompt() with a one-token run per sequence.
   std::vector<float> decode(Backend& b, const std::vector<float>& k, const std::vector<float>& v,
                             const std::vector<float>& q) {
-    std::vector<std::pair<int32_t, int32_t>> toks;
-    for (size_t s = 0; s < ctx_.size(); ++s) toks.push_back({ctx_[s], static_cast<int32_t>(s)});
-    ForwardPlan plan;
-    std::vector<int32_t> t, pos, si;
-    plan_of(toks, plan, t, pos, si);
-    const int64_t n = static_cast<int64_t>(toks.size());
-    Dev km = make(b, n, kKvDim, &k), vm = make(b, n, kKvDim, &v), qm = make(b, n, kQDim, &q), om = make(b, n, kQDim);
-    std::vector<float> out(static_cast<size_t>(n * kQDim), NAN);
-    EXPECT_TRUE(b.from_host(out.data(), om.t).is_ok());  // poisoned
-    const AttentionParams p{kHeads, kKvHeads, kHd, scale_, 0};
-    EXPECT_TRUE(b.begin_step(plan).is_ok());
-    for (int l = 0; l < kLayers; ++l) EXPECT_TRUE(b.kv_write(l, km.t, vm.t).is_ok());
-    EXPECT_TRUE(b.attention(1, qm.t, om.t, p).is_ok());
-    EXPECT_TRUE(b.end_step().is_ok());
-    EXPECT_TRUE(b.to_host(om.t, out.data()).is_ok());
-    return out;
+    std::vector<std::pair<int, int32_t>> runs;
+    for (size_t s = 0; s < ctx_.size(); ++s) runs.push_back({static_cast<int>(s), 1});
+    return prompt(b, runs, k, v, q);
   }
 
   // A prompt step: runs[i] = (sequence, new tokens) at positions ctx_ onwards, each run's tokens

@@ -73,6 +73,25 @@ __device__ __forceinline__ T pick(const T (&a)[kW], int i) {
   return i == 0 ? a[0] : i == 1 ? a[1] : i == 2 ? a[2] : a[3];
 }
 
+// The weight of the CTA whose row block (along the launch's list) is `block`: its rows, row
+// stride, output, and the first row of the block within it (blocks of `block_rows` rows).
+struct CtaWeight {
+  const uint8_t* w;
+  int64_t rows, row_bytes;
+  float* y;
+  int64_t y_stride;
+  int64_t row0;
+};
+__device__ __forceinline__ CtaWeight cta_weight(const Args& a, int block, int64_t block_rows) {
+  int wi = 0;
+#pragma unroll
+  for (int i = 1; i < kW; ++i)
+    if (i < a.n_weights && block >= a.block_begin[i]) wi = i;
+  const int first = wi == 0 ? a.block_begin[0] : wi == 1 ? a.block_begin[1] : wi == 2 ? a.block_begin[2] : a.block_begin[3];
+  return CtaWeight{pick(a.w, wi), pick(a.rows, wi), pick(a.row_bytes, wi), pick(a.y, wi), pick(a.y_stride, wi),
+                   static_cast<int64_t>(block - first) * block_rows};
+}
+
 // One chunk of one lane's 4 rows: its 16 bytes of each of the chunk's groups (1 Q4 group of 128
 // columns, 2 Q8 groups of 64) and their scales.
 template <int K>
@@ -236,15 +255,9 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int slice = blockIdx.x;
-  int wi = 0;  // this CTA's weight
-#pragma unroll
-  for (int i = 1; i < kW; ++i)
-    if (i < a.n_weights && static_cast<int>(blockIdx.y) >= a.block_begin[i]) wi = i;
-  const int64_t rows = pick(a.rows, wi), row_bytes = pick(a.row_bytes, wi);
-  float* const y = pick(a.y, wi);
-  const int64_t y_stride = pick(a.y_stride, wi);
-  const int first = wi == 0 ? a.block_begin[0] : wi == 1 ? a.block_begin[1] : wi == 2 ? a.block_begin[2] : a.block_begin[3];
-  const int64_t cta_row0 = static_cast<int64_t>(static_cast<int>(blockIdx.y) - first) * kCtaRows;
+  const CtaWeight cw = cta_weight(a, static_cast<int>(blockIdx.y), kCtaRows);
+  const int64_t rows = cw.rows, row_bytes = cw.row_bytes, y_stride = cw.y_stride, cta_row0 = cw.row0;
+  float* const y = cw.y;
   const int64_t row0 = cta_row0 + warp * kWarpRows;
   const int tok0 = static_cast<int>(blockIdx.z) * NT * 8;
   const int ch0 = slice * a.slice_chunks;
@@ -253,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 3) gemm_quant_kernel(Args a) {
   unsigned valid = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < rows ? 1u : 0u) << i;
-  const uint8_t* base = pick(a.w, wi) + (row0 + g) * row_bytes;
+  const uint8_t* base = cw.w + (row0 + g) * row_bytes;
   const int64_t stride8 = 8 * row_bytes;
 
   // The first D chunks' weights in flight before waiting for the kernel that wrote x.
@@ -371,20 +384,14 @@ __global__ void __launch_bounds__(kWarpCtaThreads, 1) gemm_quant_warp_kernel(Arg
   const int g = lane >> 2, t = lane & 3;
   const int kw = kWarpCtaThreads / 32 / rw;
   const int rwi = warp / kw, kwi = warp % kw;
-  int wi = 0;
-#pragma unroll
-  for (int i = 1; i < kW; ++i)
-    if (i < a.n_weights && static_cast<int>(blockIdx.x) >= a.block_begin[i]) wi = i;
-  const int64_t rows = pick(a.rows, wi), row_bytes = pick(a.row_bytes, wi);
-  float* const y = pick(a.y, wi);
-  const int64_t y_stride = pick(a.y_stride, wi);
-  const int first = wi == 0 ? a.block_begin[0] : wi == 1 ? a.block_begin[1] : wi == 2 ? a.block_begin[2] : a.block_begin[3];
-  const int64_t cta_row0 = static_cast<int64_t>(static_cast<int>(blockIdx.x) - first) * kWarpRows * rw;
+  const CtaWeight cw = cta_weight(a, static_cast<int>(blockIdx.x), int64_t{kWarpRows} * rw);
+  const int64_t rows = cw.rows, row_bytes = cw.row_bytes, y_stride = cw.y_stride, cta_row0 = cw.row0;
+  float* const y = cw.y;
   const int64_t row0 = cta_row0 + rwi * kWarpRows;
   unsigned valid = 0;
 #pragma unroll
   for (int i = 0; i < 4; ++i) valid |= (row0 + 8 * i + g < rows ? 1u : 0u) << i;
-  const uint8_t* base = pick(a.w, wi) + (row0 + g) * row_bytes;
+  const uint8_t* base = cw.w + (row0 + g) * row_bytes;
   const int64_t stride8 = 8 * row_bytes;
   const int n_my = kwi < a.n_chunks ? (a.n_chunks - kwi + kw - 1) / kw : 0;  // chunks kwi, kwi + kw, ...
 
@@ -532,36 +539,11 @@ WarpKernelFn warp_kernel_of(QuantKind k) {
   }
 }
 
-// Launch attributes: a cluster of ck CTAs along x (ck > 1), a programmatic dependent (pdl).
-template <typename Fn, typename... A>
-cudaError_t launch_with(Fn kernel, dim3 grid, dim3 block, size_t smem, int ck, bool pdl, cudaStream_t s, A... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attr[2];
-  int n_attr = 0;
-  if (ck > 1) {
-    attr[n_attr].id = cudaLaunchAttributeClusterDimension;
-    attr[n_attr].val.clusterDim.x = static_cast<unsigned>(ck);
-    attr[n_attr].val.clusterDim.y = 1;
-    attr[n_attr].val.clusterDim.z = 1;
-    ++n_attr;
-  }
-  if (pdl) {
-    attr[n_attr].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[n_attr].val.programmaticStreamSerializationAllowed = 1;
-    ++n_attr;
-  }
-  cfg.attrs = attr;
-  cfg.numAttrs = n_attr;
-  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  if (e != cudaSuccess && pdl) {  // a refused attribute: launch plainly
-    (void)cudaGetLastError();
-    cfg.numAttrs = ck > 1 ? 1 : 0;
-    e = cudaLaunchKernelEx(&cfg, kernel, args...);
-  }
+// launch_ex_cluster (pdl.cuh), then the launch's error read back.
+template <typename... KArgs, typename... A>
+cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int ck, bool pdl, cudaStream_t s,
+                        const A&... args) {
+  const cudaError_t e = launch_ex_cluster(kernel, grid, block, smem, ck, pdl, s, args...);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }

@@ -10,17 +10,14 @@
 
 #include "backend/cuda/kv_stage.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_decode.cuh"
 
 namespace hs::cuda {
 namespace {
 
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float f16_bits(unsigned short b) { return __half2float(__ushort_as_half(b)); }
-__device__ __forceinline__ uint32_t pack_f16(float a, float b) {
-  const __half2 h = __floats2half2_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
+__device__ __forceinline__ uint32_t pack_f16(float a, float b) { return h2_bits(__floats2half2_rn(a, b)); }
 __device__ __forceinline__ float e4m3(uint8_t b) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(b), __NV_E4M3);
   return __half2float(__half(h));
@@ -60,7 +57,7 @@ __global__ void stage_scaled_kernel(KvLayerView src, const int32_t* __restrict__
     if constexpr (E == KvElem::kInt4) {
       // byte j holds element j (low nibble) and j + D/2 (high): units cover bytes 16u..16u+15.
       const uint32_t dm = *reinterpret_cast<const uint32_t*>(blk + src.scales_offset + 4 * r);
-      const float d = f16_bits(static_cast<unsigned short>(dm & 0xffffu)), m = f16_bits(static_cast<unsigned short>(dm >> 16));
+      const float d = h_lo(dm), m = h_hi(dm);
       uint32_t lo[8], hi[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -75,7 +72,7 @@ __global__ void stage_scaled_kernel(KvLayerView src, const int32_t* __restrict__
       oh[0] = make_uint4(hi[0], hi[1], hi[2], hi[3]);
       oh[1] = make_uint4(hi[4], hi[5], hi[6], hi[7]);
     } else {
-      const float d = f16_bits(*reinterpret_cast<const unsigned short*>(blk + src.scales_offset + 2 * r));
+      const float d = h_lo(*reinterpret_cast<const unsigned short*>(blk + src.scales_offset + 2 * r));
       uint32_t v[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) {

@@ -14,28 +14,47 @@
 namespace hs::cuda {
 
 // kernel<<<grid, block, smem, s>>>(args...), as a programmatic dependent of the preceding work on
-// `s` when pdl (a refused attribute is cleared and the launch retried plainly). Returns the
-// launch call's result; like <<<>>>, its error is also left for cudaGetLastError().
+// `s` when pdl (a refused attribute is cleared and the launch retried without it), and with
+// thread-block clusters of cluster_x CTAs along x when cluster_x > 1. Returns the launch call's
+// result; like <<<>>>, its error is also left for cudaGetLastError().
 template <typename... KArgs, typename... Args>
-cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
-                      const Args&... args) {
+cudaError_t launch_ex_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x, bool pdl,
+                              cudaStream_t s, const Args&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  int n = 0;
+  if (cluster_x > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attr[n].val.clusterDim.y = 1;
+    attr[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (pdl) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
   cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
+  cfg.numAttrs = n;
   cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   if (e != cudaSuccess && pdl) {
     (void)cudaGetLastError();
-    cfg.numAttrs = 0;
+    cfg.numAttrs = n - 1;  // the PDL attribute is last
     e = cudaLaunchKernelEx(&cfg, kernel, static_cast<KArgs>(args)...);
   }
   return e;
+}
+
+// launch_ex_cluster without clusters.
+template <typename... KArgs, typename... Args>
+cudaError_t launch_ex(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, bool pdl, cudaStream_t s,
+                      const Args&... args) {
+  return launch_ex_cluster(kernel, grid, block, smem, 1, pdl, s, args...);
 }
 
 // launch_ex reading the error back: the launch's error, else cudaGetLastError() (clearing a
