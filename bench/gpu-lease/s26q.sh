@@ -5,6 +5,7 @@
 # a step at batch 8) and without it (--sparse-rerank 0: sketch scores and the selected pieces only).
 for i in $(seq 1 40); do grep -q "build done\|done before" /root/peerout/setup.log && break; sleep 5; done
 OUT_PEER=/root/peerout
+[ -f /root/peerpack/ggml-vocab-qwen35.gguf ] || cp .gpu/peer/ggml-vocab-qwen35.gguf /root/peerpack/
 (OUT=$OUT_PEER bash /root/peerpack/run.sh gen35 > $OUT_PEER/gen35.log 2>&1)
 date -u +"%F %T UTC"
 export LD_LIBRARY_PATH=/root/stage/hs/lib:/usr/local/cuda/lib64

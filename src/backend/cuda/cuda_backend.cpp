@@ -97,7 +97,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_GEMMQ")) gemm_quant_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_PREFILL_STAGE")) stage_max_bytes_ = std::strtoull(e, nullptr, 10);
   if (const char* e = std::getenv("HS_CUDA_GEMMQ_MIN")) gemm_quant_min_rows_ = std::max(1, std::atoi(e));
-  if (const char* e = std::getenv("HS_CUDA_GEMMQ_WARP")) gemm_quant_warp_ = std::string(e) == "1";
+  if (const char* e = std::getenv("HS_CUDA_GEMMQ_WARP")) gemm_quant_warp_ = std::string(e) != "0";
   device_ = device_index;
   // The first call on a device creates its context (~0.5 GiB): on a card another process has
   // filled, this is where the error comes.

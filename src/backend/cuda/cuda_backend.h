@@ -342,9 +342,11 @@ class CudaBackend final : public Backend {
   // 27B shape's batch 8 went 344 -> 427 t/s with the GEMM, batch 4 321 -> 231, session 24).
   bool gemm_quant_ = true;
   int gemm_quant_min_rows_ = 5;
-  // HS_CUDA_GEMMQ_WARP=1: up to 8 rows on its barrier-free variant (gemm_quant_mma.h; off until
-  // an A/B on the GPU says which is faster).
-  bool gemm_quant_warp_ = false;
+  // Up to 8 rows on its barrier-free variant (gemm_quant_mma.h; HS_CUDA_GEMMQ_WARP=0: the staged
+  // one). Slower alone (GemmBandwidth: 1.2 vs 1.6 TB/s) but faster in a replayed step, where no
+  // cluster waits to be placed: on an H100 the 27B shape's batch 8 went 460 -> 521 t/s and
+  // 8 x 32K 333 -> 358 (session 25).
+  bool gemm_quant_warp_ = true;
   bool takes_gemm_quant(int64_t rows) const {
     return gemm_quant_ && rows >= gemm_quant_min_rows_ && rows <= kMaxGemmQuantTokens;
   }

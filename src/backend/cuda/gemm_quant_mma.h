@@ -53,8 +53,8 @@ GemmQuantPlan plan_gemm_quant_blocks(QuantKind k, int64_t row_blocks, int64_t co
 // programmatic dependent of the previous kernel on `s` (its first weights are requested before
 // it waits; pdl.cuh). plan: null = plan_gemm_quant for the current device.
 // warp_small (with no plan): up to 8 tokens take the barrier-free variant instead (8 warps a CTA,
-// each streaming its rows' chunks with its x fragments from L1, no staging; session 24, A/B knob
-// HS_CUDA_GEMMQ_WARP until measured).
+// each streaming its rows' chunks with its x fragments from L1, no staging; session 24). The
+// backend uses it by default (cuda_backend.h: faster inside a replayed step, session 25).
 cudaError_t launch_gemm_quant_mma(QuantKind k, const uint8_t* w, int64_t rows, int64_t cols, int64_t w_row_bytes,
                                   const uint16_t* x16, int64_t x_stride, int n_tok, Rows y, cudaStream_t s,
                                   bool pdl = false, const GemmQuantPlan* plan = nullptr, bool warp_small = false);

@@ -197,13 +197,19 @@ TEST_P(GoldenTest, BatchedEqualsAlone) {
   ASSERT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
   for (int q = 0; q < 4; ++q) {
     const float* together = logits.data() + static_cast<size_t>(row_of[q]) * c.n_vocab;
-    float max_diff = 0;
-    for (int v = 0; v < c.n_vocab; ++v) max_diff = std::max(max_diff, std::fabs(together[v] - alone[q][v]));
-    // CPU: the same float math in any batch. CUDA: cuBLAS may pick another GEMM kernel
-    // (other split of the k sum) for another number of rows; bf16 inputs, fp32 sums.
-    const float tol = device == Device::kCpu ? 1e-4f : 5e-2f;
-    std::printf("[golden] %s (%s) batched vs alone, prompt %d: max |logit diff| %.3e\n", g.model_file.c_str(),
-                device_name(device), q, max_diff);
+    float max_diff = 0, max_logit = 0;
+    for (int v = 0; v < c.n_vocab; ++v) {
+      max_diff = std::max(max_diff, std::fabs(together[v] - alone[q][v]));
+      max_logit = std::max(max_logit, std::fabs(alone[q][v]));
+    }
+    // CPU: the same float math in any batch. CUDA: another number of rows takes another matmul
+    // kernel (the quantized tensor-core GEMM at 5..128 rows, which rounds a Q4_K weight from two
+    // f16 terms; f16 dequantize + cuBLAS above, which may split the k sum otherwise), so the two
+    // runs differ by f16 roundings (2^-11) carried through every layer: 3e-3 of the logits' scale
+    // (measured on an H100: Qwen2.5-Coder 6e-4, Gemma 3 2e-3 at most, 2026-12-05).
+    const float tol = device == Device::kCpu ? 1e-4f : 3e-3f * std::max(max_logit, 10.0f);
+    std::printf("[golden] %s (%s) batched vs alone, prompt %d: max |logit diff| %.3e (max |logit| %.2f)\n",
+                g.model_file.c_str(), device_name(device), q, max_diff, max_logit);
     EXPECT_LT(max_diff, tol) << "prompt " << q;
     EXPECT_EQ(argmax(together, c.n_vocab), argmax(alone[q].data(), c.n_vocab));
   }
