@@ -61,7 +61,7 @@ void add_model_options(CLI::App* cmd, ModelOptions& opt) {
   cmd->add_option("--sparse-budget", opt.sparse_cfg.budget_tokens, "Tokens of top-scoring chunks per layer and kv head")
       ->check(CLI::Range(16, 1 << 24))
       ->capture_default_str();
-  cmd->add_option("--sparse-min-context", opt.sparse_min_context, "Dense attention below this many tokens (-1: 4 x budget)")
+  cmd->add_option("--sparse-min-context", opt.sparse_min_context, "Dense attention below this many tokens (-1: 4 x budget; on the GPU with the rerank, 4 x its R x budget shortlist)")
       ->capture_default_str();
   cmd->add_option("--sparse-chunk", opt.sparse_cfg.chunk_tokens,
                   "Chunk size C in tokens (divides the page size 16; 0 = auto: the smallest C whose K|V piece of one "
@@ -172,7 +172,6 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
                         opt.sparse_cfg.chunk_tokens, kv.geometry().page_tokens);
     cfg.chunk_tokens = kv.geometry().page_tokens;
   }
-  cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : 4 * cfg.budget_tokens;
   cfg.sketch_elem = opt.sketch_dtype == "f16" ? SketchElem::kF16 : SketchElem::kInt8;
   if (opt.sparse_rerank == "auto") {
     const auto full = dec.sparse_kv_layers();
@@ -189,6 +188,14 @@ Result<std::unique_ptr<SparseRuntime>> make_sparse_runtime(const ModelOptions& o
   } else {
     cfg.rerank_factor = rerank_factor_of(opt.sparse_rerank).value_or(-1);  // -1: refused by validate
   }
+  // Dense below 4 x the budget; on the GPU with the rerank, below 4 x its shortlist (R x the
+  // budget): the rerank's kernels cost a step about what dense attention over 4 x the shortlist
+  // does, so shorter contexts run faster dense, and exactly (8B shape on an H100, budget 2048,
+  // batch 1: dense 132.7 / 109.9 t/s, reranked 115.2 / 113.9 at 32K / 64K; session 25,
+  // docs/gpu-sparse.md).
+  const int32_t auto_min_context =
+      gpu && cfg.rerank_factor > 0 ? 4 * cfg.rerank_factor * cfg.budget_tokens : 4 * cfg.budget_tokens;
+  cfg.min_context = opt.sparse_min_context >= 0 ? opt.sparse_min_context : auto_min_context;
   // Hierarchical scoring: auto on the GPU = 4 x the budget's chunks without the rerank (measured as
   // good as the flat rule on Qwen2.5-Coder-0.5B at 16K / 32K, docs/benchmarks.md session 20) and
   // R x the budget's chunks with it: the rerank then takes the page bounds' list as it is
