@@ -499,7 +499,7 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
   pdl_launch_dependents();
   pdl_wait();
   constexpr int kSlices = 32 / P;  // lanes a token
-  __shared__ float qs[kMaxGroup * kMaxHeadDim];
+  __shared__ __align__(16) float qs[kMaxGroup * kMaxHeadDim];
   const int64_t row = blockIdx.x;
   const int64_t i = row / a.n_kv_heads;
   const int h = static_cast<int>(row % a.n_kv_heads);
@@ -529,11 +529,24 @@ __global__ void __launch_bounds__(kMassWarps * 32) exact_mass_kernel(StepTables 
       for (int d = d0; d < d1; d += 8) {
         float k[8];
         page_k8<T>(a.kv, block, h, tp, d, k);
+        // q in two 16-byte shared loads a head (d is a multiple of 8): the kernel was bound by
+        // the shared-load queue with one 4-byte load a product (Nsight Compute, session 25).
+        // Each head's products still add in the order u = 0..7.
 #pragma unroll
-        for (int u = 0; u < 8; ++u)
-#pragma unroll
-          for (int g = 0; g < kMaxGroup; ++g)
-            if (g < G) dot[g] = fmaf(qs[g * D + d + u], k[u], dot[g]);
+        for (int g = 0; g < kMaxGroup; ++g) {
+          if (g >= G) break;
+          const float4 qa = *reinterpret_cast<const float4*>(&qs[g * D + d]);
+          const float4 qb = *reinterpret_cast<const float4*>(&qs[g * D + d + 4]);
+          float acc = dot[g];
+          acc = fmaf(qa.x, k[0], acc);
+          acc = fmaf(qa.y, k[1], acc);
+          acc = fmaf(qa.z, k[2], acc);
+          acc = fmaf(qa.w, k[3], acc);
+          acc = fmaf(qb.x, k[4], acc);
+          acc = fmaf(qb.y, k[5], acc);
+          acc = fmaf(qb.z, k[6], acc);
+          dot[g] = fmaf(qb.w, k[7], acc);
+        }
       }
     } else {
       for (int d = d0; d < d1; ++d) {
