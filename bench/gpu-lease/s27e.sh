@@ -1,6 +1,7 @@
 #!/bin/bash
 # Session 25: exact_mass_kernel with 16-byte q loads (bit-exact: the sparse suites), A/B against
-# the previous bundle (carry .gpu/bundle and .gpu/bundle0) at 1 x 96K / 128K, 8B shape, bf16 dummy.
+# the previous bundle (carry .gpu/bundle and .gpu/bundle0) at 1 x 96K / 128K, 8B shape, bf16 dummy;
+# then HS_CUDA_EARLYQ on the 27B shape at batch 1.
 for v in 0 ""; do mkdir -p /root/st$v && python3 -m tarfile -e .gpu/bundle$v/bins.txz /root/st$v 2>/dev/null; done
 export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
 timeout 100 /root/st/hs/hs_unit_tests --gtest_filter='SparseAttentionOps*' > $OUT/sparse.log 2>&1; echo "sparse rc $?"
@@ -9,4 +10,12 @@ C="--device cuda --load-format dummy --config configs/llama-3.1-8b.json --dummy-
 for v in 0 "" 0 ""; do
   LD_LIBRARY_PATH=/root/st$v/hs/lib:/usr/local/cuda/lib64 timeout 60 /root/st$v/hs/hindsight bench $C > $OUT/b$v.log 2>&1
   echo "bundle$v rc $?"; grep "^| llama" $OUT/b$v.log | cut -d'|' -f9-12
+done
+# The norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ=1): measured slower on the
+# 8B shape (session 12), never on the Qwen3.5-27B shape, whose batch 1 runs ~13 launches a layer.
+export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
+C27="--device cuda --load-format dummy --config configs/qwen3.5-27b.json --dummy-dtype q4_0 -p 0 -n 128 -r 2"
+for v in 0 1 0 1; do
+  HS_CUDA_EARLYQ=$v timeout 60 /root/st/hs/hindsight bench $C27 > $OUT/eq$v.log 2>&1
+  echo "27B EARLYQ=$v rc $?"; grep "^| qwen" $OUT/eq$v.log | cut -d'|' -f9-12
 done

@@ -274,6 +274,21 @@ class Backend {
     return hybrid_unsupported("rope_partial", x, head_dim, rot_dims, theta, neox);
   }
 
+  // Qwen3.5's gated attention before attending, per head of head_dim: q = rms_norm(q_src, q_norm),
+  // k = rms_norm(k, k_norm) in place, rope_partial of both on their first rot_dims, then
+  // kv_write(layer, k, v). q_src: [n * n_head][head_dim] (strided: the q half of each head's
+  // [q | gate] row), q: [n][n_head * head_dim], k, v: [n][n_kv * head_dim]; q_norm, k_norm:
+  // [head_dim] f32. A device backend runs it as one kernel; the default composes the ops.
+  virtual Status qk_norm_rope_kv_write(int layer, const Tensor& q_src, Tensor q, Tensor k, const Tensor& v,
+                                       const Tensor& q_norm, const Tensor& k_norm, float eps, int head_dim,
+                                       int rot_dims, float theta, bool neox) {
+    HS_RETURN_IF_ERROR(rms_norm(q_src, q_norm, eps, q.reshaped(head_dim)));
+    HS_RETURN_IF_ERROR(rms_norm(k.reshaped(head_dim), k_norm, eps, k.reshaped(head_dim)));
+    HS_RETURN_IF_ERROR(rope_partial(q, head_dim, rot_dims, theta, neox));
+    HS_RETURN_IF_ERROR(rope_partial(k, head_dim, rot_dims, theta, neox));
+    return kv_write(layer, k, v);
+  }
+
   // ---- mixture of experts (qwen3next): CPU and CUDA (16-bit experts); the base class refuses them
   // The router: per row of logits [n][n_experts] f32 (x · ffn_gate_inpᵀ), the softmax over the
   // experts, the n_used most probable (ties: the lower id first), their probabilities renormalised

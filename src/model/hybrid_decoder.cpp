@@ -304,14 +304,19 @@ Status HybridDecoder::attention_mixer(int il, int64_t n) {
   // [n][heads][q | gate]: q's norm reads its half of each head's row and writes q [n][heads · hd];
   // the output gate is read in place (its half, strided) after attention. No copies.
   const Tensor per_head = qg.reshaped(2 * hd);  // [n · heads][2 · hd]
-  HS_RETURN_IF_ERROR(b.rms_norm(columns(per_head, 0, hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
-  HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
-  const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
-  if (key_observer_) HS_RETURN_IF_ERROR(b.copy(k, k_pre));
-  HS_RETURN_IF_ERROR(b.rope_partial(q, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
-  HS_RETURN_IF_ERROR(b.rope_partial(k, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
-  if (key_observer_) key_observer_(L.kv_layer, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
-  HS_RETURN_IF_ERROR(b.kv_write(L.kv_layer, k, v));
+  if (key_observer_) {  // the eval's observer also sees the keys before RoPE: the ops one by one
+    HS_RETURN_IF_ERROR(b.rms_norm(columns(per_head, 0, hd), L.q_norm, c.rms_eps, q.reshaped(hd)));
+    HS_RETURN_IF_ERROR(b.rms_norm(k.reshaped(hd), L.k_norm, c.rms_eps, k.reshaped(hd)));
+    const Tensor k_pre = ws_.k_pre.slice_rows(0, n);
+    HS_RETURN_IF_ERROR(b.copy(k, k_pre));
+    HS_RETURN_IF_ERROR(b.rope_partial(q, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+    HS_RETURN_IF_ERROR(b.rope_partial(k, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+    key_observer_(L.kv_layer, k_pre.f32(), k.f32(), q.f32(), v.f32(), n);
+    HS_RETURN_IF_ERROR(b.kv_write(L.kv_layer, k, v));
+  } else {
+    HS_RETURN_IF_ERROR(b.qk_norm_rope_kv_write(L.kv_layer, columns(per_head, 0, hd), q, k, v, L.q_norm, L.k_norm,
+                                               c.rms_eps, hd, c.rope_dims, c.rope_theta, /*neox=*/true));
+  }
   const AttentionParams ap{c.n_head, c.n_head_kv, hd, c.attn_scale, 0};
   HS_RETURN_IF_ERROR(b.attention(L.kv_layer, q, att, ap));
   HS_RETURN_IF_ERROR(b.sigmoid_mul(att.reshaped(hd), columns(per_head, hd, hd)));

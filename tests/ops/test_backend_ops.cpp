@@ -835,6 +835,98 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
 #endif
 }
 
+// qk_norm_rope_kv_write (Qwen3.5's gated attention): the CUDA backend's one kernel against the
+// base class's composition on the same device (rms_norm of q's heads from the strided q half of
+// each [q | gate] head row and of k's in place, rope_partial of both, kv_write), within 1e-5 for
+// q and k (the kernel sums a head's squares in another order); and its page bytes bit for bit
+// those that kv_write gives from its own k and v (layer 0 fused, layer 2 by kv_write). Plain KV
+// dtypes, int4 (the composition's path), partial and whole rotations, GQA, scattered pages.
+TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
+#if defined(HS_WITH_CUDA)
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
+  ASSERT_NE(cuda, nullptr);
+  struct Case {
+    KvDtype dtype;
+    int hd, rot, n_head, n_kv;
+  };
+  const Case cases[] = {{KvDtype::kF16, 256, 64, 8, 2},  {KvDtype::kBF16, 256, 64, 6, 2}, {KvDtype::kF32, 128, 128, 4, 4},
+                        {KvDtype::kF16, 96, 32, 3, 1},   {KvDtype::kBF16, 512, 128, 2, 1}, {KvDtype::kInt4, 256, 64, 4, 2}};
+  for (const Case& c : cases) {
+    for (bool neox : {true, false}) {
+      constexpr int kP = 16;
+      KvCache kv(KvGeometry{3, c.n_kv, c.hd, kP, c.dtype}, 16);
+      SeqKv a, b;
+      HS_ASSERT_OK(kv.reserve(a, 40));
+      HS_ASSERT_OK(kv.reserve(b, 70));
+      std::shuffle(a.blocks.begin(), a.blocks.end(), rng_);
+      std::shuffle(b.blocks.begin(), b.blocks.end(), rng_);
+      Step step;
+      const std::pair<int32_t, int32_t> tokens[] = {{0, 0}, {15, 0}, {16, 0}, {39, 0}, {1, 1}, {32, 1}, {69, 1}};
+      for (const auto& [p, sq] : tokens) {
+        step.positions.push_back(p);
+        step.seq_index.push_back(sq);
+      }
+      step.seqs = {&a, &b};
+      step.finish(&kv, *pool_);
+      const int64_t n = static_cast<int64_t>(step.positions.size()), qc = int64_t{c.n_head} * c.hd,
+                    kc = int64_t{c.n_kv} * c.hd;
+      const auto qg = normal(rng_, static_cast<size_t>(n * 2 * qc), 3.0f), k = normal(rng_, static_cast<size_t>(n * kc)),
+                 v = normal(rng_, static_cast<size_t>(n * kc));
+      std::vector<float> wq(static_cast<size_t>(c.hd)), wk(static_cast<size_t>(c.hd));
+      std::uniform_real_distribution<float> u(0.5f, 1.5f);
+      for (float& x : wq) x = u(rng_);
+      for (float& x : wk) x = u(rng_);
+      Tensor nq[2], nk[2];
+      prepare_both(wq, nq);
+      prepare_both(wk, nk);
+      if (HasFatalFailure()) return;
+      Mat g0 = make_mat(*dev_, n, 2 * qc), g1 = make_mat(*dev_, n, 2 * qc);
+      Mat q0 = make_mat(*dev_, n, qc), k0 = make_mat(*dev_, n, kc), v0 = make_mat(*dev_, n, kc);
+      Mat q1 = make_mat(*dev_, n, qc), k1 = make_mat(*dev_, n, kc), v1 = make_mat(*dev_, n, kc);
+      for (Mat* m : {&g0, &g1}) upload(*dev_, *m, qg);
+      for (Mat* m : {&q0, &q1}) poison(*dev_, *m);
+      for (Mat* m : {&k0, &k1}) upload(*dev_, *m, k);
+      for (Mat* m : {&v0, &v1}) upload(*dev_, *m, v);
+      // The q half of every head's [q | gate] row: [n * n_head][hd], rows 2 * hd apart.
+      auto q_half = [&](const Mat& g) {
+        Tensor t = g.t.reshaped(2 * c.hd);
+        t.cols = c.hd;
+        return t;
+      };
+      const float theta = 10000000.0f, eps = 1e-6f;
+      HS_ASSERT_OK(dev_->begin_step(step.plan));
+      HS_ASSERT_OK(dev_->qk_norm_rope_kv_write(0, q_half(g0), q0.t, k0.t, v0.t, nq[1], nk[1], eps, c.hd, c.rot, theta,
+                                               neox));
+      HS_ASSERT_OK(dev_->Backend::qk_norm_rope_kv_write(1, q_half(g1), q1.t, k1.t, v1.t, nq[1], nk[1], eps, c.hd,
+                                                        c.rot, theta, neox));
+      HS_ASSERT_OK(dev_->kv_write(2, k0.t, v0.t));  // from the fused op's own k
+      HS_ASSERT_OK(dev_->end_step());
+      const std::string what = std::string(kv_dtype_name(c.dtype)) + " hd " + std::to_string(c.hd) + " rot " +
+                               std::to_string(c.rot) + " heads " + std::to_string(c.n_head) + "/" +
+                               std::to_string(c.n_kv) + (neox ? " neox" : " pairs");
+      check("qk_norm_rope", dims(n, qc) + " q " + what, download(*dev_, q0), download(*dev_, q1), 1e-5);
+      check("qk_norm_rope", dims(n, kc) + " k " + what, download(*dev_, k0), download(*dev_, k1), 1e-5);
+      const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
+      std::vector<uint8_t> p0(layer_bytes, 0xcd), p2(layer_bytes, 0xab);
+      HS_ASSERT_OK(cuda->read_kv_pages(0, p0.data()));
+      HS_ASSERT_OK(cuda->read_kv_pages(2, p2.data()));
+      size_t bad = 0, nonzero = 0;
+      for (size_t i = 0; i < layer_bytes; ++i) {
+        bad += p0[i] != p2[i];
+        nonzero += p0[i] != 0;
+      }
+      EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << layer_bytes << " page bytes differ; " << seed_note();
+      EXPECT_GE(nonzero, static_cast<size_t>(n * kc)) << what << ": " << nonzero << " nonzero page bytes";
+      print_header();
+      std::printf("%-12s %-46s %12zu %12s %10s%s\n", "qk_norm_rope", ("page bytes " + what).c_str(), bad, "bytes", "0",
+                  bad == 0 ? "" : "  FAIL");
+    }
+  }
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
 TEST_F(BackendOps, Glu) {
   for (GluKind kind : {GluKind::kSilu, GluKind::kGeluTanh}) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{5, 1000}, {1, 4096}, {33, 96}}) {

@@ -236,6 +236,79 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
   }
 }
 
+// Qwen3.5's q / k head norms, their partial RoPE and the K / V write in one launch (plain f32 /
+// f16 / bf16 pages). grid (n tokens, 2): block (i, 0) takes token i's q heads (read from q_src,
+// one strided row a head, written to q), block (i, 1) its k heads (in place, and converted into
+// the page slot), then copies its V row. A warp takes a head: lane l sums the squares of elements
+// l, l + 32, ... in double and a butterfly adds the lanes; inv = 1 / sqrt(sum / head_dim + eps) and
+// each element x · inv · w as rms_norm_kernel computes them; the head is staged in the warp's
+// shared row, its first rot_dims rotated with rope.cuh's arithmetic (cos / sin once a block, at
+// rot_dims as rope_partial_kernel), then written out. Cost: one read and one write of q, k, v.
+constexpr int kQkNormWarps = 8;
+constexpr int kMaxQkNormHeadDim = 512;
+template <typename T>
+__global__ void __launch_bounds__(kQkNormWarps * 32)
+    qk_norm_rope_kv_write_kernel(CRows q_src, Rows q, Rows k, CRows v, const float* __restrict__ q_norm,
+                                 const float* __restrict__ k_norm, float eps, int head_dim, int rot_dims, float theta,
+                                 bool neox, KvLayerView kv, StepTables t) {
+  pdl_launch_dependents();  // the next kernel may be scheduled now
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
+  __shared__ RopeCs cs[kMaxQkNormHeadDim / 2];
+  __shared__ float staged[kQkNormWarps][kMaxQkNormHeadDim];  // [warp][head_dim]
+  const int64_t i = blockIdx.x;
+  const bool is_k = blockIdx.y == 1;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int half = rot_dims / 2;
+  const int32_t pos = t.positions[i];
+  for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, rot_dims, theta);
+  T* slot = nullptr;  // is_k: kv head 0's K row of this token; head h at + h * P * 2 * head_dim
+  const int P = kv.page_tokens;
+  if (is_k) {
+    const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
+    slot = static_cast<T*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems +
+           static_cast<int64_t>(pos % P) * 2 * head_dim;
+  }
+  __syncthreads();
+  const int64_t n_heads = (is_k ? k.cols : q.cols) / head_dim;
+  const float* w = is_k ? k_norm : q_norm;
+  float* sh = staged[warp];
+  for (int64_t h = warp; h < n_heads; h += kQkNormWarps) {
+    const float* src = is_k ? k.p + i * k.stride + h * head_dim : q_src.p + (i * n_heads + h) * q_src.stride;
+    float* dst = (is_k ? k.p + i * k.stride : q.p + i * q.stride) + h * head_dim;
+    double ss = 0.0;
+    for (int d = lane; d < head_dim; d += 32) {
+      const double x = src[d];
+      ss += x * x;
+    }
+    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    const float inv =
+        static_cast<float>(1.0 / sqrt(ss / static_cast<double>(head_dim) + static_cast<double>(eps)));
+    for (int d = lane; d < head_dim; d += 32)
+      sh[d] = w ? __fmul_rn(__fmul_rn(src[d], inv), w[d]) : __fmul_rn(src[d], inv);
+    __syncwarp();
+    for (int ii = lane; ii < half; ii += 32) {
+      const int oa = rope_off_a(ii, half, neox), ob = rope_off_b(ii, half, neox);
+      const float va = sh[oa], vb = sh[ob];
+      sh[oa] = rope_a(va, vb, cs[ii]);
+      sh[ob] = rope_b(va, vb, cs[ii]);
+    }
+    __syncwarp();
+    for (int d = lane; d < head_dim; d += 32) {  // a lane writes only the elements it read
+      const float y = sh[d];
+      dst[d] = y;
+      if (is_k) slot[h * P * 2 * head_dim + d] = from_f<T>(y);
+    }
+    __syncwarp();  // the warp's next head rewrites sh
+  }
+  if (is_k) {
+    const float* vr = v.p + i * v.stride;
+    for (int64_t e = threadIdx.x; e < v.cols; e += blockDim.x) {
+      const int64_t h = e / head_dim, d = e % head_dim;
+      slot[h * P * 2 * head_dim + head_dim + d] = from_f<T>(vr[e]);
+    }
+  }
+}
+
 // grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row, as
 // kv/kv_quant.cpp's kv_encode_row does: IEEE-rounded intrinsics whatever the -prec-div /
 // -fmad flags, so the bytes are the host's.
@@ -891,6 +964,34 @@ cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float th
       break;
     case KvElem::kBF16:
       launch_chain(rope_kv_write_kernel<__nv_bfloat16>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv, t);
+      break;
+    default: return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_qk_norm_rope_kv_write(CRows q_src, Rows q, Rows k, CRows v, const float* q_norm,
+                                         const float* k_norm, float eps, int head_dim, int rot_dims, float theta,
+                                         bool neox, KvLayerView kv, StepTables t, cudaStream_t s) {
+  if (k.rows <= 0) return cudaSuccess;
+  if (k.rows > 0x7fffffff || q.rows != k.rows || v.rows != k.rows || v.cols != k.cols || head_dim < 2 ||
+      head_dim % 2 != 0 || head_dim > kMaxQkNormHeadDim || rot_dims < 2 || rot_dims % 2 != 0 || rot_dims > head_dim ||
+      head_dim != kv.head_dim || k.cols != static_cast<int64_t>(kv.n_kv_heads) * head_dim || q.cols % head_dim != 0 ||
+      q_src.cols != head_dim || q_src.rows != q.rows * (q.cols / head_dim) || kv_elem_scaled(kv.elem))
+    return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(k.rows), 2, 1), block(kQkNormWarps * 32);
+  switch (kv.elem) {
+    case KvElem::kF32:
+      launch_chain(qk_norm_rope_kv_write_kernel<float>, grid, block, 0, s, q_src, q, k, v, q_norm, k_norm, eps,
+                   head_dim, rot_dims, theta, neox, kv, t);
+      break;
+    case KvElem::kF16:
+      launch_chain(qk_norm_rope_kv_write_kernel<__half>, grid, block, 0, s, q_src, q, k, v, q_norm, k_norm, eps,
+                   head_dim, rot_dims, theta, neox, kv, t);
+      break;
+    case KvElem::kBF16:
+      launch_chain(qk_norm_rope_kv_write_kernel<__nv_bfloat16>, grid, block, 0, s, q_src, q, k, v, q_norm, k_norm,
+                   eps, head_dim, rot_dims, theta, neox, kv, t);
       break;
     default: return cudaErrorInvalidValue;
   }

@@ -129,6 +129,9 @@ class CudaBackend final : public Backend {
   Status sigmoid_mul(Tensor x, const Tensor& gate) override;
   Status delta_gates(Tensor a, Tensor b, const Tensor& ssm_a, const Tensor& dt_bias) override;
   Status rope_partial(Tensor x, int head_dim, int rot_dims, float theta, bool neox) override;
+  Status qk_norm_rope_kv_write(int layer, const Tensor& q_src, Tensor q, Tensor k, const Tensor& v,
+                               const Tensor& q_norm, const Tensor& k_norm, float eps, int head_dim, int rot_dims,
+                               float theta, bool neox) override;
   Status moe_route(const Tensor& logits, Tensor ids, Tensor weights, const MoeParams& p) override;
   Status moe_experts(const Tensor& x, const Tensor& gate_exps, const Tensor& up_exps, const Tensor& down_exps,
                      const Tensor& ids, const Tensor& weights, Tensor out, const MoeParams& p) override;

@@ -195,6 +195,34 @@ Status CudaBackend::rope_partial(Tensor x, int head_dim, int rot_dims, float the
   return launched(launch_rope_partial(rows_of(x), head_dim, rot_dims, theta, neox, d_positions_, stream_), op);
 }
 
+// One kernel on plain KV pages (HS_CUDA_ROPE_KV=0, as for rope_qk_kv_write, or fp8 / int8 / int4
+// pages: the ops one by one, the base class's composition).
+Status CudaBackend::qk_norm_rope_kv_write(int layer, const Tensor& q_src, Tensor q, Tensor k, const Tensor& v,
+                                          const Tensor& q_norm, const Tensor& k_norm, float eps, int head_dim,
+                                          int rot_dims, float theta, bool neox) {
+  const char* op = "qk_norm_rope_kv_write";
+  if (rope_kv_fused_ && head_dim > 0 && q.cols % head_dim == 0 && k.cols % head_dim == 0) {
+    OpProfile::Scope prof(&profile_, op, stream_);
+    clear_input_tag();
+    HS_ASSIGN_OR_RETURN(const float* qw, check_rms_norm(q_src, q_norm, q.reshaped(head_dim), op));
+    HS_ASSIGN_OR_RETURN(const float* kw, check_rms_norm(k.reshaped(head_dim), k_norm, k.reshaped(head_dim), op));
+    HS_RETURN_IF_ERROR(check_rope(q, head_dim, op));
+    HS_RETURN_IF_ERROR(check_rope(k, head_dim, op));
+    if (rot_dims <= 0 || rot_dims % 2 || rot_dims > head_dim)
+      return make_error(StatusCode::kInvalidArgument, "cuda {}: {} of head_dim {} rotated", op, rot_dims, head_dim);
+    HS_ASSIGN_OR_RETURN(const KvLayerView view, kv_write_view(layer, k, v, op));
+    const StepTables t{d_positions_, d_seq_index_, d_page_indptr_, d_page_indices_};
+    const cudaError_t e = launch_qk_norm_rope_kv_write(crows_of(q_src), rows_of(q), rows_of(k), crows_of(v), qw, kw,
+                                                       eps, head_dim, rot_dims, theta, neox, view, t, stream_);
+    if (e != cudaErrorInvalidValue) {
+      HS_RETURN_IF_ERROR(launched(e, op));
+      note_hot_kv(layer, k, v);
+      return write_sketches(layer, k);
+    }
+  }
+  return Backend::qk_norm_rope_kv_write(layer, q_src, q, k, v, q_norm, k_norm, eps, head_dim, rot_dims, theta, neox);
+}
+
 Status CudaBackend::moe_route(const Tensor& logits, Tensor ids, Tensor weights, const MoeParams& p) {
   const char* op = "moe_route";
   OpProfile::Scope prof(&profile_, op, stream_);

@@ -156,6 +156,14 @@ cudaError_t launch_kv_write(KvLayerView kv, StepTables t, CRows k, CRows v, cuda
 // does not take (head_dim != kv.head_dim, k / v not n_kv_heads x head_dim, rows unequal).
 cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float theta, bool neox, KvLayerView kv,
                                  StepTables t, cudaStream_t s);
+// Qwen3.5's q / k head norms (q from q_src [n * n_head][head_dim], strided, into q; k in place),
+// their RoPE over the first rot_dims, then k and v into their page slots, in one launch, for plain
+// pages (Backend::qk_norm_rope_kv_write); cudaErrorInvalidValue, launching nothing, for scaled
+// pages or shapes it does not take (head_dim > 512 or != kv.head_dim, k / v not n_kv_heads x
+// head_dim, q_src not n_head rows a token).
+cudaError_t launch_qk_norm_rope_kv_write(CRows q_src, Rows q, Rows k, CRows v, const float* q_norm,
+                                         const float* k_norm, float eps, int head_dim, int rot_dims, float theta,
+                                         bool neox, KvLayerView kv, StepTables t, cudaStream_t s);
 
 // How the keys are split (flash-decoding): each (token, kv head) runs n_splits blocks of
 // split_len keys from its first visible key; n_splits == 1 writes `out` directly, more write
