@@ -1,10 +1,12 @@
 #!/bin/bash
 # Session 25: exact_mass_kernel with 16-byte q loads (bit-exact: the sparse suites), A/B against
 # the previous bundle (carry .gpu/bundle and .gpu/bundle0) at 1 x 96K / 128K, 8B shape, bf16 dummy;
-# then HS_CUDA_EARLYQ on the 27B shape at batch 1.
+# then HS_CUDA_EARLYQ and the fused qk_norm_rope_kv_write (HS_CUDA_ROPE_KV=0: the five ops) on the 27B
+# shape at batch 1.
 for v in 0 ""; do mkdir -p /root/st$v && python3 -m tarfile -e .gpu/bundle$v/bins.txz /root/st$v 2>/dev/null; done
 export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
-timeout 100 /root/st/hs/hs_unit_tests --gtest_filter='SparseAttentionOps*' > $OUT/sparse.log 2>&1; echo "sparse rc $?"
+timeout 200 /root/st/hs/hs_unit_tests --gtest_filter='SparseAttentionOps*:BackendOps.QkNorm*:BackendOps.RopeQk*:*HybridGolden*' \
+  > $OUT/sparse.log 2>&1; echo "tests rc $?"
 grep -E "^\[  (PASSED|FAILED)|FAILED  " $OUT/sparse.log | head
 C="--device cuda --load-format dummy --config configs/llama-3.1-8b.json --dummy-dtype bf16 --sparse sketch --sketch random -p 0 -r 1 -n 32 -d 98304 131072"
 for v in 0 "" 0 ""; do
@@ -18,4 +20,8 @@ C27="--device cuda --load-format dummy --config configs/qwen3.5-27b.json --dummy
 for v in 0 1 0 1; do
   HS_CUDA_EARLYQ=$v timeout 60 /root/st/hs/hindsight bench $C27 > $OUT/eq$v.log 2>&1
   echo "27B EARLYQ=$v rc $?"; grep "^| qwen" $OUT/eq$v.log | cut -d'|' -f9-12
+done
+for v in 0 1 0 1; do
+  HS_CUDA_ROPE_KV=$v timeout 60 /root/st/hs/hindsight bench $C27 > $OUT/rk$v.log 2>&1
+  echo "27B ROPE_KV=$v rc $?"; grep "^| qwen" $OUT/rk$v.log | cut -d'|' -f9-12
 done
