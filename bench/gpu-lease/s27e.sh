@@ -1,5 +1,6 @@
 #!/bin/bash
-# Session 25: exact_mass_kernel with 16-byte q loads (bit-exact: the sparse suites), A/B against
+# Session 25: exact_mass_kernel with 16-byte q loads and the ranking inside the final top-k
+# (both bit-exact: the sparse suites), A/B against
 # the previous bundle (carry .gpu/bundle and .gpu/bundle0) at 1 x 96K / 128K, 8B shape, bf16 dummy;
 # then HS_CUDA_EARLYQ and the fused qk_norm_rope_kv_write (HS_CUDA_ROPE_KV=0: the five ops) on the 27B
 # shape at batch 1.

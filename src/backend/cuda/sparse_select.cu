@@ -582,47 +582,45 @@ __device__ __forceinline__ void lse_merge(float& m, float& s, float om, float os
   m = hi;
 }
 
-// One block per row: lse_g over the row's entries (list and forced) in one pass (each thread a
-// running (max, sum) per head over its entries, merged across the warp by shuffles and across
-// the warps through shared memory), then list_scores[e] = sum_g exp(L_ge - lse_g) for the listed
-// chunks (exact_rerank.h's group mass; ascending g, as the CPU's group_mass_ranking).
-__global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectArgs a) {
-  pdl_launch_dependents();
-  pdl_wait();
-  constexpr int kWarps = 256 / 32;
+// A row's group-mass ranking (exact_rerank.h; ascending g, as the CPU's group_mass_ranking):
+// lse_g over the row's entries (list and forced) in one pass (threads 0..255 each a running
+// (max, sum) per head over entries tid, tid + 256, ..., merged across the warp by shuffles and
+// across the 8 warps through shared memory, in that order whatever the block size), then
+// list_scores[e] = sum_g exp(L_ge - lse_g) for the listed chunks. Every thread of the block calls
+// it (blockDim >= 256, a multiple of 32; it has block barriers); the row is a sparse one whose
+// candidates do not all fit (rr.all false).
+constexpr int kRankThreads = 256;
+__device__ void rank_list(const SelectArgs& a, int64_t row, const RowRule& rr, int32_t n_list) {
+  constexpr int kWarps = kRankThreads / 32;
   __shared__ float wm[kWarps][kMaxGroup], ws[kWarps][kMaxGroup];
   __shared__ float lse[kMaxGroup];
-  const int64_t row = blockIdx.x;
-  const int64_t i = row / a.n_kv_heads;
-  if (!a.sparse_tok[i]) return;
-  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
-  if (rr.all) return;
-  const int32_t n_list = a.n_list[row];
   const int32_t n_ent = rerank_entries(rr, n_list);
   const int G = a.group;
   const float* m = a.mass + row * (a.shortlist + a.rule.max_selected) * G;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float mx[kMaxGroup], sm[kMaxGroup];
+  if (threadIdx.x < kRankThreads) {  // warp-uniform
+    float mx[kMaxGroup], sm[kMaxGroup];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    mx[g] = -INFINITY;
-    sm[g] = 0.0f;
-  }
-  for (int32_t e = threadIdx.x; e < n_ent; e += blockDim.x)
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
-      if (g < G) lse_merge(mx[g], sm[g], m[e * G + g], 1.0f);
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g >= G) break;
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      const float om = __shfl_xor_sync(0xffffffffu, mx[g], off), os = __shfl_xor_sync(0xffffffffu, sm[g], off);
-      lse_merge(mx[g], sm[g], om, os);
+    for (int g = 0; g < kMaxGroup; ++g) {
+      mx[g] = -INFINITY;
+      sm[g] = 0.0f;
     }
-    if (lane == 0) {
-      wm[warp][g] = mx[g];
-      ws[warp][g] = sm[g];
+    for (int32_t e = threadIdx.x; e < n_ent; e += kRankThreads)
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < G) lse_merge(mx[g], sm[g], m[e * G + g], 1.0f);
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= G) break;
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) {
+        const float om = __shfl_xor_sync(0xffffffffu, mx[g], off), os = __shfl_xor_sync(0xffffffffu, sm[g], off);
+        lse_merge(mx[g], sm[g], om, os);
+      }
+      if (lane == 0) {
+        wm[warp][g] = mx[g];
+        ws[warp][g] = sm[g];
+      }
     }
   }
   __syncthreads();
@@ -638,6 +636,19 @@ __global__ void __launch_bounds__(256) rerank_rank_kernel(StepTables t, SelectAr
     for (int g = 0; g < G; ++g) r += lse[g] > -INFINITY ? expf(m[e * G + g] - lse[g]) : 0.0f;
     a.list_scores[row * a.shortlist + e] = r;
   }
+  __syncthreads();  // the scores are read by other threads of the block next (the fused top-k)
+}
+
+// One block per row: rank_list (the top-k's kTopkRankFromList runs the same in its own block).
+__global__ void __launch_bounds__(kRankThreads) rerank_rank_kernel(StepTables t, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  const int64_t row = blockIdx.x;
+  const int64_t i = row / a.n_kv_heads;
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  if (rr.all) return;
+  rank_list(a, row, rr, a.n_list[row]);
 }
 
 template <typename T>
@@ -663,7 +674,7 @@ void launch_rerank(int64_t rows, cudaStream_t s, const StepTables& t, const CRow
       default: launch_mass<ScaledPages>(grid, s, t, q, a); break;
     }
   }
-  if (stages & kSelectRank) launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), 256, 0, s, t, a);
+  if (stages & kSelectRank) launch_chain(rerank_rank_kernel, dim3(static_cast<unsigned>(rows)), kRankThreads, 0, s, t, a);
 }
 
 // Order-preserving key of a score: larger float, larger key; NaN ranks as -inf.
@@ -681,8 +692,9 @@ __device__ __forceinline__ uint32_t order_key(float s) {
 // more; nothing for a row whose candidates fit); kTopkFromList, the selection from the list's
 // token scores (a.list_scores), chunk list[c] for entry c.
 // kTopkListToList: the best a.shortlist2 of the list's token scores into a.list2 (ascending;
-// the whole list when it has no more).
-constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2, kTopkListToList = 3;
+// the whole list when it has no more). kTopkRankFromList: kTopkFromList after computing the
+// list's scores itself (rank_list, bit for bit rerank_rank_kernel's): one launch fewer a layer.
+constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2, kTopkListToList = 3, kTopkRankFromList = 4;
 template <bool kShared, int kMode>
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
@@ -730,8 +742,12 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     rr.k = a.shortlist2;
   }
   // Candidates c in [0, n_cand): chunk rr.first + c, or list[c] (from the list, unless all fit).
-  const bool from_list = (kMode == kTopkFromList || kMode == kTopkListToList) && !rr.all;
+  const bool from_list =
+      (kMode == kTopkFromList || kMode == kTopkListToList || kMode == kTopkRankFromList) && !rr.all;
   const int32_t n_cand = from_list ? a.n_list[row] : rr.last - rr.first;
+  if constexpr (kMode == kTopkRankFromList) {
+    if (!rr.all) rank_list(a, row, rr, n_cand);  // block-uniform; it ends with a barrier
+  }
   const float* sc = from_list ? a.list_scores + row * a.shortlist : a.scores + row * a.score_stride;
   auto chunk_of = [&](int32_t c) { return from_list ? list[c] : rr.first + c; };
   if (kShared && !rr.all) {
@@ -984,6 +1000,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
   if (a.rerank && (!rerank || a.kv.head_dim != b.head_dim || a.kv.n_kv_heads != a.n_kv_heads ||
                    a.kv.page_tokens != P || b.head_dim > kMaxHeadDim))
     return cudaErrorInvalidValue;
+  const bool fuse_rank = (stages & kSelectRank) && (stages & kSelectTopk);
   // With both, the rerank works on list2 (the sketch scores' best of the bounds' shortlist).
   SelectArgs a2 = a;
   if (rerank && hier) {
@@ -1010,11 +1027,15 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
       if (hier) launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
       if (hier && rerank) launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
     }
-    if (rerank) launch_rerank(rows, s, t, q, a2, stages);  // a2: list2 after the chain, else list
+    // The ranking runs inside the top-k's launch when both are asked for (not when the profiler
+    // times the stages apart).
+    if (rerank) launch_rerank(rows, s, t, q, a2, fuse_rank ? stages & ~kSelectRank : stages);  // a2: list2 after the chain, else list
   }
   // Keys in shared memory up to kTopkSmemBytes (40K candidates: 640K tokens of 16), else from L2.
   if (stages & kSelectTopk) {
-    if (hier || rerank)
+    if (rerank && fuse_rank && max_candidates > 0)
+      launch_topk<kTopkRankFromList>(rows, std::min(max_candidates, a2.shortlist), s, t, a2);
+    else if (hier || rerank)
       launch_topk<kTopkFromList>(rows, std::min(max_candidates, a2.shortlist), s, t, a2);
     else
       launch_topk<kTopkFlat>(rows, max_candidates, s, t, a);
