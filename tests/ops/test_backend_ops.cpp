@@ -850,7 +850,9 @@ TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
     int hd, rot, n_head, n_kv;
   };
   const Case cases[] = {{KvDtype::kF16, 256, 64, 8, 2},  {KvDtype::kBF16, 256, 64, 6, 2}, {KvDtype::kF32, 128, 128, 4, 4},
-                        {KvDtype::kF16, 96, 32, 3, 1},   {KvDtype::kBF16, 512, 128, 2, 1}, {KvDtype::kInt4, 256, 64, 4, 2}};
+                        {KvDtype::kF16, 96, 32, 3, 1},   {KvDtype::kBF16, 512, 128, 2, 1}, {KvDtype::kInt4, 256, 64, 4, 2},
+                        {KvDtype::kBF16, 256, 64, 24, 4},  // the 27B's shape: a warp takes 3 q heads
+                        {KvDtype::kF16, 128, 128, 16, 16}};  // 2 k heads a warp
   for (const Case& c : cases) {
     for (bool neox : {true, false}) {
       constexpr int kP = 16;

@@ -590,7 +590,7 @@ __device__ __forceinline__ void lse_merge(float& m, float& s, float om, float os
 // it (blockDim >= 256, a multiple of 32; it has block barriers); the row is a sparse one whose
 // candidates do not all fit (rr.all false).
 constexpr int kRankThreads = 256;
-__device__ void rank_list(const SelectArgs& a, int64_t row, const RowRule& rr, int32_t n_list) {
+__device__ __forceinline__ void rank_list(const SelectArgs& a, int64_t row, const RowRule& rr, int32_t n_list) {
   constexpr int kWarps = kRankThreads / 32;
   __shared__ float wm[kWarps][kMaxGroup], ws[kWarps][kMaxGroup];
   __shared__ float lse[kMaxGroup];
