@@ -5,8 +5,7 @@
 # the previous bundle at 1 x 96K / 128K, 8B shape, bf16 dummy (both bundles and the tree pass the
 # 64 MiB carry: first `mkdir -p /root/st0 && python3 -m tarfile -e .gpu/bundle0/bins.txz /root/st0`
 # carrying .gpu/bundle0, then this, carrying .gpu/bundle, on the warm machine);
-# then HS_CUDA_EARLYQ and the fused qk_norm_rope_kv_write (HS_CUDA_ROPE_KV=0: the five ops) on the 27B
-# shape at batch 1.
+# then s27f.sh.
 mkdir -p /root/st && python3 -m tarfile -e .gpu/bundle/bins.txz /root/st 2>/dev/null
 [ -x /root/st0/hs/hindsight ] || echo "no previous bundle in /root/st0: the A/B rows of bundle0 will fail"
 export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
@@ -26,16 +25,4 @@ for v in 0 "" 0 ""; do
       --kv-cache-dtype $kvt > $OUT/kv$kvt$v.log 2>&1
     echo "bundle$v $kvt rc $?"; grep "^| llama" $OUT/kv$kvt$v.log | cut -d'|' -f9-12
   done
-done
-# The norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ=1): measured slower on the
-# 8B shape (session 12), never on the Qwen3.5-27B shape, whose batch 1 runs ~13 launches a layer.
-export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
-C27="--device cuda --load-format dummy --config configs/qwen3.5-27b.json --dummy-dtype q4_0 -p 0 -n 128 -r 2"
-for v in 0 1 0 1; do
-  HS_CUDA_EARLYQ=$v timeout 60 /root/st/hs/hindsight bench $C27 > $OUT/eq$v.log 2>&1
-  echo "27B EARLYQ=$v rc $?"; grep "^| qwen" $OUT/eq$v.log | cut -d'|' -f9-12
-done
-for v in 0 1 0 1; do
-  HS_CUDA_ROPE_KV=$v timeout 60 /root/st/hs/hindsight bench $C27 > $OUT/rk$v.log 2>&1
-  echo "27B ROPE_KV=$v rc $?"; grep "^| qwen" $OUT/rk$v.log | cut -d'|' -f9-12
 done
