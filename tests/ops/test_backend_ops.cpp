@@ -32,6 +32,7 @@
 #include <limits>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -287,6 +288,22 @@ class BackendOps : public ::testing::Test {
       for (auto& m : out_m) dst.push_back(download(b, m));
       for (auto& m : in_m) dst.push_back(download(b, m));  // in-place ops write their inputs
     }
+  }
+
+  // Sequences a and b given 40 and 70 tokens of kv's pages (shuffled, so pages scatter) and
+  // `step` planned over them for the (position, sequence) tokens.
+  void two_sequence_step(KvCache& kv, SeqKv& a, SeqKv& b, std::span<const std::pair<int32_t, int32_t>> tokens,
+                         Step& step) {
+    HS_ASSERT_OK(kv.reserve(a, 40));
+    HS_ASSERT_OK(kv.reserve(b, 70));
+    std::shuffle(a.blocks.begin(), a.blocks.end(), rng_);
+    std::shuffle(b.blocks.begin(), b.blocks.end(), rng_);
+    for (const auto& [p, sq] : tokens) {
+      step.positions.push_back(p);
+      step.seq_index.push_back(sq);
+    }
+    step.seqs = {&a, &b};
+    step.finish(&kv, *pool_);
   }
 
   // A plan of n tokens at `positions` (no KV).
@@ -770,19 +787,11 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
       constexpr int kP = 16;
       KvCache kv(KvGeometry{2, c.n_kv, c.hd, kP, c.dtype}, 16);
       SeqKv a, b;
-      HS_ASSERT_OK(kv.reserve(a, 40));
-      HS_ASSERT_OK(kv.reserve(b, 70));
-      std::shuffle(a.blocks.begin(), a.blocks.end(), rng_);
-      std::shuffle(b.blocks.begin(), b.blocks.end(), rng_);
       Step step;
       const std::pair<int32_t, int32_t> tokens[] = {{0, 0},  {15, 0}, {16, 0}, {39, 0}, {1, 1},
                                                     {31, 1}, {32, 1}, {47, 1}, {69, 1}};  // (position, sequence)
-      for (const auto& [p, sq] : tokens) {
-        step.positions.push_back(p);
-        step.seq_index.push_back(sq);
-      }
-      step.seqs = {&a, &b};
-      step.finish(&kv, *pool_);
+      two_sequence_step(kv, a, b, tokens, step);
+      if (HasFatalFailure()) return;
       const int64_t n = static_cast<int64_t>(step.positions.size()), qc = int64_t{c.n_head} * c.hd,
                     kc = int64_t{c.n_kv} * c.hd;
       const auto q = normal(rng_, static_cast<size_t>(n * qc)), k = normal(rng_, static_cast<size_t>(n * kc)),
@@ -858,18 +867,10 @@ TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
       constexpr int kP = 16;
       KvCache kv(KvGeometry{3, c.n_kv, c.hd, kP, c.dtype}, 16);
       SeqKv a, b;
-      HS_ASSERT_OK(kv.reserve(a, 40));
-      HS_ASSERT_OK(kv.reserve(b, 70));
-      std::shuffle(a.blocks.begin(), a.blocks.end(), rng_);
-      std::shuffle(b.blocks.begin(), b.blocks.end(), rng_);
       Step step;
       const std::pair<int32_t, int32_t> tokens[] = {{0, 0}, {15, 0}, {16, 0}, {39, 0}, {1, 1}, {32, 1}, {69, 1}};
-      for (const auto& [p, sq] : tokens) {
-        step.positions.push_back(p);
-        step.seq_index.push_back(sq);
-      }
-      step.seqs = {&a, &b};
-      step.finish(&kv, *pool_);
+      two_sequence_step(kv, a, b, tokens, step);
+      if (HasFatalFailure()) return;
       const int64_t n = static_cast<int64_t>(step.positions.size()), qc = int64_t{c.n_head} * c.hd,
                     kc = int64_t{c.n_kv} * c.hd;
       const auto qg = normal(rng_, static_cast<size_t>(n * 2 * qc), 3.0f), k = normal(rng_, static_cast<size_t>(n * kc)),

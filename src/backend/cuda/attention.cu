@@ -195,6 +195,28 @@ __global__ void kv_write_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) 
   }
 }
 
+// Token i's K row of kv head 0 in its page (plain pages); head h's at + h * P * 2 * head_dim, its
+// V row head_dim further.
+template <typename T>
+__device__ __forceinline__ T* token_k_slot(const KvLayerView& kv, const StepTables& t, int64_t i, int32_t pos,
+                                           int head_dim) {
+  const int P = kv.page_tokens;
+  const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
+  return static_cast<T*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems +
+         static_cast<int64_t>(pos % P) * 2 * head_dim;
+}
+
+// Token i's V row (every kv head) into the page slot token_k_slot gave, converted; the block's
+// threads share it.
+template <typename T>
+__device__ __forceinline__ void copy_v_row(T* slot, const CRows& v, int64_t i, int head_dim, int P) {
+  const float* vr = v.p + i * v.stride;
+  for (int64_t e = threadIdx.x; e < v.cols; e += blockDim.x) {
+    const int64_t h = e / head_dim, d = e % head_dim;
+    slot[h * P * 2 * head_dim + head_dim + d] = from_f<T>(vr[e]);
+  }
+}
+
 // RoPE of q and k fused with the K / V write (plain f32 / f16 / bf16 pages). grid (n tokens, 2),
 // block (i, 0) rotates token i's q heads in place, block (i, 1) its k heads (stored back to k
 // and, converted, into the page slot), then copies its V row. The cos / sin of the token's
@@ -215,12 +237,8 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
   const int64_t n_heads = x.cols / head_dim;
   const int32_t pos = t.positions[i];
   for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, head_dim, theta);
-  T* slot = nullptr;  // is_k: kv head 0's K row of this token; head h at + h * P * 2 * head_dim
+  T* slot = is_k ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
   const int P = kv.page_tokens;
-  if (is_k) {
-    const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
-    slot = static_cast<T*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems + static_cast<int64_t>(pos % P) * 2 * head_dim;
-  }
   __syncthreads();
   float* row = x.p + i * x.stride;
   for (int64_t e = threadIdx.x; e < n_heads * half; e += blockDim.x) {
@@ -238,13 +256,7 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
       d[ob] = from_f<T>(rb);
     }
   }
-  if (is_k) {
-    const float* vr = v.p + i * v.stride;
-    for (int64_t e = threadIdx.x; e < v.cols; e += blockDim.x) {
-      const int64_t h = e / head_dim, d = e % head_dim;
-      slot[h * P * 2 * head_dim + head_dim + d] = from_f<T>(vr[e]);
-    }
-  }
+  if (is_k) copy_v_row<T>(slot, v, i, head_dim, P);
 }
 
 // Qwen3.5's q / k head norms, their partial RoPE and the K / V write in one launch (plain f32 /
@@ -272,13 +284,8 @@ __global__ void __launch_bounds__(kQkNormWarps * 32)
   const int half = rot_dims / 2;
   const int32_t pos = t.positions[i];
   for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, rot_dims, theta);
-  T* slot = nullptr;  // is_k: kv head 0's K row of this token; head h at + h * P * 2 * head_dim
+  T* slot = is_k ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
   const int P = kv.page_tokens;
-  if (is_k) {
-    const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
-    slot = static_cast<T*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems +
-           static_cast<int64_t>(pos % P) * 2 * head_dim;
-  }
   __syncthreads();
   const int64_t n_heads = (is_k ? k.cols : q.cols) / head_dim;
   const float* w = is_k ? k_norm : q_norm;
@@ -311,13 +318,7 @@ __global__ void __launch_bounds__(kQkNormWarps * 32)
     }
     __syncwarp();  // the warp's next head rewrites sh
   }
-  if (is_k) {
-    const float* vr = v.p + i * v.stride;
-    for (int64_t e = threadIdx.x; e < v.cols; e += blockDim.x) {
-      const int64_t h = e / head_dim, d = e % head_dim;
-      slot[h * P * 2 * head_dim + head_dim + d] = from_f<T>(vr[e]);
-    }
-  }
+  if (is_k) copy_v_row<T>(slot, v, i, head_dim, P);
 }
 
 // grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row, as
