@@ -767,6 +767,26 @@ TEST_F(BackendOps, RopeQk) {
   }
 }
 
+#if defined(HS_WITH_CUDA)
+// Layers la and lb of the CUDA backend's KV pages read back and compared byte for byte (bad: how
+// many differ); la must hold at least min_nonzero nonzero bytes (something was written).
+void compare_pages(cuda::CudaBackend& cuda, const KvCache& kv, int la, int lb, size_t min_nonzero,
+                   const std::string& what, size_t& bad) {
+  const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
+  std::vector<uint8_t> pa(layer_bytes, 0xcd), pb(layer_bytes, 0xab);
+  HS_ASSERT_OK(cuda.read_kv_pages(la, pa.data()));
+  HS_ASSERT_OK(cuda.read_kv_pages(lb, pb.data()));
+  size_t nonzero = 0;
+  bad = 0;
+  for (size_t i = 0; i < layer_bytes; ++i) {
+    bad += pa[i] != pb[i];
+    nonzero += pa[i] != 0;
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << layer_bytes << " page bytes differ; " << seed_note();
+  EXPECT_GE(nonzero, min_nonzero) << what << ": " << nonzero << " nonzero page bytes";
+}
+#endif
+
 // rope_qk_kv_write: the CUDA backend's one kernel against its own rope_qk then kv_write, bit for
 // bit (q, k and the page bytes: layer 0 written fused, layer 1 by the two ops from the same
 // inputs), for every plain KV dtype and fp8 (which takes the two-kernel path), pages scattered,
@@ -812,17 +832,10 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
       const auto qf = download(*dev_, q0), qu = download(*dev_, q1), kf = download(*dev_, k0), ku = download(*dev_, k1);
       EXPECT_EQ(std::memcmp(qf.data(), qu.data(), qf.size() * 4), 0) << what << ": q differs; " << seed_note();
       EXPECT_EQ(std::memcmp(kf.data(), ku.data(), kf.size() * 4), 0) << what << ": k differs; " << seed_note();
-      const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
-      std::vector<uint8_t> p0(layer_bytes, 0xcd), p1(layer_bytes, 0xab);
-      HS_ASSERT_OK(cuda->read_kv_pages(0, p0.data()));
-      HS_ASSERT_OK(cuda->read_kv_pages(1, p1.data()));
-      size_t bad = 0;
-      for (size_t i = 0; i < layer_bytes; ++i) bad += p0[i] != p1[i];
-      EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << layer_bytes << " page bytes differ; " << seed_note();
       // Something was written: about every byte of the step's K and V rows is nonzero.
-      size_t nonzero = 0;
-      for (uint8_t byte : p0) nonzero += byte != 0;
-      EXPECT_GE(nonzero, static_cast<size_t>(n * kc)) << what << ": " << nonzero << " nonzero page bytes";
+      size_t bad = 0;
+      compare_pages(*cuda, kv, 0, 1, static_cast<size_t>(n * kc), what, bad);
+      if (HasFatalFailure()) return;
       // q / k against the CPU's rope.
       std::vector<std::vector<float>> ref, got;
       Step plain = simple_step(step.positions);
@@ -909,17 +922,9 @@ TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
                                std::to_string(c.n_kv) + (neox ? " neox" : " pairs");
       check("qk_norm_rope", dims(n, qc) + " q " + what, download(*dev_, q0), download(*dev_, q1), 1e-5);
       check("qk_norm_rope", dims(n, kc) + " k " + what, download(*dev_, k0), download(*dev_, k1), 1e-5);
-      const size_t layer_bytes = static_cast<size_t>(kv.pool().n_blocks() * kv.geometry().page_bytes());
-      std::vector<uint8_t> p0(layer_bytes, 0xcd), p2(layer_bytes, 0xab);
-      HS_ASSERT_OK(cuda->read_kv_pages(0, p0.data()));
-      HS_ASSERT_OK(cuda->read_kv_pages(2, p2.data()));
-      size_t bad = 0, nonzero = 0;
-      for (size_t i = 0; i < layer_bytes; ++i) {
-        bad += p0[i] != p2[i];
-        nonzero += p0[i] != 0;
-      }
-      EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << layer_bytes << " page bytes differ; " << seed_note();
-      EXPECT_GE(nonzero, static_cast<size_t>(n * kc)) << what << ": " << nonzero << " nonzero page bytes";
+      size_t bad = 0;
+      compare_pages(*cuda, kv, 0, 2, static_cast<size_t>(n * kc), what, bad);
+      if (HasFatalFailure()) return;
       print_header();
       std::printf("%-12s %-46s %12zu %12s %10s%s\n", "qk_norm_rope", ("page bytes " + what).c_str(), bad, "bytes", "0",
                   bad == 0 ? "" : "  FAIL");

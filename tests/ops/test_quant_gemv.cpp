@@ -191,6 +191,35 @@ struct GemvCheck {
   int64_t bad = 0;
 };
 
+// y [ntok][ys] (rows outputs a token, NaN padding) against the double sum over w16 [rows][cols]
+// and xr [ntok][cols] (x as the kernel reads it), within tol * sum |w||x| per output; the
+// padding must stay NaN.
+GemvCheck compare_y(const std::vector<float>& w16, int64_t rows, int64_t cols, const std::vector<float>& xr, int ntok,
+                    const std::vector<float>& y, int64_t ys, double tol, const std::string& what) {
+  GemvCheck res;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int t = 0; t < ntok; ++t) {
+      double ref = 0, mag = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = static_cast<double>(w16[static_cast<size_t>(r * cols + c)]) * xr[static_cast<size_t>(t * cols + c)];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      const double got = y[static_cast<size_t>(t * ys + r)];
+      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
+      if (!(err <= tol) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
+                      << ", rel " << err << "); " << seed_note();
+      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
+    }
+  }
+  for (int t = 0; t < ntok; ++t)
+    for (int64_t r = rows; r < ys; ++r)
+      if (!std::isnan(y[static_cast<size_t>(t * ys + r)]) && res.bad++ < 3)
+        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
+  return res;
+}
+
 // Runs `launch` (which writes y) for x [ntok][cols] and compares with the reference from w
 // ([rows][cols] floats). x rows are x_stride floats apart (x_off floats into the buffer: 1 makes
 // them unaligned), y rows y_stride apart; y's padding is NaN before and must stay NaN.
@@ -218,30 +247,7 @@ GemvCheck check_gemv(const std::vector<float>& w, int64_t rows, int64_t cols, co
   }
   std::vector<float> y(static_cast<size_t>(ntok * y_stride));
   EXPECT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* wr = w.data() + r * cols;
-    for (int t = 0; t < ntok; ++t) {
-      const float* xt = x.data() + t * cols;
-      double ref = 0, mag = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        ref += static_cast<double>(wr[c]) * xt[c];
-        mag += std::fabs(static_cast<double>(wr[c]) * xt[c]);
-      }
-      const double got = y[static_cast<size_t>(t * y_stride + r)];
-      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
-      if (!(err <= 1e-5)) {
-        if (res.bad++ < 3)
-          ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
-                        << ", rel " << err << "); " << seed_note();
-      }
-      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
-    }
-  }
-  for (int t = 0; t < ntok; ++t)
-    for (int64_t r = rows; r < y_stride; ++r)
-      if (!std::isnan(y[static_cast<size_t>(t * y_stride + r)]) && res.bad++ < 3)
-        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
-  return res;
+  return compare_y(w, rows, cols, x, ntok, y, y_stride, 1e-5, what);
 }
 
 struct QuantWeights {
@@ -534,34 +540,6 @@ TEST_F(QuantGemv, Bandwidth) {
 
 // ---- device: the quantized tensor-core GEMM (9..128 tokens) ----------------------------------
 
-// y [ntok][ys] (rows outputs a token, NaN padding) against the double sum over w16 [rows][cols]
-// and xr [ntok][cols] (x as the kernel reads it), within tol * sum |w||x| per output.
-GemvCheck compare_gemm(const std::vector<float>& w16, int64_t rows, int64_t cols, const std::vector<float>& xr, int ntok,
-                       const std::vector<float>& y, int64_t ys, double tol, const std::string& what) {
-  GemvCheck res;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int t = 0; t < ntok; ++t) {
-      double ref = 0, mag = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double p = static_cast<double>(w16[static_cast<size_t>(r * cols + c)]) * xr[static_cast<size_t>(t * cols + c)];
-        ref += p;
-        mag += std::fabs(p);
-      }
-      const double got = y[static_cast<size_t>(t * ys + r)];
-      const double err = std::fabs(got - ref) / std::max(mag, 1e-300);
-      if (!(err <= tol) && res.bad++ < 3)
-        ADD_FAILURE() << what << ": y[" << t << "][" << r << "] = " << got << ", ref " << ref << " (sum |wx| " << mag
-                      << ", rel " << err << "); " << seed_note();
-      if (std::isfinite(err)) res.worst = std::max(res.worst, err);
-    }
-  }
-  for (int t = 0; t < ntok; ++t)
-    for (int64_t r = rows; r < ys; ++r)
-      if (!std::isnan(y[static_cast<size_t>(t * ys + r)]) && res.bad++ < 3)
-        ADD_FAILURE() << what << ": wrote y padding [" << t << "][" << r << "]";
-  return res;
-}
-
 // Checks launch_gemm_quant_mma (plan: null = the planner's) for x [ntok][cols] against the
 // double sum over w16 (the weights the kernel should multiply) and x rounded to f16, within
 // tol * sum |w||x| per output; y's padding rows must stay NaN.
@@ -596,7 +574,7 @@ GemvCheck check_gemm(QuantKind k, const QuantWeights& qw, const std::vector<floa
   }
   std::vector<float> y(static_cast<size_t>(ntok * ys));
   EXPECT_EQ(cudaMemcpy(y.data(), dy.p, y.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-  return compare_gemm(w16, rows, cols, xr, ntok, y, ys, tol, what);
+  return compare_y(w16, rows, cols, xr, ntok, y, ys, tol, what);
 }
 
 // The weights the GEMM multiplies: Q4_0 / Q8_0 the dequantized floats rounded to f16 (exact
@@ -678,7 +656,7 @@ TEST_F(QuantGemv, GemmMultiMatchesReference) {
         const int64_t ys = rows[i] + 2;
         std::vector<float> y(static_cast<size_t>(ntok * ys));
         HS_CU(cudaMemcpy(y.data(), dy[i]->p, y.size() * 4, cudaMemcpyDeviceToHost));
-        compare_gemm(w16[i], rows[i], cols, xr, ntok, y, ys, gemm_tol(k),
+        compare_y(w16[i], rows[i], cols, xr, ntok, y, ys, gemm_tol(k),
                      std::string(kind_name(k)) + " multi weight " + std::to_string(i) + " ntok " + std::to_string(ntok) +
                          (warp_small ? " (warp variant)" : ""));
       }

@@ -735,6 +735,17 @@ TEST_F(SparseAttentionOps, RefusesWhatItCannotRun) {
   EXPECT_FALSE(cpu_->set_sparse(rt_dev.get(), nullptr).is_ok());
 }
 
+// Outputs that differ bit for bit between two runs (NaN, a row not written, counts as a
+// difference): how many, and the first.
+struct BitDiff {
+  size_t bad = 0, first = 0;
+};
+BitDiff bit_diff(const std::vector<float>& want, const std::vector<float>& got) {
+  BitDiff d;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(want[i] == got[i]) && d.bad++ == 0) d.first = i;
+  return d;
+}
 
 // ---- the host tier (--kv-tier host: KV in mapped pinned host memory, sparse rows served from the
 // device hot set, hot_set.h) against the device-resident path on the same inputs: the same
@@ -777,11 +788,7 @@ class HostTierOps : public SparseAttentionOps {
     const std::vector<float> want = decode(*dev_, k, v, q);
     const std::vector<float> got = decode(*host_, k, v, q);
     ASSERT_EQ(want.size(), got.size());
-    size_t bad = 0, first = 0;
-    for (size_t i = 0; i < want.size(); ++i)
-      if (!(want[i] == got[i])) {  // NaN (a row not written) counts as a difference
-        if (bad++ == 0) first = i;
-      }
+    const auto [bad, first] = bit_diff(want, got);
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " outputs differ, first at " << first << " (" << want[first]
                        << " vs " << got[first] << "); " << seed_note();
     if (bad > 0) {  // which rows differ: their selections, or the bytes served for the same selection
@@ -922,9 +929,7 @@ TEST_F(HostTierOps, PromptRunsReadAStagedCopyBitForBit) {
       const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
       const std::vector<float> want = prompt(*dev_, runs, k, v, q);
       const std::vector<float> got = prompt(*host_, runs, k, v, q);
-      size_t bad = 0, first = 0;
-      for (size_t i = 0; i < want.size(); ++i)
-        if (!(want[i] == got[i]) && bad++ == 0) first = i;
+      const auto [bad, first] = bit_diff(want, got);
       EXPECT_EQ(bad, 0u) << name << " runs of " << n << " tokens: " << bad << " outputs differ, first at " << first
                          << " (" << want[first] << " vs " << got[first] << "); " << seed_note();
       for (auto [s, add] : runs) ctx_[static_cast<size_t>(s)] += add;
@@ -950,9 +955,7 @@ TEST_F(HostTierOps, MixedStepsMatchTheDeviceTierBitForBit) {
   const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
   const std::vector<float> want = prompt(*dev_, runs, k, v, q);
   const std::vector<float> got = prompt(*host_, runs, k, v, q);
-  size_t bad = 0, first = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!(want[i] == got[i]) && bad++ == 0) first = i;
+  const auto [bad, first] = bit_diff(want, got);
   EXPECT_EQ(bad, 0u) << bad << " outputs differ, first at " << first << " (token " << first / kQDim << "); "
                      << seed_note();
 }
