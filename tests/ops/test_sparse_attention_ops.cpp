@@ -227,8 +227,11 @@ class SparseAttentionOps : public ::testing::Test {
     return out;
   }
 
-  // ExactRerankSelectsWhatTheCpuRerankSelects with the GPU's page bounds shortlist (0: none).
-  void check_exact_rerank(int32_t page_shortlist);
+  // ExactRerankSelectsWhatTheCpuRerankSelects with the GPU's page bounds shortlist (0: none),
+  // contexts `ctx`; equal_keys: every context key 0 (every candidate's score and mass ties: the
+  // later chunks win, and the GPU's selection must be the CPU's exactly).
+  void check_exact_rerank(int32_t page_shortlist, const std::vector<int32_t>& ctx = {3000, 700},
+                          bool equal_keys = false);
 
   // CPU and CUDA runtimes of one config and basis seed, attached to their backends.
   void attach_cpu_and_dev(const SparseConfig& cfg, uint64_t seed) {
@@ -545,8 +548,9 @@ TEST_F(SparseAttentionOps, ExactRerankSelectsWhatTheCpuRerankSelects) {
   }
 }
 
-void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
-  make_sequences({3000, 700});
+void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist, const std::vector<int32_t>& ctx,
+                                            bool equal_keys) {
+  make_sequences(ctx);
   if (HasFatalFailure()) return;
   SparseConfig cfg = small_config();
   cfg.rerank_factor = 4;
@@ -558,7 +562,16 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   HS_ASSERT_OK(cpu_->set_sparse(rt_cpu_.get(), nullptr));
   HS_ASSERT_OK(dev_->set_sparse(rt_dev_.get(), nullptr));
   const int64_t n = static_cast<int64_t>(ctx_.size());
-  write_random_context(*cpu_, *dev_, 1);
+  if (equal_keys) {
+    int64_t n_ctx = 0;
+    for (int32_t c : ctx_) n_ctx += c;
+    const std::vector<float> kc(static_cast<size_t>(n_ctx * kKvDim), 0.0f);
+    const auto vc = normal(rng_, static_cast<size_t>(n_ctx * kKvDim));
+    write_context(*cpu_, kc, vc);
+    write_context(*dev_, kc, vc);
+  } else {
+    write_random_context(*cpu_, *dev_, 1);
+  }
   const auto k = normal(rng_, static_cast<size_t>(n * kKvDim)), v = normal(rng_, static_cast<size_t>(n * kKvDim));
   const auto q = normal(rng_, static_cast<size_t>(n * kQDim), 1.5f);
   (void)decode(*cpu_, k, v, q);  // the host pages get the decode token's K / V too
@@ -627,6 +640,9 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
         ++rows_bounded;
         continue;
       }
+      if (equal_keys) {
+        EXPECT_EQ(got, want) << "every score ties: the later chunks win on both; " << where;
+      }
       if (got != want) {
         ++rows_differing;
         std::vector<int32_t> diff;
@@ -644,6 +660,20 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist) {
   // full layers and kv heads.
   const SparseStats st = rt_dev_->stats();
   EXPECT_GE(st.score_bytes, int64_t{kLayers} * kKvHeads * cfg.rerank_factor * cfg.budget_tokens * kHd * 2);
+}
+
+// Rows of ~2,500 candidates: the shortlist's top-k (shortlist_kernel) runs on a cluster of 8 CTAs
+// a row, each CTA several candidates a thread, their histograms and winner counts merged through
+// distributed shared memory. Random keys, then a context of equal keys, whose ties span every CTA
+// of the cluster (the last of them win, as on the CPU).
+TEST_F(SparseAttentionOps, ALongRowShortlistsAcrossAClusterAsTheCpu) {
+  {
+    SCOPED_TRACE("random keys");
+    check_exact_rerank(0, {40000, 700});
+  }
+  if (HasFatalFailure()) return;
+  SCOPED_TRACE("equal keys");
+  check_exact_rerank(0, {40000}, true);
 }
 
 // A step mixing long-context decodes (sparse rows) with other sequences' tokens: a 5-token prompt

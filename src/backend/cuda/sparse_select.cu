@@ -24,11 +24,13 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <cooperative_groups.h>
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 
 #include "backend/cuda/kv_elem.cuh"
@@ -685,16 +687,71 @@ __device__ __forceinline__ uint32_t order_key(float s) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// ---- radix select (the top-k kernels) ---------------------------------------------------------
+
+// One radix pass's histogram: every key c < n with (key & mask) == prefix adds to hist[(key >> shift)
+// & 255]. Lanes of a warp with the same bin add once (ties, even all-equal scores, cost one shared
+// atomic per warp and iteration, not 32). Every thread of the block calls it (kThreads of them).
+template <int kThreads, typename KeyAt>
+__device__ __forceinline__ void radix_count(int* hist, int32_t n, const KeyAt& key_at, uint32_t mask, uint32_t prefix,
+                                            int shift) {
+  const int32_t n_iter = (n + kThreads - 1) / kThreads * kThreads;
+  for (int32_t c = threadIdx.x; c < n_iter; c += kThreads) {
+    uint32_t bin = 256;  // none
+    if (c < n) {
+      const uint32_t key = key_at(c);
+      if ((key & mask) == prefix) bin = (key >> shift) & 255u;
+    }
+    const unsigned peers = __match_any_sync(0xffffffffu, bin);
+    if (bin < 256 && (threadIdx.x & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+  }
+}
+
+// After a pass's histogram: warp 0 finds the bin holding the *s_need-th largest key (lane l holds
+// bins 255 - 8l .. 248 - 8l, descending) and narrows *s_prefix / *s_need to it. Threads of other
+// warps return at once; the caller's barrier publishes the result.
+__device__ __forceinline__ void radix_pick(const int* hist, uint32_t prefix, int shift, uint32_t* s_prefix,
+                                           int* s_need) {
+  const int lane = threadIdx.x;
+  if (lane >= 32) return;
+  const int rem = *s_need;
+  int v[8], sum = 0;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    v[e] = hist[255 - 8 * lane - e];
+    sum += v[e];
+  }
+  int incl = sum;  // inclusive prefix over lanes (higher bins first)
+#pragma unroll
+  for (int off = 1; off < 32; off *= 2) {
+    const int o = __shfl_up_sync(0xffffffffu, incl, off);
+    if (lane >= off) incl += o;
+  }
+  const int excl = incl - sum;
+  const unsigned hit = __ballot_sync(0xffffffffu, excl < rem && incl >= rem);
+  if (lane == __ffs(hit) - 1) {
+    int cum = excl;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (cum + v[e] >= rem) {
+        *s_prefix = prefix | (static_cast<uint32_t>(255 - 8 * lane - e) << shift);
+        *s_need = rem - cum;
+        break;
+      }
+      cum += v[e];
+    }
+  }
+}
+
 // kShared: the row's keys are first copied into dynamic shared memory (score_stride of them), so
 // the four radix passes and the two output passes read shared memory, not L2.
-// kMode: kTopkFlat, the selection from every candidate's score; kTopkShortlist, the best
-// a.shortlist page bounds of a row into a.list (ascending; all candidates when there are no
-// more; nothing for a row whose candidates fit); kTopkFromList, the selection from the list's
-// token scores (a.list_scores), chunk list[c] for entry c.
+// kMode: kTopkFlat, the selection from every candidate's score; kTopkFromList, the selection
+// from the list's token scores (a.list_scores), chunk list[c] for entry c.
 // kTopkListToList: the best a.shortlist2 of the list's token scores into a.list2 (ascending;
 // the whole list when it has no more). kTopkRankFromList: kTopkFromList after computing the
 // list's scores itself (rank_list, bit for bit rerank_rank_kernel's): one launch fewer a layer.
-constexpr int kTopkFlat = 0, kTopkShortlist = 1, kTopkFromList = 2, kTopkListToList = 3, kTopkRankFromList = 4;
+// (The shortlist's top-k over every candidate is shortlist_kernel's, below: a cluster a row.)
+constexpr int kTopkFlat = 0, kTopkFromList = 2, kTopkListToList = 3, kTopkRankFromList = 4;
 template <bool kShared, int kMode>
 __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, SelectArgs a) {
   pdl_launch_dependents();
@@ -712,7 +769,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   const int cap = a.rule.max_selected;
   int32_t* chunks = a.sel_chunks + row * cap;
   int32_t* pages_out = a.sel_pages + row * cap;
-  constexpr bool kToList = kMode == kTopkShortlist || kMode == kTopkListToList;  // writes a list, not a selection
+  constexpr bool kToList = kMode == kTopkListToList;  // writes a list, not a selection
   if (!a.sparse_tok[i]) {
     if (tid == 0 && !kToList) a.sel_len[row] = -1;
     return;
@@ -720,17 +777,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   RowRule rr = row_rule(a.rule, t.positions[i] + 1);
   const int32_t* pages = t.page_indices + t.page_indptr[t.seq_index[i]];
   const int C = a.rule.chunk_tokens;
-  int32_t* list = a.list + row * a.shortlist;  // kTopkShortlist / kTopkFromList
-  if constexpr (kMode == kTopkShortlist) {
-    const int32_t n = rr.last - rr.first;
-    if (rr.all || n <= a.shortlist) {  // nothing to select (fits), or every candidate is listed
-      const int32_t m = rr.all ? 0 : n;
-      for (int32_t c = tid; c < m; c += kTopkThreads) list[c] = rr.first + c;
-      if (tid == 0) a.n_list[row] = m;
-      return;
-    }
-    rr.k = a.shortlist;
-  }
+  int32_t* list = a.list + row * a.shortlist;  // kTopkFromList / kTopkListToList
   int32_t* list2 = a.list2 + row * a.shortlist2;  // kTopkListToList
   if constexpr (kMode == kTopkListToList) {
     const int32_t n = rr.all ? 0 : a.n_list[row];
@@ -768,48 +815,9 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
       for (int b = tid; b < 256; b += kTopkThreads) hist[b] = 0;
       __syncthreads();
       const uint32_t prefix = s_prefix;
-      // Lanes of a warp with the same bin add once (ties, even all-equal scores, cost one
-      // shared atomic per warp and iteration, not 32).
-      const int32_t n_iter = (n_cand + kTopkThreads - 1) / kTopkThreads * kTopkThreads;
-      for (int32_t c = tid; c < n_iter; c += kTopkThreads) {
-        uint32_t bin = 256;  // none
-        if (c < n_cand) {
-          const uint32_t key = key_at(c);
-          if ((key & mask) == prefix) bin = (key >> shift) & 255u;
-        }
-        const unsigned peers = __match_any_sync(0xffffffffu, bin);
-        if (bin < 256 && (tid & 31) == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
-      }
+      radix_count<kTopkThreads>(hist, n_cand, key_at, mask, prefix, shift);
       __syncthreads();
-      if (tid < 32) {  // warp 0: lane l holds bins 255 - 8l .. 248 - 8l (descending)
-        const int rem = s_need;
-        int v[8], sum = 0;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          v[e] = hist[255 - 8 * tid - e];
-          sum += v[e];
-        }
-        int incl = sum;  // inclusive prefix over lanes (higher bins first)
-#pragma unroll
-        for (int off = 1; off < 32; off *= 2) {
-          const int o = __shfl_up_sync(0xffffffffu, incl, off);
-          if (tid >= off) incl += o;
-        }
-        const int excl = incl - sum;
-        const unsigned hit = __ballot_sync(0xffffffffu, excl < rem && incl >= rem);
-        if (tid == __ffs(hit) - 1) {
-          int cum = excl;
-#pragma unroll
-          for (int e = 0; e < 8; ++e) {
-            if (cum + v[e] >= rem) {
-              s_prefix = prefix | (static_cast<uint32_t>(255 - 8 * tid - e) << shift);
-              s_need = rem - cum;
-              break;
-            }
-            cum += v[e];
-          }
-        }
-      }
+      radix_pick(hist, prefix, shift, &s_prefix, &s_need);
       mask |= 255u << shift;
       __syncthreads();
     }
@@ -834,7 +842,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   __syncthreads();
   const int eq_total = s_eq_total;
   if constexpr (kToList) {  // the winners' chunk ids, ascending
-    int32_t* dst = kMode == kTopkShortlist ? list : list2;
+    int32_t* dst = list2;
     int out = gt_before + max(0, eq_before - (eq_total - need));
     int e = eq_before;
     for (int32_t c = s0; c < s1; ++c) {
@@ -843,7 +851,7 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
       if (key == T) win = e++ >= eq_total - need;
       if (win) dst[out++] = chunk_of(c);
     }
-    if (tid == 0) (kMode == kTopkShortlist ? a.n_list : a.n_list2)[row] = rr.k;
+    if (tid == 0) a.n_list2[row] = rr.k;
     return;
   }
   const int32_t n_win = rr.all ? n_cand : rr.k;
@@ -884,6 +892,142 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     const int32_t tail = rr.n_chunks * C - rr.n_tokens;
     a.sel_len[row] = min(n_sel, cap) * C - (last_in ? tail : 0);
   }
+}
+
+// ---- the shortlist's top-k: a cluster of CTAs a row --------------------------------------------
+// The best a.shortlist of a row's candidates (page bounds or sketch scores in a.scores) into
+// a.list, ascending (all candidates when there are no more; nothing for a row whose candidates
+// fit); the same winners as topk_kernel's rule (key > T, and the last `need` of the ties). The
+// row's candidates are cut into K contiguous segments, one per CTA of a K-CTA cluster (grid
+// rows · K, cluster K along x): each radix pass counts its segment into its own histogram, the
+// cluster barrier publishes them, and every CTA sums the K histograms through distributed shared
+// memory and picks the same bin; then each CTA's winner counts place its output after the lower
+// ranks'. At batch 1 a row's 8K-16K candidates (128K-256K tokens) keep 8 SMs busy, not one:
+// session 25's Nsight Compute had the one-CTA pass at 21 µs a layer at 128K. Keys sit in shared
+// memory (kShortlistSegKeys a CTA; the launcher picks K so that a segment fits, else kShared is
+// false and they are read from L2).
+constexpr int kShortlistThreads = 256;
+constexpr int kShortlistMaxCluster = 8;    // the portable cluster size
+constexpr int kShortlistSegMin = 64;       // candidates a CTA at least (smaller rows, fewer CTAs)
+constexpr int kShortlistSegKeys = 8192;    // keys a CTA keeps in shared memory (32 KiB)
+template <bool kShared>
+__global__ void __launch_bounds__(kShortlistThreads) shortlist_kernel(StepTables t, SelectArgs a) {
+  pdl_launch_dependents();
+  pdl_wait();
+  namespace cg = cooperative_groups;
+  using Scan = cub::BlockScan<int, kShortlistThreads>;
+  __shared__ uint32_t skeys[kShared ? kShortlistSegKeys : 1];
+  __shared__ typename Scan::TempStorage scan_tmp;
+  __shared__ int hist[4][256];  // one per radix pass: another CTA may still read the previous one
+  __shared__ int merged[256];
+  __shared__ uint32_t s_prefix;
+  __shared__ int s_need;
+  __shared__ int s_count[2];  // this CTA's winners above T and ties at T
+  const cg::cluster_group cluster = cg::this_cluster();
+  const int K = static_cast<int>(cluster.num_blocks());
+  const int me = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x;
+  const int64_t row = blockIdx.x / K;
+  const int64_t i = row / a.n_kv_heads;
+  // Every exit before the first cluster barrier depends on the row alone: the whole cluster leaves.
+  if (!a.sparse_tok[i]) return;
+  const RowRule rr = row_rule(a.rule, t.positions[i] + 1);
+  const int32_t n = rr.last - rr.first;
+  int32_t* list = a.list + row * a.shortlist;
+  const int32_t seg = (n + K - 1) / K;
+  const int32_t c0 = min(n, me * seg), len = min(n, c0 + seg) - c0;  // this CTA's candidates [c0, c0 + len)
+  if (rr.all || n <= a.shortlist) {  // nothing to select (fits), or every candidate is listed
+    if (!rr.all)
+      for (int32_t c = tid; c < len; c += kShortlistThreads) list[c0 + c] = rr.first + c0 + c;
+    if (me == 0 && tid == 0) a.n_list[row] = rr.all ? 0 : n;
+    return;
+  }
+  const float* sc = a.scores + row * a.score_stride + c0;
+  if constexpr (kShared) {
+    for (int32_t c = tid; c < len; c += kShortlistThreads) skeys[c] = order_key(sc[c]);
+  }
+  auto key_at = [&](int32_t c) { return kShared ? skeys[c] : order_key(sc[c]); };
+  for (int b = tid; b < 4 * 256; b += kShortlistThreads) (&hist[0][0])[b] = 0;
+  if (tid == 0) {
+    s_prefix = 0;
+    s_need = a.shortlist;  // < n: something to drop
+  }
+  __syncthreads();
+  uint32_t mask = 0;
+  for (int pass = 0; pass < 4; ++pass) {
+    const int shift = 24 - 8 * pass;
+    const uint32_t prefix = s_prefix;
+    radix_count<kShortlistThreads>(hist[pass], len, key_at, mask, prefix, shift);
+    cluster.sync();  // every CTA's histogram of this pass complete (and a block barrier)
+    for (int b = tid; b < 256; b += kShortlistThreads) {
+      int v = 0;
+      for (int r = 0; r < K; ++r) v += cluster.map_shared_rank(hist[pass], r)[b];
+      merged[b] = v;
+    }
+    __syncthreads();
+    radix_pick(merged, prefix, shift, &s_prefix, &s_need);
+    mask |= 255u << shift;
+    __syncthreads();
+  }
+  const uint32_t T = s_prefix;
+  const int need = s_need;
+  // Per-thread contiguous runs of the segment, scanned for the output positions.
+  const int32_t run = (len + kShortlistThreads - 1) / kShortlistThreads;
+  const int32_t s0 = min(len, tid * run), s1 = min(len, s0 + run);
+  int gt = 0, eq = 0;
+  for (int32_t c = s0; c < s1; ++c) {
+    const uint32_t key = key_at(c);
+    gt += key > T;
+    eq += key == T;
+  }
+  int gt_before = 0, eq_before = 0;
+  Scan(scan_tmp).ExclusiveSum(gt, gt_before);
+  __syncthreads();
+  Scan(scan_tmp).ExclusiveSum(eq, eq_before);
+  if (tid == kShortlistThreads - 1) {
+    s_count[0] = gt_before + gt;
+    s_count[1] = eq_before + eq;
+  }
+  cluster.sync();  // every CTA's counts published
+  int gt_lower = 0, eq_lower = 0, eq_total = 0;  // the lower ranks' winners and ties; all ties
+  for (int r = 0; r < K; ++r) {
+    const int* cnt = cluster.map_shared_rank(s_count, r);
+    const int g = cnt[0], e = cnt[1];
+    if (r < me) {
+      gt_lower += g;
+      eq_lower += e;
+    }
+    eq_total += e;
+  }
+  cluster.sync();  // no CTA leaves while its counts may still be read
+  int e = eq_lower + eq_before;  // ties before this thread's run, across the cluster
+  int out = gt_lower + gt_before + max(0, e - (eq_total - need));
+  for (int32_t c = s0; c < s1; ++c) {
+    const uint32_t key = key_at(c);
+    bool win = key > T;
+    if (key == T) win = e++ >= eq_total - need;
+    if (win) list[out++] = rr.first + c0 + c;
+  }
+  if (me == 0 && tid == 0) a.n_list[row] = a.shortlist;
+}
+
+// CTAs a row of shortlist_kernel for rows of up to max_candidates candidates:
+// HS_CUDA_TOPK_CLUSTER caps it (1: one CTA a row, as before the cluster kernel; default 8).
+int shortlist_cluster(int32_t max_candidates) {
+  static const int cap = [] {
+    const char* e = std::getenv("HS_CUDA_TOPK_CLUSTER");
+    const int v = e ? std::atoi(e) : kShortlistMaxCluster;
+    return std::clamp(v, 1, kShortlistMaxCluster);
+  }();
+  return std::clamp((max_candidates + kShortlistSegMin - 1) / kShortlistSegMin, 1, cap);
+}
+
+void launch_shortlist(int64_t rows, int32_t max_candidates, cudaStream_t s, const StepTables& t, const SelectArgs& a) {
+  const int K = shortlist_cluster(max_candidates);
+  const dim3 grid(static_cast<unsigned>(rows * K));
+  const bool fits = (max_candidates + K - 1) / K <= kShortlistSegKeys;
+  (void)launch_ex_cluster(fits ? shortlist_kernel<true> : shortlist_kernel<false>, grid, dim3(kShortlistThreads), 0,
+                          K, pdl_chain(), s, t, a);
 }
 
 template <int R, bool kList>
@@ -1023,7 +1167,7 @@ cudaError_t launch_sparse_select(SketchLayerView sk, SketchBasisView b, StepTabl
         launch_score<false>(b.rank, grid, s, sk, t, a, cp, proj_stride);
     }
     if (shortlist && (rerank || hier)) {  // the best a.shortlist into list
-      launch_topk<kTopkShortlist>(rows, max_candidates, s, t, a);
+      launch_shortlist(rows, max_candidates, s, t, a);
       if (hier) launch_score<true>(b.rank, dim3(static_cast<unsigned>(rows), list_blocks), s, sk, t, a, cp, proj_stride);
       if (hier && rerank) launch_topk<kTopkListToList>(rows, std::min(max_candidates, a.shortlist), s, t, a);
     }
