@@ -6,6 +6,14 @@
 # on the warm machine. A/B at 1 x 128K / 256K (8B shape, bf16 dummy, the default bounds-first
 # rerank): bundle0, this bundle, this bundle with one CTA a row (HS_CUDA_TOPK_CLUSTER=1).
 mkdir -p /root/st && python3 -m tarfile -e .gpu/bundle/bins.txz /root/st 2>/dev/null
+[ -e /root/stage ] || ln -s /root/st /root/stage  # the older scripts' (s22p.sh, s23f.sh, s26q.sh) path
+# With the peer pack carried too (.gpu/peer without its qwen35 vocabulary: the three fit 64 MiB),
+# llama.cpp's build, F16 8B and Q4_0 8B start in the background, niced (as s22a.sh).
+if [ -f .gpu/peer/run.sh ] && [ ! -d /root/peerpack ]; then
+  cp -r .gpu/peer /root/peerpack && mkdir -p /root/peerout
+  (OUT=/root/peerout setsid nohup nice -n 19 bash /root/peerpack/run.sh build gen quant > /root/peerout/setup.log 2>&1 < /dev/null &)
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
 [ -x /root/st0/hs/hindsight ] || echo "no previous bundle in /root/st0: the A/B rows of bundle0 will fail"
 export LD_LIBRARY_PATH=/root/st/hs/lib:/usr/local/cuda/lib64
 timeout 300 /root/st/hs/hs_unit_tests --gtest_filter='SparseAttentionOps*:HostTierOps*:AttentionOps*:BackendOps.QkNorm*:BackendOps.RopeQk*:*HybridGolden*' \

@@ -743,6 +743,49 @@ __device__ __forceinline__ void radix_pick(const int* hist, uint32_t prefix, int
   }
 }
 
+// After the select (threshold key T, the last `need` of the ties at T win): thread tid's
+// contiguous run [s0, s1) of n keys, its keys above T (gt) and at T (eq), and those of the
+// threads before it (block exclusive scans). Every thread of the block calls it (it has a
+// barrier); count false: nothing counted (all zero).
+struct WinnerRun {
+  int32_t s0, s1;
+  int gt, eq, gt_before, eq_before;
+};
+template <int kThreads, typename KeyAt>
+__device__ __forceinline__ WinnerRun winner_run(int32_t n, bool count, const KeyAt& key_at, uint32_t T,
+                                                typename cub::BlockScan<int, kThreads>::TempStorage& tmp) {
+  using Scan = cub::BlockScan<int, kThreads>;
+  WinnerRun w;
+  const int32_t run = (n + kThreads - 1) / kThreads;
+  w.s0 = min(n, static_cast<int32_t>(threadIdx.x) * run);
+  w.s1 = min(n, w.s0 + run);
+  w.gt = w.eq = 0;
+  if (count)
+    for (int32_t c = w.s0; c < w.s1; ++c) {
+      const uint32_t key = key_at(c);
+      w.gt += key > T;
+      w.eq += key == T;
+    }
+  Scan(tmp).ExclusiveSum(w.gt, w.gt_before);
+  __syncthreads();
+  Scan(tmp).ExclusiveSum(w.eq, w.eq_before);
+  return w;
+}
+
+// The run's winners in candidate order: emit(slot, c) with slots from `out` on. ties_before:
+// the ties at T before the run (over every key, not just the block's); eq_total: all ties.
+template <typename KeyAt, typename Emit>
+__device__ __forceinline__ void emit_winners(const WinnerRun& w, const KeyAt& key_at, uint32_t T, int need,
+                                             int ties_before, int eq_total, int out, const Emit& emit) {
+  int e = ties_before;
+  for (int32_t c = w.s0; c < w.s1; ++c) {
+    const uint32_t key = key_at(c);
+    bool win = key > T;
+    if (key == T) win = e++ >= eq_total - need;
+    if (win) emit(out++, c);
+  }
+}
+
 // kShared: the row's keys are first copied into dynamic shared memory (score_stride of them), so
 // the four radix passes and the two output passes read shared memory, not L2.
 // kMode: kTopkFlat, the selection from every candidate's score; kTopkFromList, the selection
@@ -824,33 +867,16 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
     T = s_prefix;
     need = s_need;
   }
-  // Per-thread contiguous segments of the candidates, scanned for the output positions.
-  const int32_t seg = (n_cand + kTopkThreads - 1) / kTopkThreads;
-  const int32_t s0 = min(n_cand, tid * seg), s1 = min(n_cand, s0 + seg);
-  int gt = 0, eq = 0;
-  if (!rr.all)
-    for (int32_t c = s0; c < s1; ++c) {
-      const uint32_t key = key_at(c);
-      gt += key > T;
-      eq += key == T;
-    }
-  int gt_before = 0, eq_before = 0;
-  Scan(scan_tmp).ExclusiveSum(gt, gt_before);
-  __syncthreads();
-  Scan(scan_tmp).ExclusiveSum(eq, eq_before);
-  if (tid == kTopkThreads - 1) s_eq_total = eq_before + eq;
+  // Per-thread contiguous runs of the candidates, scanned for the output positions.
+  const WinnerRun w = winner_run<kTopkThreads>(n_cand, !rr.all, key_at, T, scan_tmp);
+  if (tid == kTopkThreads - 1) s_eq_total = w.eq_before + w.eq;
   __syncthreads();
   const int eq_total = s_eq_total;
+  // Winners before this thread's run: every one above T, and the winning ties among its ties.
+  const int won_before = w.gt_before + max(0, w.eq_before - (eq_total - need));
   if constexpr (kToList) {  // the winners' chunk ids, ascending
-    int32_t* dst = list2;
-    int out = gt_before + max(0, eq_before - (eq_total - need));
-    int e = eq_before;
-    for (int32_t c = s0; c < s1; ++c) {
-      const uint32_t key = key_at(c);
-      bool win = key > T;
-      if (key == T) win = e++ >= eq_total - need;
-      if (win) dst[out++] = chunk_of(c);
-    }
+    emit_winners(w, key_at, T, need, w.eq_before, eq_total, won_before,
+                 [&](int slot, int32_t c) { list2[slot] = chunk_of(c); });
     if (tid == 0) a.n_list2[row] = rr.k;
     return;
   }
@@ -869,14 +895,8 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
   if (rr.all) {
     for (int32_t c = tid; c < n_cand; c += kTopkThreads) put(rr.first + c, rr.first + c);
   } else {
-    int out = rr.first + gt_before + max(0, eq_before - (eq_total - need));
-    int e = eq_before;
-    for (int32_t c = s0; c < s1; ++c) {
-      const uint32_t key = key_at(c);
-      bool win = key > T;
-      if (key == T) win = e++ >= eq_total - need;
-      if (win) put(out++, chunk_of(c));
-    }
+    emit_winners(w, key_at, T, need, w.eq_before, eq_total, rr.first + won_before,
+                 [&](int slot, int32_t c) { put(slot, chunk_of(c)); });
   }
   for (int32_t slot = n_sel + tid; slot < cap; slot += kTopkThreads) {
     chunks[slot] = -1;
@@ -972,21 +992,10 @@ __global__ void __launch_bounds__(kShortlistThreads) shortlist_kernel(StepTables
   const uint32_t T = s_prefix;
   const int need = s_need;
   // Per-thread contiguous runs of the segment, scanned for the output positions.
-  const int32_t run = (len + kShortlistThreads - 1) / kShortlistThreads;
-  const int32_t s0 = min(len, tid * run), s1 = min(len, s0 + run);
-  int gt = 0, eq = 0;
-  for (int32_t c = s0; c < s1; ++c) {
-    const uint32_t key = key_at(c);
-    gt += key > T;
-    eq += key == T;
-  }
-  int gt_before = 0, eq_before = 0;
-  Scan(scan_tmp).ExclusiveSum(gt, gt_before);
-  __syncthreads();
-  Scan(scan_tmp).ExclusiveSum(eq, eq_before);
+  const WinnerRun w = winner_run<kShortlistThreads>(len, true, key_at, T, scan_tmp);
   if (tid == kShortlistThreads - 1) {
-    s_count[0] = gt_before + gt;
-    s_count[1] = eq_before + eq;
+    s_count[0] = w.gt_before + w.gt;
+    s_count[1] = w.eq_before + w.eq;
   }
   cluster.sync();  // every CTA's counts published
   int gt_lower = 0, eq_lower = 0, eq_total = 0;  // the lower ranks' winners and ties; all ties
@@ -1000,14 +1009,10 @@ __global__ void __launch_bounds__(kShortlistThreads) shortlist_kernel(StepTables
     eq_total += e;
   }
   cluster.sync();  // no CTA leaves while its counts may still be read
-  int e = eq_lower + eq_before;  // ties before this thread's run, across the cluster
-  int out = gt_lower + gt_before + max(0, e - (eq_total - need));
-  for (int32_t c = s0; c < s1; ++c) {
-    const uint32_t key = key_at(c);
-    bool win = key > T;
-    if (key == T) win = e++ >= eq_total - need;
-    if (win) list[out++] = rr.first + c0 + c;
-  }
+  const int ties_before = eq_lower + w.eq_before;  // ties before this thread's run, across the cluster
+  emit_winners(w, key_at, T, need, ties_before, eq_total,
+               gt_lower + w.gt_before + max(0, ties_before - (eq_total - need)),
+               [&](int slot, int32_t c) { list[slot] = rr.first + c0 + c; });
   if (me == 0 && tid == 0) a.n_list[row] = a.shortlist;
 }
 
