@@ -4,7 +4,8 @@
 # .gpu/bundle, after `mkdir -p /root/st0 && python3 -m tarfile -e .gpu/bundle0/bins.txz /root/st0`
 # (carrying .gpu/bundle0: the 18:57 binaries, before session 25's last four changes and this one)
 # on the warm machine. A/B at 1 x 128K / 256K (8B shape, bf16 dummy, the default bounds-first
-# rerank): bundle0, this bundle, this bundle with one CTA a row (HS_CUDA_TOPK_CLUSTER=1).
+# rerank): bundle0 (the old 1024-thread one-CTA shortlist), this bundle, and this bundle with
+# the new kernel on one CTA of 256 threads a row (HS_CUDA_TOPK_CLUSTER=1: what the cluster adds).
 mkdir -p /root/st && python3 -m tarfile -e .gpu/bundle/bins.txz /root/st 2>/dev/null
 [ -e /root/stage ] || ln -s /root/st /root/stage  # the older scripts' (s22p.sh, s23f.sh, s26q.sh) path
 # With the peer pack carried too (.gpu/peer without its qwen35 vocabulary: the three fit 64 MiB),

@@ -664,16 +664,22 @@ void SparseAttentionOps::check_exact_rerank(int32_t page_shortlist, const std::v
 
 // Rows of ~2,500 candidates: the shortlist's top-k (shortlist_kernel) runs on a cluster of 8 CTAs
 // a row, each CTA several candidates a thread, their histograms and winner counts merged through
-// distributed shared memory. Random keys, then a context of equal keys, whose ties span every CTA
-// of the cluster (the last of them win, as on the CPU).
+// distributed shared memory. Random keys, then contexts of equal keys, whose ties span every CTA
+// of the cluster (the last of them win, as on the CPU): at 40K tokens the 64 winning ties all sit
+// in the last CTA's segment, at 8K (495 candidates, segments of 62) they straddle the last two.
 TEST_F(SparseAttentionOps, ALongRowShortlistsAcrossAClusterAsTheCpu) {
   {
     SCOPED_TRACE("random keys");
     check_exact_rerank(0, {40000, 700});
   }
   if (HasFatalFailure()) return;
-  SCOPED_TRACE("equal keys");
-  check_exact_rerank(0, {40000}, true);
+  {
+    SCOPED_TRACE("equal keys, 40K");
+    check_exact_rerank(0, {40000}, true);
+  }
+  if (HasFatalFailure()) return;
+  SCOPED_TRACE("equal keys, 8K: the winning ties in two CTAs");
+  check_exact_rerank(0, {8000}, true);
 }
 
 // A step mixing long-context decodes (sparse rows) with other sequences' tokens: a 5-token prompt

@@ -924,8 +924,8 @@ __global__ void __launch_bounds__(kTopkThreads) topk_kernel(StepTables t, Select
 // memory and picks the same bin; then each CTA's winner counts place its output after the lower
 // ranks'. At batch 1 a row's 8K-16K candidates (128K-256K tokens) keep 8 SMs busy, not one:
 // session 25's Nsight Compute had the one-CTA pass at 21 µs a layer at 128K. Keys sit in shared
-// memory (kShortlistSegKeys a CTA; the launcher picks K so that a segment fits, else kShared is
-// false and they are read from L2).
+// memory (kShortlistSegKeys a CTA: rows of up to 64K candidates at K = 8); a longer segment
+// reads them from L2 (kShared false).
 constexpr int kShortlistThreads = 256;
 constexpr int kShortlistMaxCluster = 8;    // the portable cluster size
 constexpr int kShortlistSegMin = 64;       // candidates a CTA at least (smaller rows, fewer CTAs)
@@ -1017,7 +1017,8 @@ __global__ void __launch_bounds__(kShortlistThreads) shortlist_kernel(StepTables
 }
 
 // CTAs a row of shortlist_kernel for rows of up to max_candidates candidates:
-// HS_CUDA_TOPK_CLUSTER caps it (1: one CTA a row, as before the cluster kernel; default 8).
+// HS_CUDA_TOPK_CLUSTER caps it (default 8; 1: one CTA of 256 threads a row, this kernel alone,
+// not the 1024-thread topk_kernel that took the shortlist before it).
 int shortlist_cluster(int32_t max_candidates) {
   static const int cap = [] {
     const char* e = std::getenv("HS_CUDA_TOPK_CLUSTER");
