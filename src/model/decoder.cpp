@@ -40,30 +40,10 @@ Result<std::unique_ptr<Decoder>> Decoder::create(std::unique_ptr<gguf::File> fil
   const int64_t down_block =
       d->weights_.layers.empty() ? 1 : dtype_info(d->weights_.layers[0].w_down.type).value_or(DTypeInfo{}).block_elems;
   HS_ASSIGN_OR_RETURN(std::vector<TpSlice> slices, plan_tensor_parallel(d->config_, tensor_parallel, down_block));
-  d->ranks_.resize(slices.size());
-  std::vector<Backend*> backends;
-  for (size_t r = 0; r < slices.size(); ++r) {
-    Rank& R = d->ranks_[r];
-    R.slice = slices[r];
-    HS_ASSIGN_OR_RETURN(R.backend, make_backend(device, static_cast<int>(r)));
-    HS_RETURN_IF_ERROR(R.backend->make_current());
-    HS_RETURN_IF_ERROR(d->prepare_weights(R));
-    backends.push_back(R.backend.get());
-  }
-  if (backends.size() > 1) {
-    HS_ASSIGN_OR_RETURN(d->comm_, make_communicator(backends));
-  }
+  Decoder* dp = d.get();
+  HS_RETURN_IF_ERROR(d->ranks_.create(device, slices, [dp](Rank& R) { return dp->prepare_weights(R); }));
   HS_RETURN_IF_ERROR(d->reserve(kDefaultWorkspaceTokens));
   return d;
-}
-
-template <class F>
-Status Decoder::each_rank(F&& fn) {
-  for (Rank& R : ranks_) {
-    HS_RETURN_IF_ERROR(make_current_if_split(R));
-    HS_RETURN_IF_ERROR(fn(R));
-  }
-  return Status::ok();
 }
 
 // Rank R's share of every weight (model/tensor_parallel.h); one rank gets the file's views whole.
@@ -120,7 +100,7 @@ Status Decoder::prepare_weights(Rank& R) {
 }
 
 Status Decoder::reserve(int64_t max_tokens) {
-  for (Rank& R : ranks_) {
+  for (Rank& R : ranks_.ranks()) {
     if (max_tokens <= R.ws.capacity) continue;
     const ModelConfig& c = config_;
     const TpSlice& s = R.slice;
@@ -128,7 +108,7 @@ Status Decoder::reserve(int64_t max_tokens) {
     const int64_t widths[] = {c.n_embd, c.n_embd, c.n_embd, q, q, kv, kv, kv, s.n_ff, s.n_ff};
     Workspace& w = R.ws;
     Tensor* slots[] = {&w.x, &w.h, &w.o, &w.q, &w.att, &w.k, &w.v, &w.k_pre, &w.gate, &w.up};
-    HS_RETURN_IF_ERROR(make_current_if_split(R));
+    HS_RETURN_IF_ERROR(ranks_.make_current(R));
     HS_RETURN_IF_ERROR(carve_activations(*R.backend, max_tokens, widths, slots, "the activation workspace", w.mem));
     w.capacity = max_tokens;
   }
@@ -136,19 +116,9 @@ Status Decoder::reserve(int64_t max_tokens) {
 }
 
 Status Decoder::reserve_logits(int64_t rows) {
-  for (Rank& R : ranks_) {
-    HS_RETURN_IF_ERROR(make_current_if_split(R));
-    HS_RETURN_IF_ERROR(R.ws.out.reserve(*R.backend, config_.n_embd, R.slice.n_vocab, rows));
-  }
-  if (ranks_.size() > 1) {
-    HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
-    HS_RETURN_IF_ERROR(gathered_.reserve(*ranks_[0].backend, config_.n_embd, config_.n_vocab, rows));
-  }
-  return Status::ok();
-}
-
-Status Decoder::make_current_if_split(Rank& R) {
-  return ranks_.size() > 1 ? R.backend->make_current() : Status::ok();
+  HS_RETURN_IF_ERROR(
+      ranks_.each([&](Rank& R) { return R.ws.out.reserve(*R.backend, config_.n_embd, R.slice.n_vocab, rows); }));
+  return ranks_.reserve_gathered(config_.n_embd, config_.n_vocab, rows);
 }
 
 std::vector<bool> Decoder::sparse_kv_layers() const {
@@ -157,97 +127,24 @@ std::vector<bool> Decoder::sparse_kv_layers() const {
   return full;
 }
 
-Status Decoder::ensure_ranks(const KvCache& kv) {
-  if (ranks_.size() == 1) return Status::ok();
-  for (Rank& R : ranks_) {
-    const bool stale_kv = !R.kv || R.kv_source != &kv || R.kv->pool().n_blocks() != kv.pool().n_blocks() ||
-                          R.kv->geometry().dtype != kv.geometry().dtype ||
-                          R.kv->geometry().page_tokens != kv.geometry().page_tokens;
-    if (!stale_kv && rank_sparse_of_ == sparse_) continue;
-    // The rank's runtime reads its pages: detached first, remade over the (new) pages.
-    HS_RETURN_IF_ERROR(make_current_if_split(R));
-    HS_RETURN_IF_ERROR(R.backend->set_sparse(nullptr, nullptr));
-    R.sparse.reset();
-    if (stale_kv) {
-      KvGeometry g = kv.geometry();
-      g.n_kv_heads = R.slice.n_kv_heads;
-      R.kv = std::make_unique<KvCache>(g, kv.pool().n_blocks(), /*max_leases=*/1,
-                                       /*host_pages=*/R.backend->device() == Device::kCpu);
-      R.kv_source = &kv;
-    }
-    if (sparse_) {
-      const KvGeometry& g = R.kv->geometry();
-      SparseRuntime::Geometry sg{g.n_layer, g.n_kv_heads, g.head_dim, g.page_tokens, kv.pool().n_blocks(),
-                                 kv_token_bytes(g.dtype, g.head_dim), sparse_kv_layers()};
-      std::unique_ptr<SketchBasis> basis;
-      if (sparse_->basis())
-        basis = std::make_unique<SketchBasis>(sparse_->basis()->heads(R.slice.kv_head0, R.slice.n_kv_heads));
-      HS_ASSIGN_OR_RETURN(R.sparse, SparseRuntime::create(sparse_->mode(), sparse_->config(), sg, std::move(basis),
-                                                          R.backend->host_sparse_kernels(), R.kv.get(),
-                                                          config_.attn_scale));
-      R.sparse->set_measure_recall(false);
-      HS_RETURN_IF_ERROR(R.backend->set_sparse(R.sparse.get(), nullptr));
-    }
-  }
-  rank_sparse_of_ = sparse_;
-  return Status::ok();
-}
-
-Status Decoder::plan_ranks(const KvCache& kv) {
-  if (ranks_.size() == 1) return Status::ok();
-  HS_RETURN_IF_ERROR(ensure_ranks(kv));
-  for (Rank& R : ranks_) {
-    R.plan = plan_;
-    R.plan.kv = R.kv.get();
-  }
-  return Status::ok();
-}
-
-void Decoder::fold_rank_stats() {
-  if (ranks_.size() == 1 || !sparse_) return;
-  int64_t sketch = 0, hot = 0;
-  for (Rank& R : ranks_) {
-    if (!R.sparse) continue;
-    sparse_->add_stats(R.sparse->stats());
-    R.sparse->reset_stats();
-    sketch += R.sparse->device_sketch_bytes();
-    hot += R.sparse->device_hot_set_bytes();
-  }
-  sparse_->set_device_bytes(sketch, hot);
-}
-
-// One rank: the backend takes the runtime itself. Several: each rank gets a runtime of its own kv
-// heads at the next step (ensure_ranks); a rank selects for its kv heads with the query heads it
-// holds, which are all of each head's group only when no kv head is replicated.
 Status Decoder::bind_sparse() {
-  if (ranks_.size() == 1) return LanguageModel::bind_sparse();
-  if (hot_)
-    return make_error(StatusCode::kUnsupported, "the CPU device tier (--device-kv-budget) does not run with "
-                      "--tensor-parallel-size {} (each rank reads its own pages)", ranks_.size());
-  if (sparse_ && config_.n_head_kv < static_cast<int>(ranks_.size()))
-    return make_error(StatusCode::kUnsupported,
-                      "sparse attention with --tensor-parallel-size {} over {} kv heads: a replicated kv head's "
-                      "selection would see only part of its query group (use a split of at most {} ranks)",
-                      ranks_.size(), config_.n_head_kv, config_.n_head_kv);
-  return Status::ok();
+  if (!ranks_.split()) return LanguageModel::bind_sparse();
+  return rank_detail::check_sparse(ranks_.size(), hot_ != nullptr, sparse_, config_.n_head_kv);
 }
 
 Status Decoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
-  if (ranks_.size() == 1) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
+  if (!ranks_.split()) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
   HS_RETURN_IF_ERROR(sparse_ready());
-  HS_RETURN_IF_ERROR(ensure_ranks(kv));
-  return each_rank([&](Rank& R) { return R.backend->rebuild_sparse_metadata(*R.kv, seq, n_tokens); });
+  HS_RETURN_IF_ERROR(ranks_.ensure(kv, sparse_, sparse_kv_layers(), config_.attn_scale));
+  return ranks_.each([&](Rank& R) { return R.backend->rebuild_sparse_metadata(*R.kv, seq, n_tokens); });
 }
 
 Status Decoder::set_kv_tier(const Backend::KvTier& t) {
-  return each_rank([&](Rank& R) { return R.backend->set_kv_tier(t); });
+  return ranks_.each([&](Rank& R) { return R.backend->set_kv_tier(t); });
 }
 
 Status Decoder::all_reduce(Tensor Workspace::*which, int64_t n) {
-  if (ranks_.size() == 1) return Status::ok();
-  std::vector<Tensor> parts;
-  for (Rank& R : ranks_) parts.push_back((R.ws.*which).slice_rows(0, n));
-  return comm_->all_reduce_sum(parts);
+  return ranks_.all_reduce([&](Rank& R) { return (R.ws.*which).slice_rows(0, n); });
 }
 
 Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCache& kv,
@@ -255,36 +152,24 @@ Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* c
   const int64_t n = batch.size();
   if (n == 0) return std::span<float>();
   HS_RETURN_IF_ERROR(sparse_ready());
-  if (ranks_.size() > 1 && key_observer_)
+  if (ranks_.split() && key_observer_)
     return make_error(StatusCode::kUnsupported,
                       "the key observer (fit-sketch, eval recall) does not run with --tensor-parallel-size {} (run it "
                       "on one rank)", ranks_.size());
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
-  HS_RETURN_IF_ERROR(plan_ranks(kv));
+  HS_RETURN_IF_ERROR(ranks_.copy_plans(kv, plan_, sparse_, sparse_kv_layers(), config_.attn_scale));
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
-  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return R.backend->begin_step(ranks_.size() == 1 ? plan_ : R.plan); }));
-  // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs). One
-  // rank may capture the step as a graph; several run it eagerly, rank by rank in lockstep.
-  const auto body = [&] { return run_layers(n); };
-  Status st = ranks_.size() == 1 ? backend().run_step(body) : body();
-  Status end = Status::ok();
-  for (Rank& R : ranks_) {
-    Status e = make_current_if_split(R);
-    if (e.is_ok()) e = R.backend->end_step();
-    if (end.is_ok()) end = e;
-  }
-  fold_rank_stats();
-  if (!st.is_ok()) return st;
-  HS_RETURN_IF_ERROR(end);
+  // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs).
+  HS_RETURN_IF_ERROR(ranks_.step(plan_, sparse_, [&] { return run_layers(n); }));
   for (size_t s = 0; s < seqs.size(); ++s) seqs[s]->n_tokens = next_pos_[s];
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   const size_t n_floats = static_cast<size_t>(n_out * config_.n_vocab);
   if (n_out == 0) return std::span<float>();
-  LogitRows& out = ranks_.size() == 1 ? ranks_[0].ws.out : gathered_;
+  LogitRows& out = ranks_.split() ? ranks_.gathered() : ranks_.front().ws.out;
   if (backend().device() == Device::kCpu) return std::span<float>(out.logits.f32(), n_floats);
   float* host = static_cast<float*>(out.host.data());
-  HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
+  HS_RETURN_IF_ERROR(ranks_.make_current(ranks_.front()));
   HS_RETURN_IF_ERROR(backend().to_host(out.logits.slice_rows(0, n_out), host));
   return std::span<float>(host, n_floats);
 }
@@ -298,7 +183,7 @@ Status Decoder::forward(const Batch& batch, std::span<SeqKv* const> seqs, KvCach
 
 Status Decoder::run_layers(int64_t n) {
   const ModelConfig& c = config_;
-  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) -> Status {
+  HS_RETURN_IF_ERROR(ranks_.each([&](Rank& R) -> Status {
     Backend& b = *R.backend;
     const Tensor x = R.ws.x.slice_rows(0, n), h = R.ws.h.slice_rows(0, n);
     HS_RETURN_IF_ERROR(b.embedding(R.token_embd, x));
@@ -309,26 +194,20 @@ Status Decoder::run_layers(int64_t n) {
     return Status::ok();
   }));
   for (int il = 0; il < c.n_layer; ++il) {
-    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return attention_block(R, il, n); }));
+    HS_RETURN_IF_ERROR(ranks_.each([&](Rank& R) { return attention_block(R, il, n); }));
     HS_RETURN_IF_ERROR(all_reduce(&Workspace::o, n));
-    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return ffn_block(R, il, n); }));
+    HS_RETURN_IF_ERROR(ranks_.each([&](Rank& R) { return ffn_block(R, il, n); }));
     HS_RETURN_IF_ERROR(all_reduce(&Workspace::o, n));
-    HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return close_layer(R, il, n); }));
+    HS_RETURN_IF_ERROR(ranks_.each([&](Rank& R) { return close_layer(R, il, n); }));
   }
 
   // Final norm + output projection for the rows that want logits: each rank its vocabulary rows,
   // gathered side by side on rank 0 when there are several.
   const int64_t n_out = static_cast<int64_t>(plan_.logit_rows.size());
   if (n_out == 0) return Status::ok();
-  HS_RETURN_IF_ERROR(each_rank([&](Rank& R) { return output_rows(R, n_out); }));
-  Tensor lg = ranks_[0].ws.out.logits.slice_rows(0, n_out);
-  if (ranks_.size() > 1) {
-    std::vector<Tensor> parts;
-    for (Rank& R : ranks_) parts.push_back(R.ws.out.logits.slice_rows(0, n_out));
-    lg = gathered_.logits.slice_rows(0, n_out);
-    HS_RETURN_IF_ERROR(comm_->gather_columns(parts, lg));
-    HS_RETURN_IF_ERROR(make_current_if_split(ranks_[0]));
-  }
+  HS_RETURN_IF_ERROR(ranks_.each([&](Rank& R) { return output_rows(R, n_out); }));
+  HS_ASSIGN_OR_RETURN(const Tensor lg,
+                      ranks_.gather_logits(n_out, [&](Rank& R) { return R.ws.out.logits.slice_rows(0, n_out); }));
   if (c.final_logit_softcap > 0) HS_RETURN_IF_ERROR(backend().softcap(lg, c.final_logit_softcap));
   return Status::ok();
 }

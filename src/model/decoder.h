@@ -33,6 +33,7 @@
 #include "model/batch.h"
 #include "model/language_model.h"
 #include "model/model_config.h"
+#include "model/rank_group.h"
 #include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "model/workspace.h"
@@ -56,8 +57,8 @@ class Decoder final : public LanguageModel {
   const ModelConfig& config() const override { return config_; }
   const gguf::File& file() const override { return *file_; }
   // Rank 0's backend (the one a single-rank model has).
-  Backend& backend() const override { return *ranks_[0].backend; }
-  int tensor_parallel_size() const override { return static_cast<int>(ranks_.size()); }
+  Backend& backend() const override { return *ranks_.front().backend; }
+  int tensor_parallel_size() const override { return ranks_.size(); }
   Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;
   Status set_kv_tier(const Backend::KvTier& t) override;
   // What rank r owns (heads, FFN columns, vocabulary rows).
@@ -69,7 +70,7 @@ class Decoder final : public LanguageModel {
     return KvGeometry{config_.n_layer, config_.n_head_kv, config_.head_dim, page_tokens, dtype};
   }
   void set_matmul_precision(MatmulPrecision p) {
-    for (Rank& r : ranks_) r.backend->set_matmul_precision(p);
+    for (Rank& r : ranks_.ranks()) r.backend->set_matmul_precision(p);
   }
   MatmulPrecision matmul_precision() const { return backend().matmul_precision(); }
 
@@ -106,38 +107,18 @@ class Decoder final : public LanguageModel {
     Tensor gate, up;          // [n][rank n_ff]
     LogitRows out;            // hsel, logits [n_out][rank n_vocab] (and their host copy)
   };
-  // One tensor-parallel rank: its backend, weights, workspace and (N > 1) its kv heads' pages.
-  struct Rank {
-    TpSlice slice;
-    // N > 1 with sparse attention: the model runtime's mode, config and this rank's heads of its
-    // basis over this rank's pages (its counters are folded into the model's runtime each step).
-    std::unique_ptr<SparseRuntime> sparse;
-    std::unique_ptr<Backend> backend;
+  // One tensor-parallel rank (rank_group.h: its backend, slice, pages, runtime and plan), with its
+  // weights and workspace.
+  struct Rank : RankBase {
     Tensor token_embd, output, output_norm;
     std::vector<LayerTensors> layers;
     Workspace ws;
-    std::unique_ptr<KvCache> kv;        // N > 1: pages of this rank's kv heads under the engine's block ids
-    const KvCache* kv_source = nullptr;  // the engine cache `kv` mirrors
-    ForwardPlan plan;                    // N > 1: plan_ on `kv`
   };
 
   Decoder() = default;
   Status prepare_weights(Rank& R);
   Status reserve_logits(int64_t rows);
-  // N > 1: every rank's KvCache (its kv heads, the engine cache's block ids) and, with sparse
-  // attention, its runtime, (re)made when the engine cache or the model's runtime changed.
-  Status ensure_ranks(const KvCache& kv);
-  // Each rank's plan: rank 0 of one rank runs plan_ itself; with several, a copy on the rank's cache.
-  Status plan_ranks(const KvCache& kv);
-  // N > 1: the ranks' sparse counters added to the model's runtime (and reset).
-  void fold_rank_stats();
   Status bind_sparse() override;
-  // fn(rank) for every rank in order, each rank's device made current first (a template, not a
-  // std::function: it runs three times per layer of every step).
-  template <class F>
-  Status each_rank(F&& fn);
-  // R's device made current when there are several ranks (one rank never switches).
-  Status make_current_if_split(Rank& R);
   // Σ over the ranks of workspace tensor `which` (rows [0, n)); nothing with one rank.
   Status all_reduce(Tensor Workspace::*which, int64_t n);
   Status run_layers(int64_t n);
@@ -152,10 +133,7 @@ class Decoder final : public LanguageModel {
   ModelConfig config_;
   ModelWeights weights_;             // host views (mmap'd GGUF) and host norm vectors
   ShardStore shards_;                // N > 1: the ranks' column slices and sliced vectors
-  std::vector<Rank> ranks_;          // [N]
-  std::unique_ptr<Communicator> comm_;  // N > 1
-  LogitRows gathered_;               // N > 1: [n_out][n_vocab] on rank 0, the ranks' shares side by side
-  const SparseRuntime* rank_sparse_of_ = nullptr;  // N > 1: the model runtime the ranks' runtimes copy
+  RankGroup<Rank> ranks_;            // [N]
   ForwardPlan plan_;
   std::vector<int32_t> next_pos_;
 };
