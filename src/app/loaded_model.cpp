@@ -349,8 +349,7 @@ Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
   auto either = [&](std::unique_ptr<gguf::File> file) -> Result<ModelPair> {
     HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
     if (c.is_hybrid()) {
-      HS_RETURN_IF_ERROR(plan_tensor_parallel(c, opt.tensor_parallel).status());  // its refusal for hybrids
-      HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
+      HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device, opt.tensor_parallel));
     } else {
       HS_ASSIGN_OR_RETURN(p.decoder, Decoder::create(std::move(file), device, opt.tensor_parallel));
     }
@@ -359,9 +358,7 @@ Result<ModelPair> load_models(const ModelOptions& opt, Device device) {
   if (opt.load_format == "gguf" && !opt.model.empty() && std::filesystem::is_directory(opt.model)) {
     if (!opt.config.empty()) return make_error(StatusCode::kInvalidArgument, "--config is for --load-format dummy");
     HS_ASSIGN_OR_RETURN(auto file, load_hf_model(opt.model));
-    HS_ASSIGN_OR_RETURN(ModelConfig c, load_model_config(*file));
-    HS_RETURN_IF_ERROR(plan_tensor_parallel(c, opt.tensor_parallel).status());
-    HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device));
+    HS_ASSIGN_OR_RETURN(p.hybrid, HybridDecoder::create(std::move(file), device, opt.tensor_parallel));
     return p;
   }
   if (opt.load_format == "gguf" && !opt.model.empty()) {

@@ -135,13 +135,10 @@ Status Decoder::bind_sparse() {
 Status Decoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
   if (!ranks_.split()) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
   HS_RETURN_IF_ERROR(sparse_ready());
-  HS_RETURN_IF_ERROR(ranks_.ensure(kv, sparse_, sparse_kv_layers(), config_.attn_scale));
-  return ranks_.each([&](Rank& R) { return R.backend->rebuild_sparse_metadata(*R.kv, seq, n_tokens); });
+  return ranks_.rebuild_sparse_metadata(kv, seq, n_tokens, sparse_, sparse_kv_layers(), config_.attn_scale);
 }
 
-Status Decoder::set_kv_tier(const Backend::KvTier& t) {
-  return ranks_.each([&](Rank& R) { return R.backend->set_kv_tier(t); });
-}
+Status Decoder::set_kv_tier(const Backend::KvTier& t) { return ranks_.set_kv_tier(t); }
 
 Status Decoder::all_reduce(Tensor Workspace::*which, int64_t n) {
   return ranks_.all_reduce([&](Rank& R) { return (R.ws.*which).slice_rows(0, n); });

@@ -27,6 +27,11 @@
 // state memory, and the pool's checkpoint copies are this decoder's copy_state().
 // Runs on the CPU and CUDA backends (CUDA: MoE experts in 16-bit). Sparse attention (LanguageModel::
 // set_sparse) and the key observer act on the full-attention layers, by KV layer. Not yet: MTP.
+// Tensor parallelism (model/tensor_parallel.h, model/rank_group.h; dense FFN models): each rank
+// runs the same layer code over its share, described by its rank_config (its attention and kv
+// heads, FFN columns, linear-layer key and value heads), with its own recurrent state slots (the
+// pool's slot numbers on every rank); the o of each mixer and FFN is summed over the ranks and
+// the logits' vocabulary shares gathered, as in Decoder.
 // Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the
 // full layers, 4 · n_v · k_dim · v_dim flops per linear layer for the delta rule; state memory
 // n_linear · ((kernel - 1) · conv_dim + n_v · k_dim · v_dim) · 4 bytes per slot.
@@ -45,6 +50,8 @@
 #include "model/batch.h"
 #include "model/language_model.h"
 #include "model/model_config.h"
+#include "model/rank_group.h"
+#include "model/tensor_parallel.h"
 #include "model/weights.h"
 #include "model/workspace.h"
 
@@ -53,22 +60,34 @@ namespace hs {
 class HybridDecoder final : public LanguageModel {
  public:
   // A GGUF file with llama.cpp's qwen35 / qwen3next names.
-  static Result<std::unique_ptr<HybridDecoder>> load(const std::string& path, Device device = Device::kCpu);
+  // tensor_parallel: ranks (CUDA: GPUs 0..N-1; CPU: N backends sharing the thread pool, for tests).
+  static Result<std::unique_ptr<HybridDecoder>> load(const std::string& path, Device device = Device::kCpu,
+                                                     int tensor_parallel = 1);
   // A Hugging Face checkpoint directory (config.json + model.safetensors; model/hf_model.h).
-  static Result<std::unique_ptr<HybridDecoder>> load_hf(const std::string& dir, Device device = Device::kCpu);
-  static Result<std::unique_ptr<HybridDecoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu);
+  static Result<std::unique_ptr<HybridDecoder>> load_hf(const std::string& dir, Device device = Device::kCpu,
+                                                        int tensor_parallel = 1);
+  static Result<std::unique_ptr<HybridDecoder>> create(std::unique_ptr<gguf::File> file, Device device = Device::kCpu,
+                                                       int tensor_parallel = 1);
 
   const ModelConfig& config() const override { return config_; }
   const gguf::File& file() const override { return *file_; }
-  Backend& backend() const override { return *backend_; }
+  // Rank 0's backend (the one a single-rank model has).
+  Backend& backend() const override { return *ranks_.front().backend; }
+  int tensor_parallel_size() const override { return ranks_.size(); }
+  // What rank r owns (heads, FFN columns, key heads, vocabulary rows).
+  const TpSlice& rank_slice(int r) const { return ranks_[r].slice; }
+  Status rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) override;
+  Status set_kv_tier(const Backend::KvTier& t) override;
   int64_t weight_bytes() const override;
-  void set_matmul_precision(MatmulPrecision p) { backend_->set_matmul_precision(p); }
-  MatmulPrecision matmul_precision() const { return backend_->matmul_precision(); }
+  void set_matmul_precision(MatmulPrecision p) {
+    for (Rank& r : ranks_.ranks()) r.backend->set_matmul_precision(p);
+  }
+  MatmulPrecision matmul_precision() const { return backend().matmul_precision(); }
   // The KvCache geometry this model needs: one layer per full-attention layer.
   KvGeometry kv_geometry(int page_tokens = 16, KvDtype dtype = kDefaultKvDtype) const override;
   // Every full-attention layer may be sparse (the KV layers are only those).
   std::vector<bool> sparse_kv_layers() const override { return std::vector<bool>(config_.n_attn_layers(), true); }
-  // Bytes of recurrent state per sequence slot.
+  // Bytes of recurrent state per sequence slot (every rank's share together).
   int64_t state_bytes_per_slot() const;
 
   Status reserve(int64_t max_tokens) override;
@@ -79,7 +98,7 @@ class HybridDecoder final : public LanguageModel {
   // checkpoint copier.
   Status set_states(RecurrentPool* states);
   RecurrentPool* states() const override { return states_; }
-  // Copies the state of slot src to slot dst (every linear layer's conv and delta state).
+  // Copies the state of slot src to slot dst (every linear layer's conv and delta state, every rank).
   Status copy_state(int32_t src, int32_t dst);
 
   // LanguageModel::forward over the attached pool (an error when none is attached).
@@ -93,14 +112,19 @@ class HybridDecoder final : public LanguageModel {
                  std::vector<float>& logits);
 
  private:
+  struct Rank;
   HybridDecoder() = default;
-  Status prepare_weights();
+  Status prepare_weights(Rank& R);
   Status reserve_logits(int64_t rows);
+  Status bind_sparse() override;
   Status run_layers(int64_t n);
-  Status linear_mixer(int il, int64_t n);
-  Status attention_mixer(int il, int64_t n);
-  Status dense_ffn(int il, int64_t n);  // h -> o
-  Status moe_ffn(int il, int64_t n);    // h -> o
+  // Σ over the ranks of the workspace's o (rows [0, n)); nothing with one rank.
+  Status all_reduce_o(int64_t n);
+  // One rank's share of a layer: the mixer, then (after the sum of o) the residual add and the FFN.
+  Status linear_mixer(Rank& R, int il, int64_t n);
+  Status attention_mixer(Rank& R, int il, int64_t n);
+  Status dense_ffn(Rank& R, int il, int64_t n);  // h -> o
+  Status moe_ffn(Rank& R, int il, int64_t n);    // h -> o
 
   struct LayerTensors {
     Tensor attn_norm, ffn_norm, w_gate, w_up, w_down;
@@ -128,20 +152,27 @@ class HybridDecoder final : public LanguageModel {
     Tensor qkv, conv;            // [n][conv_dim] projection, conv output (q | k | v)
     Tensor z, core;              // [n][value_dim]
     Tensor ssm_b, ssm_a;         // [n][n_v] beta, then g
-    LogitRows out;               // hsel, logits (and their host copy) of the rows that want logits
+    LogitRows out;               // hsel, logits [n_out][rank n_vocab] (and their host copy)
   };
+  // One tensor-parallel rank (rank_group.h) with its model view, weights, workspace and state.
+  struct Rank : RankBase {
+    ModelConfig cfg;  // rank_config: this rank's heads, FFN columns, key / value heads
+    Tensor token_embd, output, output_norm;
+    std::vector<LayerTensors> layers;
+    Workspace ws;     // widths of cfg
+    Buffer state_mem;
+    std::vector<Tensor> conv_state, delta_state;  // [n_linear] of [n_slots][...] of cfg (see the header)
+  };
+  // Bytes of one slot's recurrent state for the linear layers of model view c.
+  static int64_t state_bytes(const ModelConfig& c);
 
   std::unique_ptr<gguf::File> file_;
   ModelConfig config_;
   ModelWeights weights_;
-  std::unique_ptr<Backend> backend_;
-  Tensor token_embd_, output_, output_norm_;
-  std::vector<LayerTensors> layers_;
-  Workspace ws_;
+  ShardStore shards_;  // N > 1: the ranks' gathered rows, columns and vectors
+  RankGroup<Rank> ranks_;
   RecurrentPool* states_ = nullptr;
-  Buffer state_mem_;
   int32_t state_slots_ = 0;
-  std::vector<Tensor> conv_state_, delta_state_;  // [n_linear] of [n_slots][...] (see the header)
   ForwardPlan plan_;
   std::vector<int32_t> next_pos_;
 };

@@ -105,6 +105,16 @@ class RankGroup {
     sparse_of_ = sparse;
     return Status::ok();
   }
+  // N > 1: every rank's sketches of keys [0, n_tokens) of `seq` rebuilt from its own pages.
+  Status rebuild_sparse_metadata(const KvCache& kv, const SeqKv& seq, int32_t n_tokens, const SparseRuntime* sparse,
+                                 const std::vector<bool>& sparse_layers, float attn_scale) {
+    HS_RETURN_IF_ERROR(ensure(kv, sparse, sparse_layers, attn_scale));
+    return each([&](R& rank) { return rank.backend->rebuild_sparse_metadata(*rank.kv, seq, n_tokens); });
+  }
+  // The host tier's settings on every rank's backend (each rank's pages in its own pinned memory).
+  Status set_kv_tier(const Backend::KvTier& t) {
+    return each([&](R& rank) { return rank.backend->set_kv_tier(t); });
+  }
   // The step's plan for rank R: `plan` itself with one rank, else R's copy on its cache.
   const ForwardPlan& plan_of(const R& rank, const ForwardPlan& plan) const { return split() ? rank.plan : plan; }
   // N > 1: each rank's copy of `plan` over its own cache (after ensure).

@@ -8,6 +8,11 @@
 // down columns), and a share of the vocabulary rows of the output layer. The token embedding and
 // the norms are replicated. Partial sums meet in an all-reduce after the output projection and
 // after the FFN's down projection; the vocabulary shares are gathered.
+// Hybrid (Gated-DeltaNet) models split their linear layers by key head: rank r owns n_k / N key
+// heads, the value heads that read them (ssm_v_heads: a contiguous run in grouped files, every
+// n_k-th head from each of its key heads in tiled ones), their rows of the q / k / v / z / beta /
+// alpha projections, their conv channels, gates and recurrent state, and their columns of the out
+// projection (an all-reduce after it, as after attention's).
 //
 // Slices: rows of a matrix (q / k / v / gate / up / output) are a view of the file in place;
 // columns (o / down) are copied, in the weight's own type when the cut falls on its block
@@ -33,12 +38,26 @@ struct TpSlice {
   int kv_head0 = 0, n_kv_heads = 0;  // kv heads [kv_head0, kv_head0 + n_kv_heads)
   int64_t ff0 = 0, n_ff = 0;         // FFN intermediate columns [ff0, ff0 + n_ff)
   int64_t vocab0 = 0, n_vocab = 0;   // output rows [vocab0, vocab0 + n_vocab)
+  int ssm_k_head0 = 0, n_ssm_k_heads = 0;  // hybrid: linear-layer key heads [ssm_k_head0, + n_ssm_k_heads)
+};
+
+// A hybrid model's value heads of rank s, in the order its local heads take them (so that the
+// local v head j still reads local key head j % n_k (tiled) or j / (n_v / n_k) (grouped)).
+std::vector<int> ssm_v_heads(const ModelConfig& c, const TpSlice& s);
+
+// The model as rank s sees it: its heads, kv heads, FFN columns and key / value heads (n_embd,
+// head sizes, the vocabulary and the layer pattern unchanged); c itself for one rank.
+ModelConfig rank_config(const ModelConfig& c, const TpSlice& s);
+
+// Spans [begin, begin + n) of rows, columns or vector entries, in order.
+struct IndexSpan {
+  int64_t begin = 0, n = 0;
 };
 
 // The split of `c` over `size` ranks. FFN shares are whole multiples of ff_align columns when
 // n_ff is (pass the down projection's block size: its column slices then stay quantized). Errors
-// say what does not divide: n_head % size, or size and n_kv_heads neither dividing the other; a
-// hybrid (Gated-DeltaNet) or MoE model (not split yet).
+// say what does not divide: n_head % size, size and n_kv_heads neither dividing the other, a
+// hybrid's linear-layer key heads % size; and a mixture-of-experts model (not split yet).
 Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size, int64_t ff_align = 1);
 
 // Owns the bytes of column slices (and sliced vectors) for the life of the model; a CPU backend
@@ -50,8 +69,14 @@ class ShardStore {
   // Columns [c0, c0 + n) of w: w itself for the whole range; else a copy in w's type when c0 and
   // n are whole blocks, dequantized to f32 otherwise.
   Result<WeightView> cols(const WeightView& w, int64_t c0, int64_t n);
+  // The spans' columns of w side by side: as cols(), in w's type when every span is whole blocks.
+  Result<WeightView> cols(const WeightView& w, const std::vector<IndexSpan>& spans);
+  // The spans' rows of w one after another: a view when there is one span, else a copy (w's type).
+  Result<WeightView> rows(const WeightView& w, const std::vector<IndexSpan>& spans);
   // v[off, off + n) (v empty: empty), stored here.
   const std::vector<float>& sub(const std::vector<float>& v, int64_t off, int64_t n);
+  // The spans' entries of v one after another, stored here.
+  const std::vector<float>& sub(const std::vector<float>& v, const std::vector<IndexSpan>& spans);
   // Bytes of the copies held.
   int64_t bytes() const { return bytes_; }
 

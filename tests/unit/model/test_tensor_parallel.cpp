@@ -5,7 +5,9 @@
 // communicator sums in rank order and gathers side by side; and a model split over 2 / 3 / 4 / 8
 // ranks gives the logits and greedy tokens of the same model on one rank — dummy models of every
 // weight type and architecture flag (qwen2 biases, gemma3 norms and softcap, replicated kv heads),
-// and the golden models (SmolLM2 over 3 ranks, Gemma 3 over 2 and 4, Qwen2.5-Coder over 2).
+// and the golden models (SmolLM2 over 3 ranks, Gemma 3 over 2 and 4, Qwen2.5-Coder over 2); the
+// hybrid qwen35 (Gated-DeltaNet layers split by key head, tiled and grouped value heads) over 2 and 4
+// ranks, dummy and the transformers-made tiny model, equal to one rank.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,8 +20,10 @@
 
 #include "backend/communicator.h"
 #include "core/quant.h"
+#include "kv/recurrent_pool.h"
 #include "model/decoder.h"
 #include "model/dummy_model.h"
+#include "model/hybrid_decoder.h"
 #include "model/tensor_parallel.h"
 #include "sparse/sparse_runtime.h"
 
@@ -86,10 +90,60 @@ TEST(TensorParallelPlan, RefusesWhatDoesNotDivide) {
   EXPECT_FALSE(plan_tensor_parallel(config_of(8, 4, 512, 100), 0).is_ok());
   ModelConfig hybrid = config_of(8, 4, 512, 100);
   hybrid.layer_is_linear = {true, false};
-  auto st = plan_tensor_parallel(hybrid, 2);
+  hybrid.ssm_n_k_heads = 6;
+  hybrid.ssm_n_v_heads = 12;
+  EXPECT_TRUE(plan_tensor_parallel(hybrid, 2).is_ok());
+  auto st = plan_tensor_parallel(hybrid, 4);  // 6 key heads over 4 ranks
   ASSERT_FALSE(st.is_ok());
-  EXPECT_NE(st.status().message().find("hybrid"), std::string::npos);
-  EXPECT_TRUE(plan_tensor_parallel(hybrid, 1).is_ok());
+  EXPECT_NE(st.status().message().find("key heads"), std::string::npos);
+  ModelConfig moe = hybrid;
+  moe.n_expert = 8;
+  moe.n_expert_used = 2;
+  st = plan_tensor_parallel(moe, 2);
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.status().message().find("mixture-of-experts"), std::string::npos);
+  EXPECT_TRUE(plan_tensor_parallel(moe, 1).is_ok());
+}
+
+// A hybrid's key heads are split in consecutive runs; each rank's value heads are the ones that
+// read its key heads, every value head on exactly one rank, in an order where local value head j
+// still reads local key head j % n_k (tiled) or j / (n_v / n_k) (grouped).
+TEST(TensorParallelPlan, HybridValueHeadsFollowTheirKeyHeads) {
+  for (const bool tiled : {true, false}) {
+    ModelConfig c = config_of(8, 4, 512, 100);
+    c.layer_is_linear = {true, true, true, false};
+    c.ssm_n_k_heads = 4;
+    c.ssm_n_v_heads = 12;
+    c.ssm_k_dim = c.ssm_v_dim = 16;
+    c.ssm_v_tiled = tiled;
+    const int per = c.ssm_n_v_heads / c.ssm_n_k_heads;
+    const auto key_of = [&](int j, int nk) { return tiled ? j % nk : j / per; };
+    for (int size : {1, 2, 4}) {
+      auto plan = plan_tensor_parallel(c, size);
+      ASSERT_TRUE(plan.is_ok()) << plan.status().message();
+      std::vector<int> owner(c.ssm_n_v_heads, -1);
+      int k = 0;
+      for (const TpSlice& s : *plan) {
+        EXPECT_EQ(s.ssm_k_head0, k);
+        k += s.n_ssm_k_heads;
+        const std::vector<int> vh = ssm_v_heads(c, s);
+        const ModelConfig rc = rank_config(c, s);
+        ASSERT_EQ(static_cast<int>(vh.size()), rc.ssm_n_v_heads);
+        EXPECT_EQ(rc.ssm_n_k_heads, s.n_ssm_k_heads);
+        for (int j = 0; j < static_cast<int>(vh.size()); ++j) {
+          ASSERT_GE(vh[j], 0);
+          ASSERT_LT(vh[j], c.ssm_n_v_heads);
+          EXPECT_EQ(owner[vh[j]], -1) << "value head " << vh[j] << " on two ranks";
+          owner[vh[j]] = s.rank;
+          // The local pairing is the global one.
+          EXPECT_EQ(s.ssm_k_head0 + key_of(j, s.n_ssm_k_heads), key_of(vh[j], c.ssm_n_k_heads))
+              << (tiled ? "tiled" : "grouped") << " size " << size << " local " << j;
+        }
+      }
+      EXPECT_EQ(k, c.ssm_n_k_heads);
+      for (int j = 0; j < c.ssm_n_v_heads; ++j) EXPECT_GE(owner[j], 0) << "value head " << j << " on no rank";
+    }
+  }
 }
 
 // Random bytes with sane fp16 scales are valid blocks of every type; the reference is the
@@ -171,15 +225,22 @@ TEST(TensorParallelComm, HostAllReduceSumsInRankOrderAndGathersSideBySide) {
 }
 
 // Two sequences prefilled in one batch (in chunks), then `steps` greedy decode steps of both;
-// every logit row of every step.
+// every logit row of every step. A hybrid model gets a recurrent-state pool over the cache.
 // `attach` (optional) is called with the model and its engine cache before the first step.
-std::vector<std::vector<float>> run_model(Decoder& dec, const std::vector<std::vector<int32_t>>& prompts, int chunk,
-                                          int steps, const std::function<void(Decoder&, KvCache&)>& attach = {}) {
+template <class M>
+std::vector<std::vector<float>> run_model(M& dec, const std::vector<std::vector<int32_t>>& prompts, int chunk,
+                                          int steps,
+                                          const std::type_identity_t<std::function<void(M&, KvCache&)>>& attach = {}) {
   const ModelConfig& c = dec.config();
   ThreadPool pool(2);
   const int64_t n_blocks = 256;
   KvCache kv(dec.kv_geometry(16, KvDtype::kF16), n_blocks, KvCache::kDefaultMaxLeases,
              /*host_pages=*/dec.device() == Device::kCpu && dec.tensor_parallel_size() == 1);
+  std::unique_ptr<RecurrentPool> states;
+  if constexpr (std::is_same_v<M, HybridDecoder>) {
+    states = std::make_unique<RecurrentPool>(kv, static_cast<int32_t>(prompts.size()), 0);
+    EXPECT_TRUE(dec.set_states(states.get()).is_ok());
+  }
   if (attach) attach(dec, kv);
   std::vector<SeqKv> s(prompts.size());
   std::vector<SeqKv*> seqs;
@@ -193,7 +254,10 @@ std::vector<std::vector<float>> run_model(Decoder& dec, const std::vector<std::v
     for (size_t q = 0; q < prompts.size(); ++q)
       for (size_t i = start; i < std::min(prompts[q].size(), start + chunk); ++i)
         b.add(prompts[q][i], static_cast<int32_t>(i), static_cast<int>(q), true);
-    EXPECT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+    auto r = dec.forward(b, seqs, kv, pool);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    if (!r.is_ok()) return rows;
+    logits.assign(r->begin(), r->end());
     for (int r = 0; r < b.size(); ++r) rows.emplace_back(logits.begin() + r * c.n_vocab, logits.begin() + (r + 1) * c.n_vocab);
   }
   for (int step = 0; step < steps; ++step) {
@@ -203,11 +267,17 @@ std::vector<std::vector<float>> run_model(Decoder& dec, const std::vector<std::v
       const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
       b.add(next, s[q].n_tokens, static_cast<int>(q), true);
     }
-    EXPECT_TRUE(dec.forward(b, seqs, kv, pool, logits).is_ok());
+    auto r = dec.forward(b, seqs, kv, pool);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    if (!r.is_ok()) return rows;
+    logits.assign(r->begin(), r->end());
     for (int r = 0; r < b.size(); ++r) rows.emplace_back(logits.begin() + r * c.n_vocab, logits.begin() + (r + 1) * c.n_vocab);
   }
   for (auto& q : s) kv.release(q);
   EXPECT_EQ(kv.pool().n_used(), 0);
+  if constexpr (std::is_same_v<M, HybridDecoder>) {
+    EXPECT_TRUE(dec.set_states(nullptr).is_ok());
+  }
   return rows;
 }
 
@@ -408,6 +478,93 @@ TEST(TensorParallelDecoder, RefusesObserverAndReplicatedSparse) {
   auto bad = Decoder::create(std::move(*file3), Device::kCpu, 3);
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("does not divide"), std::string::npos) << bad.status().message();
+}
+
+// A qwen35 shape small enough for every weight type: Gated-DeltaNet layers of 4 key heads and 8
+// value heads of 32 (tiled, as qwen35 files order them: a rank of 2 key heads owns value heads
+// {k, k + 1, k + 4, k + 5}, so its rows and out-projection columns are gathered from two runs), and
+// gated full attention of 4 heads over 2 kv heads of 64 (replicated at 4 ranks), every second layer.
+constexpr const char* kHybridDummy = R"({"model_type": "qwen3_5_text", "hidden_size": 256,
+  "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+  "head_dim": 64, "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 32,
+  "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4, "full_attention_interval": 2, "vocab_size": 600,
+  "rms_norm_eps": 1e-6, "max_position_embeddings": 4096, "tie_word_embeddings": false,
+  "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})";
+
+// Each rank's recurrent state and weights are its key heads' share, so the split model's logits are
+// the one-rank model's up to the order of the cross-rank sums.
+TEST(TensorParallelDecoder, SplitHybridEqualsOneRank) {
+  const std::string cfg = write_config("qwen35", kHybridDummy);
+  std::mt19937 rng(17);
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+    auto make = [&](int tp) -> std::unique_ptr<HybridDecoder> {
+      ThreadPool pool(2);
+      auto file = make_dummy_model(DummyModelSpec{cfg, t, "", 9}, pool);
+      EXPECT_TRUE(file.is_ok()) << file.status().message();
+      if (!file.is_ok()) return nullptr;
+      auto dec = HybridDecoder::create(std::move(*file), Device::kCpu, tp);
+      EXPECT_TRUE(dec.is_ok()) << "tp " << tp << ": " << dec.status().message();
+      if (!dec.is_ok()) return nullptr;
+      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
+      return std::move(*dec);
+    };
+    auto one = make(1);
+    ASSERT_TRUE(one);
+    const ModelConfig& c = one->config();
+    ASSERT_TRUE(c.is_hybrid());
+    std::vector<std::vector<int32_t>> prompts(2);
+    for (auto& p : prompts)
+      for (int i = 0; i < 90 + static_cast<int>(&p - &prompts[0]) * 17; ++i)
+        p.push_back(static_cast<int32_t>(rng() % c.n_vocab));
+    // Chunks of 40: prefill steps that do not align with the delta rule's 64-token chunk.
+    const auto ref = run_model(*one, prompts, 40, 6);
+    for (int tp : {2, 4}) {
+      auto split = make(tp);
+      ASSERT_TRUE(split);
+      EXPECT_EQ(split->tensor_parallel_size(), tp);
+      EXPECT_EQ(split->rank_slice(tp - 1).n_ssm_k_heads, 4 / tp);
+      const auto got = run_model(*split, prompts, 40, 6);
+      const Agreement a = compare(ref, got, 1e-3f);
+      std::printf("[tp] qwen35 %s tp=%d: %zu rows, max |diff| / max |logit| %.2e, top-1 %d/%d\n",
+                  std::string(dtype_name(t)).c_str(), tp, got.size(), a.max_rel, a.top1_equal, a.top1_checked);
+      // Float rounding only, as for the dense models, but carried from token to token by the
+      // recurrent state: up to 1.2e-4 seen (Q4_0, tp 2). The test's mutation (value heads taken
+      // grouped from a tiled file) gives 1.8-2.2 and most top-1 wrong.
+      EXPECT_LT(a.max_rel, 5e-4f) << dtype_name(t) << " tp " << tp;
+      EXPECT_EQ(a.top1_equal, a.top1_checked) << dtype_name(t) << " tp " << tp;
+    }
+  }
+  // A split that does not divide the key heads is a clear error at load.
+  ThreadPool pool(2);
+  auto file = make_dummy_model(DummyModelSpec{cfg, DType::F32, "", 1}, pool);
+  ASSERT_TRUE(file.is_ok());
+  auto bad = HybridDecoder::create(std::move(*file), Device::kCpu, 8);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("does not divide"), std::string::npos) << bad.status().message();
+}
+
+// The tiny qwen35 that tools/reference made with transformers (tests/fixtures/hybrid), bf16, over
+// its 2 key heads and 2 attention heads (1 kv head, replicated), against one rank.
+TEST(TensorParallelDecoder, SplitTinyQwen35EqualsOneRank) {
+  const std::string path = std::string(HS_FIXTURES_DIR) + "/hybrid/qwen35-tiny/qwen35-tiny-bf16.gguf";
+  auto one = HybridDecoder::load(path, Device::kCpu, 1);
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  auto split = HybridDecoder::load(path, Device::kCpu, 2);
+  ASSERT_TRUE(split.is_ok()) << split.status().message();
+  (*one)->set_matmul_precision(MatmulPrecision::kExact);
+  (*split)->set_matmul_precision(MatmulPrecision::kExact);
+  std::mt19937 rng(5);
+  const int n_vocab = (*one)->config().n_vocab;
+  std::vector<std::vector<int32_t>> prompts(2);
+  for (int i = 0; i < 130; ++i) prompts[0].push_back(static_cast<int32_t>(rng() % n_vocab));
+  for (int i = 0; i < 75; ++i) prompts[1].push_back(static_cast<int32_t>(rng() % n_vocab));
+  const auto ref = run_model(**one, prompts, 48, 8);
+  const auto got = run_model(**split, prompts, 48, 8);
+  const Agreement a = compare(ref, got, 1e-3f);
+  std::printf("[tp] qwen35-tiny tp=2: %zu rows, max |diff| / max |logit| %.2e, top-1 %d/%d\n", got.size(), a.max_rel,
+              a.top1_equal, a.top1_checked);
+  EXPECT_LT(a.max_rel, 5e-4f);  // as SplitHybridEqualsOneRank's bound (6.2e-5 seen)
+  EXPECT_EQ(a.top1_equal, a.top1_checked);
 }
 
 // The golden models (scripts/setup fetches them): split over the ranks their heads allow, against
