@@ -48,8 +48,9 @@ Result<std::unique_ptr<HybridDecoder>> HybridDecoder::create(std::unique_ptr<ggu
                       d->config_.arch_name);
   HS_ASSIGN_OR_RETURN(d->weights_, load_weights(*d->file_, d->config_));
   const ModelConfig& c = d->config_;
-  const WeightView* down = nullptr;  // the FFN's down projection of the first layer (its block size)
-  if (!c.is_moe() && !d->weights_.layers.empty()) down = &d->weights_.layers[0].w_down;
+  const WeightView* down = nullptr;  // the FFN's (experts') down projection of the first layer: its block size
+  if (!d->weights_.layers.empty())
+    down = c.is_moe() ? &d->weights_.layers[0].ffn_down_exps : &d->weights_.layers[0].w_down;
   const int64_t down_block = down ? dtype_info(down->type).value_or(DTypeInfo{}).block_elems : 1;
   HS_ASSIGN_OR_RETURN(std::vector<TpSlice> slices, plan_tensor_parallel(c, tensor_parallel, down_block));
   HybridDecoder* dp = d.get();
@@ -191,15 +192,27 @@ Status HybridDecoder::prepare_weights(Rank& R) {
     const std::string p = "blk." + std::to_string(il) + ".";
     HS_RETURN_IF_ERROR(vec(L.attn_norm, p + "attn_norm.weight", T.attn_norm));
     HS_RETURN_IF_ERROR(vec(L.ffn_norm, p + "post_attention_norm.weight", T.ffn_norm));
-    if (c.is_moe()) {  // one rank (plan_tensor_parallel refuses a split)
+    if (c.is_moe()) {
+      // Every expert's rows [ffe0, + n_ffe) of gate / up (experts stacked: expert e's at e · n_ff_exp),
+      // the same columns of every expert's down; the shared expert as a dense FFN; router and
+      // shared-expert gate whole.
+      std::vector<IndexSpan> exp_rows;
+      for (int e = 0; e < c.n_expert; ++e) exp_rows.push_back({int64_t{e} * c.n_ff_exp + s.ffe0, s.n_ffe});
+      const std::vector<IndexSpan> sh_rows{{s.shexp0, s.n_shexp}};
+      HS_ASSIGN_OR_RETURN(const WeightView gate_e, rows(L.ffn_gate_exps, exp_rows));
+      HS_ASSIGN_OR_RETURN(const WeightView up_e, rows(L.ffn_up_exps, exp_rows));
+      HS_ASSIGN_OR_RETURN(const WeightView down_e, cols(L.ffn_down_exps, {{s.ffe0, s.n_ffe}}));
+      HS_ASSIGN_OR_RETURN(const WeightView gate_sh, rows(L.ffn_gate_shexp, sh_rows));
+      HS_ASSIGN_OR_RETURN(const WeightView up_sh, rows(L.ffn_up_shexp, sh_rows));
+      HS_ASSIGN_OR_RETURN(const WeightView down_sh, cols(L.ffn_down_shexp, sh_rows));
       HS_RETURN_IF_ERROR(mat(L.ffn_gate_inp, p + "ffn_gate_inp.weight", T.ffn_gate_inp));
-      HS_RETURN_IF_ERROR(mat(L.ffn_gate_exps, p + "ffn_gate_exps.weight", T.gate_exps));
-      HS_RETURN_IF_ERROR(mat(L.ffn_up_exps, p + "ffn_up_exps.weight", T.up_exps));
-      HS_RETURN_IF_ERROR(mat(L.ffn_down_exps, p + "ffn_down_exps.weight", T.down_exps));
-      HS_RETURN_IF_ERROR(group({&L.ffn_gate_shexp, &L.ffn_up_shexp, &L.ffn_gate_inp_shexp},
+      HS_RETURN_IF_ERROR(mat(gate_e, p + "ffn_gate_exps.weight", T.gate_exps));
+      HS_RETURN_IF_ERROR(mat(up_e, p + "ffn_up_exps.weight", T.up_exps));
+      HS_RETURN_IF_ERROR(mat(down_e, p + "ffn_down_exps.weight", T.down_exps));
+      HS_RETURN_IF_ERROR(group({&gate_sh, &up_sh, &L.ffn_gate_inp_shexp},
                                {p + "ffn_gate_shexp.weight", p + "ffn_up_shexp.weight", p + "ffn_gate_inp_shexp.weight"},
                                {&T.gate_shexp, &T.up_shexp, &T.gate_inp_shexp}));
-      HS_RETURN_IF_ERROR(mat(L.ffn_down_shexp, p + "ffn_down_shexp.weight", T.down_shexp));
+      HS_RETURN_IF_ERROR(mat(down_sh, p + "ffn_down_shexp.weight", T.down_shexp));
     } else {
       HS_ASSIGN_OR_RETURN(const WeightView gate, rows(L.w_gate, ff_rows));
       HS_ASSIGN_OR_RETURN(const WeightView up, rows(L.w_up, ff_rows));
@@ -223,8 +236,10 @@ Status HybridDecoder::prepare_weights(Rank& R) {
     T.state_layer = n_state++;
     HS_ASSIGN_OR_RETURN(const WeightView qkv, rows(L.ssm_qkv, conv_ch));
     HS_ASSIGN_OR_RETURN(const WeightView z, rows(L.ssm_z, v_rows));
-    if (c.ssm_fused_ba) {  // one rank (qwen3next is MoE)
-      HS_RETURN_IF_ERROR(group({&qkv, &z, &L.ssm_ba}, {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_ba.weight"},
+    if (c.ssm_fused_ba) {  // rows per key head [b of its value heads | a of them]
+      const int64_t per_k = 2 * (c.ssm_n_v_heads / c.ssm_n_k_heads);
+      HS_ASSIGN_OR_RETURN(const WeightView ba, rows(L.ssm_ba, {{s.ssm_k_head0 * per_k, s.n_ssm_k_heads * per_k}}));
+      HS_RETURN_IF_ERROR(group({&qkv, &z, &ba}, {p + "attn_qkv.weight", p + "attn_gate.weight", p + "ssm_ba.weight"},
                                {&T.ssm_qkv, &T.ssm_z, &T.ssm_ba}));
     } else {
       HS_ASSIGN_OR_RETURN(const WeightView beta, rows(L.ssm_beta, v_heads));

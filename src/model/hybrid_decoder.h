@@ -27,9 +27,9 @@
 // state memory, and the pool's checkpoint copies are this decoder's copy_state().
 // Runs on the CPU and CUDA backends (CUDA: MoE experts in 16-bit). Sparse attention (LanguageModel::
 // set_sparse) and the key observer act on the full-attention layers, by KV layer. Not yet: MTP.
-// Tensor parallelism (model/tensor_parallel.h, model/rank_group.h; dense FFN models): each rank
-// runs the same layer code over its share, described by its rank_config (its attention and kv
-// heads, FFN columns, linear-layer key and value heads), with its own recurrent state slots (the
+// Tensor parallelism (model/tensor_parallel.h, model/rank_group.h): each rank runs the same layer
+// code over its share, described by its rank_config (its attention and kv heads, FFN or every
+// expert's columns, linear-layer key and value heads), with its own recurrent state slots (the
 // pool's slot numbers on every rank); the o of each mixer and FFN is summed over the ranks and
 // the logits' vocabulary shares gathered, as in Decoder.
 // Cost per token: the weights once per batch (matmuls), O(context · q_dim) attention on the

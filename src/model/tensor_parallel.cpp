@@ -10,10 +10,6 @@ namespace hs {
 
 Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size, int64_t ff_align) {
   if (size < 1) return make_error(StatusCode::kInvalidArgument, "--tensor-parallel-size must be at least 1 (got {})", size);
-  if (size > 1 && c.is_moe())
-    return make_error(StatusCode::kUnsupported,
-                      "--tensor-parallel-size {}: {} is a mixture-of-experts model, which is not split yet (llama, "
-                      "gemma3, qwen2 and the dense hybrid qwen35 are)", size, c.arch_name);
   if (size > 1 && c.is_hybrid() && (c.ssm_n_k_heads % size != 0 || c.ssm_n_k_heads < size))
     return make_error(StatusCode::kInvalidArgument,
                       "--tensor-parallel-size {} does not divide the model's {} linear-attention key heads", size,
@@ -25,10 +21,16 @@ Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size
   if (kv % size != 0 && size % kv != 0)
     return make_error(StatusCode::kInvalidArgument,
                       "--tensor-parallel-size {} and the model's {} kv heads: one must divide the other", size, kv);
-  if (c.n_ff < size || c.n_vocab < size)
+  const int64_t ff = c.is_moe() ? 0 : c.n_ff;  // a MoE model's FFN is its experts
+  if ((!c.is_moe() && ff < size) || (c.is_moe() && (c.n_ff_exp < size || c.n_ff_shexp < size)) || c.n_vocab < size)
     return make_error(StatusCode::kInvalidArgument, "--tensor-parallel-size {} is larger than the FFN or vocabulary", size);
-  const int64_t align = (ff_align > 0 && c.n_ff % ff_align == 0 && c.n_ff / ff_align >= size) ? ff_align : 1;
-  const int64_t units = c.n_ff / align;
+  // Rank r's share [begin, begin + n) of `total` columns, in whole ff_align blocks when total allows.
+  const auto share = [&](int64_t total, int r, int64_t& begin, int64_t& n) {
+    const int64_t align = (ff_align > 0 && total % ff_align == 0 && total / ff_align >= size) ? ff_align : 1;
+    const int64_t units = total / align;
+    begin = units * r / size * align;
+    n = units * (r + 1) / size * align - begin;
+  };
   std::vector<TpSlice> out(size);
   const int hq = c.n_head / size;
   const int group = c.n_head / kv;  // query heads per kv head
@@ -45,8 +47,11 @@ Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size
       s.n_kv_heads = 1;
       s.kv_head0 = s.q_head0 / group;
     }
-    s.ff0 = units * r / size * align;
-    s.n_ff = units * (r + 1) / size * align - s.ff0;
+    share(ff, r, s.ff0, s.n_ff);
+    if (c.is_moe()) {
+      share(c.n_ff_exp, r, s.ffe0, s.n_ffe);
+      share(c.n_ff_shexp, r, s.shexp0, s.n_shexp);
+    }
     s.vocab0 = static_cast<int64_t>(c.n_vocab) * r / size;
     s.n_vocab = static_cast<int64_t>(c.n_vocab) * (r + 1) / size - s.vocab0;
     if (c.is_hybrid()) {
@@ -76,6 +81,10 @@ ModelConfig rank_config(const ModelConfig& c, const TpSlice& s) {
   r.n_head = s.n_q_heads;
   r.n_head_kv = s.n_kv_heads;
   r.n_ff = static_cast<int>(s.n_ff);
+  if (c.is_moe()) {
+    r.n_ff_exp = static_cast<int>(s.n_ffe);
+    r.n_ff_shexp = static_cast<int>(s.n_shexp);
+  }
   if (c.is_hybrid()) {
     r.ssm_n_k_heads = s.n_ssm_k_heads;
     r.ssm_n_v_heads = c.ssm_n_k_heads > 0 ? c.ssm_n_v_heads / c.ssm_n_k_heads * s.n_ssm_k_heads : 0;

@@ -12,7 +12,9 @@
 // heads, the value heads that read them (ssm_v_heads: a contiguous run in grouped files, every
 // n_k-th head from each of its key heads in tiled ones), their rows of the q / k / v / z / beta /
 // alpha projections, their conv channels, gates and recurrent state, and their columns of the out
-// projection (an all-reduce after it, as after attention's).
+// projection (an all-reduce after it, as after attention's). A mixture-of-experts FFN (qwen3next)
+// splits every expert's intermediate columns, routed and shared alike (Megatron's split of each
+// expert); the router and the shared expert's gate are replicated, so every rank routes alike.
 //
 // Slices: rows of a matrix (q / k / v / gate / up / output) are a view of the file in place;
 // columns (o / down) are copied, in the weight's own type when the cut falls on its block
@@ -39,6 +41,8 @@ struct TpSlice {
   int64_t ff0 = 0, n_ff = 0;         // FFN intermediate columns [ff0, ff0 + n_ff)
   int64_t vocab0 = 0, n_vocab = 0;   // output rows [vocab0, vocab0 + n_vocab)
   int ssm_k_head0 = 0, n_ssm_k_heads = 0;  // hybrid: linear-layer key heads [ssm_k_head0, + n_ssm_k_heads)
+  int64_t ffe0 = 0, n_ffe = 0;      // MoE: every routed expert's intermediate columns [ffe0, ffe0 + n_ffe)
+  int64_t shexp0 = 0, n_shexp = 0;  // MoE: the shared expert's intermediate columns
 };
 
 // A hybrid model's value heads of rank s, in the order its local heads take them (so that the
@@ -57,7 +61,7 @@ struct IndexSpan {
 // The split of `c` over `size` ranks. FFN shares are whole multiples of ff_align columns when
 // n_ff is (pass the down projection's block size: its column slices then stay quantized). Errors
 // say what does not divide: n_head % size, size and n_kv_heads neither dividing the other, a
-// hybrid's linear-layer key heads % size; and a mixture-of-experts model (not split yet).
+// hybrid's linear-layer key heads % size, FFN or expert widths below size.
 Result<std::vector<TpSlice>> plan_tensor_parallel(const ModelConfig& c, int size, int64_t ff_align = 1);
 
 // Owns the bytes of column slices (and sliced vectors) for the life of the model; a CPU backend

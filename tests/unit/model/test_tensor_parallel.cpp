@@ -96,13 +96,20 @@ TEST(TensorParallelPlan, RefusesWhatDoesNotDivide) {
   auto st = plan_tensor_parallel(hybrid, 4);  // 6 key heads over 4 ranks
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.status().message().find("key heads"), std::string::npos);
+  // A mixture-of-experts FFN splits every expert's columns, routed and shared.
   ModelConfig moe = hybrid;
   moe.n_expert = 8;
   moe.n_expert_used = 2;
-  st = plan_tensor_parallel(moe, 2);
-  ASSERT_FALSE(st.is_ok());
-  EXPECT_NE(st.status().message().find("mixture-of-experts"), std::string::npos);
-  EXPECT_TRUE(plan_tensor_parallel(moe, 1).is_ok());
+  moe.n_ff_exp = 96;
+  moe.n_ff_shexp = 64;
+  auto mp = plan_tensor_parallel(moe, 2, 32);
+  ASSERT_TRUE(mp.is_ok()) << mp.status().message();
+  EXPECT_EQ((*mp)[0].n_ffe + (*mp)[1].n_ffe, 96);
+  EXPECT_EQ((*mp)[1].ffe0, (*mp)[0].n_ffe);
+  EXPECT_EQ((*mp)[0].n_shexp, 32);
+  EXPECT_EQ((*mp)[1].shexp0, 32);
+  moe.n_ff_shexp = 1;
+  EXPECT_FALSE(plan_tensor_parallel(moe, 2).is_ok());  // a shared expert narrower than the split
 }
 
 // A hybrid's key heads are split in consecutive runs; each rank's value heads are the ones that
@@ -543,10 +550,62 @@ TEST(TensorParallelDecoder, SplitHybridEqualsOneRank) {
   EXPECT_NE(bad.status().message().find("does not divide"), std::string::npos) << bad.status().message();
 }
 
-// The tiny qwen35 that tools/reference made with transformers (tests/fixtures/hybrid), bf16, over
-// its 2 key heads and 2 attention heads (1 kv head, replicated), against one rank.
-TEST(TensorParallelDecoder, SplitTinyQwen35EqualsOneRank) {
-  const std::string path = std::string(HS_FIXTURES_DIR) + "/hybrid/qwen35-tiny/qwen35-tiny-bf16.gguf";
+// qwen3next: the same linear layers with value heads grouped per key head and the fused ba
+// projection, and a mixture-of-experts FFN (4 experts, top 2, and the sigmoid-gated shared expert),
+// each expert's columns split over the ranks.
+constexpr const char* kMoeDummy = R"({"model_type": "qwen3_next", "hidden_size": 256, "intermediate_size": 512,
+  "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+  "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 32, "linear_value_head_dim": 32,
+  "linear_conv_kernel_dim": 4, "full_attention_interval": 2, "num_experts": 4, "num_experts_per_tok": 2,
+  "moe_intermediate_size": 256, "shared_expert_intermediate_size": 256, "norm_topk_prob": true,
+  "decoder_sparse_step": 1, "mlp_only_layers": [], "vocab_size": 600, "rms_norm_eps": 1e-6,
+  "max_position_embeddings": 4096, "tie_word_embeddings": false,
+  "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})";
+
+TEST(TensorParallelDecoder, SplitMoeHybridEqualsOneRank) {
+  const std::string cfg = write_config("qwen3next", kMoeDummy);
+  std::mt19937 rng(23);
+  for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
+    auto make = [&](int tp) -> std::unique_ptr<HybridDecoder> {
+      ThreadPool pool(2);
+      auto file = make_dummy_model(DummyModelSpec{cfg, t, "", 13}, pool);
+      EXPECT_TRUE(file.is_ok()) << file.status().message();
+      if (!file.is_ok()) return nullptr;
+      auto dec = HybridDecoder::create(std::move(*file), Device::kCpu, tp);
+      EXPECT_TRUE(dec.is_ok()) << "tp " << tp << ": " << dec.status().message();
+      if (!dec.is_ok()) return nullptr;
+      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
+      return std::move(*dec);
+    };
+    auto one = make(1);
+    ASSERT_TRUE(one);
+    ASSERT_TRUE(one->config().is_moe());
+    const int n_vocab = one->config().n_vocab;
+    std::vector<std::vector<int32_t>> prompts(2);
+    for (auto& p : prompts)
+      for (int i = 0; i < 80 + static_cast<int>(&p - &prompts[0]) * 21; ++i) p.push_back(static_cast<int32_t>(rng() % n_vocab));
+    const auto ref = run_model(*one, prompts, 40, 6);
+    for (int tp : {2, 4}) {
+      auto split = make(tp);
+      ASSERT_TRUE(split);
+      EXPECT_EQ(split->rank_slice(1).n_ffe, 256 / tp);
+      const auto got = run_model(*split, prompts, 40, 6);
+      const Agreement a = compare(ref, got, 1e-3f);
+      std::printf("[tp] qwen3next %s tp=%d: %zu rows, max |diff| / max |logit| %.2e, top-1 %d/%d\n",
+                  std::string(dtype_name(t)).c_str(), tp, got.size(), a.max_rel, a.top1_equal, a.top1_checked);
+      EXPECT_LT(a.max_rel, 5e-4f) << dtype_name(t) << " tp " << tp;  // as SplitHybridEqualsOneRank's
+      EXPECT_EQ(a.top1_equal, a.top1_checked) << dtype_name(t) << " tp " << tp;
+    }
+  }
+}
+
+// The tiny qwen35 and qwen3next that tools/reference made with transformers (tests/fixtures/hybrid),
+// bf16, over their 2 key heads and 2 attention heads (1 kv head, replicated), against one rank.
+class TensorParallelTinyHybrid : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TensorParallelTinyHybrid, SplitEqualsOneRank) {
+  const std::string name = GetParam();
+  const std::string path = std::string(HS_FIXTURES_DIR) + "/hybrid/" + name + "-tiny/" + name + "-tiny-bf16.gguf";
   auto one = HybridDecoder::load(path, Device::kCpu, 1);
   ASSERT_TRUE(one.is_ok()) << one.status().message();
   auto split = HybridDecoder::load(path, Device::kCpu, 2);
@@ -561,11 +620,13 @@ TEST(TensorParallelDecoder, SplitTinyQwen35EqualsOneRank) {
   const auto ref = run_model(**one, prompts, 48, 8);
   const auto got = run_model(**split, prompts, 48, 8);
   const Agreement a = compare(ref, got, 1e-3f);
-  std::printf("[tp] qwen35-tiny tp=2: %zu rows, max |diff| / max |logit| %.2e, top-1 %d/%d\n", got.size(), a.max_rel,
-              a.top1_equal, a.top1_checked);
-  EXPECT_LT(a.max_rel, 5e-4f);  // as SplitHybridEqualsOneRank's bound (6.2e-5 seen)
+  std::printf("[tp] %s-tiny tp=2: %zu rows, max |diff| / max |logit| %.2e, top-1 %d/%d\n", name.c_str(), got.size(),
+              a.max_rel, a.top1_equal, a.top1_checked);
+  EXPECT_LT(a.max_rel, 5e-4f);  // as SplitHybridEqualsOneRank's bound
   EXPECT_EQ(a.top1_equal, a.top1_checked);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelTinyHybrid, ::testing::Values("qwen35", "qwen3next"));
 
 // The golden models (scripts/setup fetches them): split over the ranks their heads allow, against
 // the same file on one rank of the same device. CPU: the default int8x2 activations; CUDA (on a
