@@ -498,23 +498,26 @@ constexpr const char* kHybridDummy = R"({"model_type": "qwen3_5_text", "hidden_s
   "rms_norm_eps": 1e-6, "max_position_embeddings": 4096, "tie_word_embeddings": false,
   "rope_parameters": {"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.25}})";
 
+// A dummy hybrid model of config file `cfg` in weight type t over tp CPU ranks, exact activations.
+std::unique_ptr<HybridDecoder> make_hybrid(const std::string& cfg, DType t, uint64_t seed, int tp) {
+  ThreadPool pool(2);
+  auto file = make_dummy_model(DummyModelSpec{cfg, t, "", seed}, pool);
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file.is_ok()) return nullptr;
+  auto dec = HybridDecoder::create(std::move(*file), Device::kCpu, tp);
+  EXPECT_TRUE(dec.is_ok()) << "tp " << tp << ": " << dec.status().message();
+  if (!dec.is_ok()) return nullptr;
+  (*dec)->set_matmul_precision(MatmulPrecision::kExact);
+  return std::move(*dec);
+}
+
 // Each rank's recurrent state and weights are its key heads' share, so the split model's logits are
 // the one-rank model's up to the order of the cross-rank sums.
 TEST(TensorParallelDecoder, SplitHybridEqualsOneRank) {
   const std::string cfg = write_config("qwen35", kHybridDummy);
   std::mt19937 rng(17);
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
-    auto make = [&](int tp) -> std::unique_ptr<HybridDecoder> {
-      ThreadPool pool(2);
-      auto file = make_dummy_model(DummyModelSpec{cfg, t, "", 9}, pool);
-      EXPECT_TRUE(file.is_ok()) << file.status().message();
-      if (!file.is_ok()) return nullptr;
-      auto dec = HybridDecoder::create(std::move(*file), Device::kCpu, tp);
-      EXPECT_TRUE(dec.is_ok()) << "tp " << tp << ": " << dec.status().message();
-      if (!dec.is_ok()) return nullptr;
-      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
-      return std::move(*dec);
-    };
+    auto make = [&](int tp) { return make_hybrid(cfg, t, 9, tp); };
     auto one = make(1);
     ASSERT_TRUE(one);
     const ModelConfig& c = one->config();
@@ -566,17 +569,7 @@ TEST(TensorParallelDecoder, SplitMoeHybridEqualsOneRank) {
   const std::string cfg = write_config("qwen3next", kMoeDummy);
   std::mt19937 rng(23);
   for (DType t : {DType::F32, DType::Q8_0, DType::Q4_K}) {
-    auto make = [&](int tp) -> std::unique_ptr<HybridDecoder> {
-      ThreadPool pool(2);
-      auto file = make_dummy_model(DummyModelSpec{cfg, t, "", 13}, pool);
-      EXPECT_TRUE(file.is_ok()) << file.status().message();
-      if (!file.is_ok()) return nullptr;
-      auto dec = HybridDecoder::create(std::move(*file), Device::kCpu, tp);
-      EXPECT_TRUE(dec.is_ok()) << "tp " << tp << ": " << dec.status().message();
-      if (!dec.is_ok()) return nullptr;
-      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
-      return std::move(*dec);
-    };
+    auto make = [&](int tp) { return make_hybrid(cfg, t, 13, tp); };
     auto one = make(1);
     ASSERT_TRUE(one);
     ASSERT_TRUE(one->config().is_moe());
