@@ -382,8 +382,11 @@ TEST(TensorParallelDecoder, SplitDummyModelsEqualOneRank) {
 // Sparse attention on a split model: each rank selects for its own kv heads with its head slice of
 // the basis, over its own pages; with every kv head's whole query group on one rank that is the
 // one-rank selection, so the logits and the selected-key counts are the one-rank model's.
-TEST(TensorParallelDecoder, SplitSparseEqualsOneRankSparse) {
-  const std::string cfg = write_config("llama", kDummies[0].json);  // 8 heads over 4 kv heads
+// make(tp): the model over tp ranks (the same weights each time); KV layers: the geometry's;
+// bound: the logits' largest difference, relative (the dense ones' 1e-4, the hybrids' 5e-4).
+template <class M>
+void check_split_sparse(const std::function<std::unique_ptr<M>(int)>& make, const std::vector<int>& splits,
+                        const char* what, float bound) {
   SparseConfig sc;
   sc.budget_tokens = 32;
   sc.chunk_tokens = 16;
@@ -394,19 +397,16 @@ TEST(TensorParallelDecoder, SplitSparseEqualsOneRankSparse) {
     sc.rerank_factor = rerank ? 2 : 0;
     std::vector<std::vector<float>> ref;
     SparseStats ref_stats{};
-    for (int tp : {1, 2, 4}) {
-      ThreadPool pool(2);
-      auto file = make_dummy_model(DummyModelSpec{cfg, DType::Q8_0, "", 3}, pool);
-      ASSERT_TRUE(file.is_ok());
-      auto dec = Decoder::create(std::move(*file), Device::kCpu, tp);
-      ASSERT_TRUE(dec.is_ok()) << dec.status().message();
-      (*dec)->set_matmul_precision(MatmulPrecision::kExact);
-      const ModelConfig& c = (*dec)->config();
+    for (int tp : splits) {
+      std::unique_ptr<M> dec = make(tp);
+      ASSERT_TRUE(dec);
+      const ModelConfig& c = dec->config();
       std::unique_ptr<SparseRuntime> rt;
-      auto attach = [&](Decoder& d, KvCache& kv) {
-        SparseRuntime::Geometry g{c.n_layer, c.n_head_kv, c.head_dim, 16, kv.pool().n_blocks(),
-                                  kv_token_bytes(KvDtype::kF16, c.head_dim), d.sparse_kv_layers()};
-        auto basis = std::make_unique<SketchBasis>(random_sketch_basis(c.n_layer, c.n_head_kv, c.head_dim, 8, 77));
+      auto attach = [&](M& d, KvCache& kv) {
+        const KvGeometry kg = d.kv_geometry(16, KvDtype::kF16);
+        SparseRuntime::Geometry g{kg.n_layer, kg.n_kv_heads, kg.head_dim, 16, kv.pool().n_blocks(),
+                                  kv_token_bytes(KvDtype::kF16, kg.head_dim), d.sparse_kv_layers()};
+        auto basis = std::make_unique<SketchBasis>(random_sketch_basis(kg.n_layer, kg.n_kv_heads, kg.head_dim, 8, 77));
         auto made = SparseRuntime::create(SparseMode::kSketch, sc, g, std::move(basis),
                                           d.backend().host_sparse_kernels(), &kv, c.attn_scale);
         ASSERT_TRUE(made.is_ok()) << made.status().message();
@@ -417,29 +417,46 @@ TEST(TensorParallelDecoder, SplitSparseEqualsOneRankSparse) {
       std::mt19937 rng(21);
       for (auto& p : prompts)
         for (int i = 0; i < 150; ++i) p.push_back(static_cast<int32_t>(rng() % c.n_vocab));
-      const auto got = run_model(**dec, prompts, 64, 12, attach);
+      const auto got = run_model(*dec, prompts, 64, 12, attach);
       const SparseStats st = rt->stats();
-      std::printf("[tp] sparse%s tp=%d: %lld sparse head-steps, %lld of %lld keys selected\n", rerank ? "+rerank2" : "",
-                  tp, static_cast<long long>(st.sparse_heads), static_cast<long long>(st.keys_selected),
-                  static_cast<long long>(st.keys_total));
+      std::printf("[tp] %s sparse%s tp=%d: %lld sparse head-steps, %lld of %lld keys selected\n", what,
+                  rerank ? "+rerank2" : "", tp, static_cast<long long>(st.sparse_heads),
+                  static_cast<long long>(st.keys_selected), static_cast<long long>(st.keys_total));
       EXPECT_GT(st.sparse_heads, 0);
       EXPECT_LT(st.keys_selected, st.keys_total);  // a real selection, not the whole context
-      (*dec)->set_sparse(nullptr);
-      if (tp == 1) {
+      dec->set_sparse(nullptr);
+      if (tp == splits.front()) {
         ref = got;
         ref_stats = st;
         continue;
       }
       const Agreement a = compare(ref, got, 1e-3f);
-      std::printf("[tp] sparse%s tp=%d: max |diff| / max |logit| %.2e, top-1 %d/%d\n", rerank ? "+rerank2" : "", tp,
-                  a.max_rel, a.top1_equal, a.top1_checked);
-      EXPECT_LT(a.max_rel, 1e-4f) << "tp " << tp;
-      EXPECT_EQ(a.top1_equal, a.top1_checked) << "tp " << tp;
-      EXPECT_EQ(st.sparse_heads, ref_stats.sparse_heads);
-      EXPECT_EQ(st.keys_selected, ref_stats.keys_selected);
-      EXPECT_EQ(st.score_bytes, ref_stats.score_bytes);
+      std::printf("[tp] %s sparse%s tp=%d: max |diff| / max |logit| %.2e, top-1 %d/%d\n", what,
+                  rerank ? "+rerank2" : "", tp, a.max_rel, a.top1_equal, a.top1_checked);
+      EXPECT_LT(a.max_rel, bound) << what << " tp " << tp;
+      EXPECT_EQ(a.top1_equal, a.top1_checked) << what << " tp " << tp;
+      EXPECT_EQ(st.sparse_heads, ref_stats.sparse_heads) << what << " tp " << tp;
+      EXPECT_EQ(st.keys_selected, ref_stats.keys_selected) << what << " tp " << tp;
+      EXPECT_EQ(st.score_bytes, ref_stats.score_bytes) << what << " tp " << tp;
     }
   }
+}
+
+TEST(TensorParallelDecoder, SplitSparseEqualsOneRankSparse) {
+  const std::string cfg = write_config("llama", kDummies[0].json);  // 8 heads over 4 kv heads
+  check_split_sparse<Decoder>(
+      [&](int tp) -> std::unique_ptr<Decoder> {
+        ThreadPool pool(2);
+        auto file = make_dummy_model(DummyModelSpec{cfg, DType::Q8_0, "", 3}, pool);
+        EXPECT_TRUE(file.is_ok());
+        if (!file.is_ok()) return nullptr;
+        auto dec = Decoder::create(std::move(*file), Device::kCpu, tp);
+        EXPECT_TRUE(dec.is_ok()) << dec.status().message();
+        if (!dec.is_ok()) return nullptr;
+        (*dec)->set_matmul_precision(MatmulPrecision::kExact);
+        return std::move(*dec);
+      },
+      {1, 2, 4}, "llama", 1e-4f);
 }
 
 TEST(TensorParallelDecoder, RefusesObserverAndReplicatedSparse) {
@@ -590,6 +607,13 @@ TEST(TensorParallelDecoder, SplitMoeHybridEqualsOneRank) {
       EXPECT_EQ(a.top1_equal, a.top1_checked) << dtype_name(t) << " tp " << tp;
     }
   }
+}
+
+// The same on the hybrid's full-attention layers (the KV layers; 2 kv heads: one a rank at TP 2).
+TEST(TensorParallelDecoder, SplitHybridSparseEqualsOneRankSparse) {
+  const std::string cfg = write_config("qwen35", kHybridDummy);
+  check_split_sparse<HybridDecoder>([&](int tp) { return make_hybrid(cfg, DType::Q8_0, 3, tp); }, {1, 2}, "qwen35",
+                                    5e-4f);
 }
 
 // The tiny qwen35 and qwen3next that tools/reference made with transformers (tests/fixtures/hybrid),
