@@ -28,6 +28,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_layout.h"
 #include "core/fp16.h"
+#include "core/numa_policy.h"
 #include "core/quant.h"
 
 namespace hs::cuda {
@@ -484,7 +485,15 @@ Status CudaBackend::bind_kv(const KvCache& kv) {
   kv_base_host_ = kv_tier_.host;
   if (kv_tier_.host) {
     // Host tier: mapped pinned host memory, addressed by the kernels through its device alias
-    // (the same pointer under unified addressing, checked).
+    // (the same pointer under unified addressing, checked), on the NUMA node nearest this GPU where
+    // the machine has several (a tensor-parallel rank's reads then stay off the socket link).
+    int numa = -1;
+    if (cudaDeviceGetAttribute(&numa, cudaDevAttrHostNumaId, device_) != cudaSuccess) {
+      (void)cudaGetLastError();
+      numa = -1;
+    }
+    const ScopedNumaPreference place(numa_nodes() > 1 ? numa : -1);
+    if (place.active()) spdlog::info("cuda host tier: GPU {}'s KV pages pinned on NUMA node {}", device_, numa);
     void* host = nullptr;
     if (cudaHostAlloc(&host, total, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
       (void)cudaGetLastError();
