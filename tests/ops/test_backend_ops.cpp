@@ -862,7 +862,8 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
 // each [q | gate] head row and of k's in place, rope_partial of both, kv_write), within 1e-5 for
 // q and k (the kernel sums a head's squares in another order); and its page bytes bit for bit
 // those that kv_write gives from its own k and v (layer 0 fused, layer 2 by kv_write). Plain KV
-// dtypes, int4 (the composition's path), partial and whole rotations, GQA, scattered pages.
+// dtypes and the scaled fp8 / int8 / int4 pages (encoded in the kernel by the warp that normed the
+// head), partial and whole rotations, GQA, scattered pages.
 TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
 #if defined(HS_WITH_CUDA)
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
@@ -873,6 +874,8 @@ TEST_F(BackendOps, QkNormRopeKvWriteEqualsTheOps) {
   };
   const Case cases[] = {{KvDtype::kF16, 256, 64, 8, 2},  {KvDtype::kBF16, 256, 64, 6, 2}, {KvDtype::kF32, 128, 128, 4, 4},
                         {KvDtype::kF16, 96, 32, 3, 1},   {KvDtype::kBF16, 512, 128, 2, 1}, {KvDtype::kInt4, 256, 64, 4, 2},
+                        {KvDtype::kInt8, 256, 64, 24, 4}, {KvDtype::kFp8, 128, 32, 4, 2},  // scaled pages, encoded
+                        {KvDtype::kInt4, 96, 32, 3, 1},    // by the warp that norms the head
                         {KvDtype::kBF16, 256, 64, 24, 4},  // the 27B's shape: a warp takes 3 q heads
                         {KvDtype::kF16, 128, 128, 16, 16}};  // 2 k heads a warp
   for (const Case& c : cases) {

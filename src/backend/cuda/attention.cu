@@ -32,8 +32,9 @@
 // output; with more it writes a partial (max[G] in log2 units, sum[G], acc[G][head_dim]) and
 // merge_kernel combines the runs of each (token, query head) like backend/cpu's
 // attention_merge. Math is fp32 (ex2.approx.ftz for the softmax: ~2 ulp), K / V widened
-// exactly from their storage type; fp8 rows widen byte pairs with cvt.rn.f16x2.e4m3x2 (int8 by
-// sign-extending shifts) and the rows' f16 scales multiply the score (K) and the probability
+// exactly from their storage type; fp8 rows widen byte pairs with cvt.rn.f16x2.e4m3x2 (int8 and
+// int4 by a byte permute into the float 2^23 + byte, then one exact subtraction) and the rows'
+// f16 scales multiply the score (K) and the probability
 // (V); int4 rows (lane li holds bytes [4 li, 4 li + 4): elements 4 li.. in the low nibbles,
 // D/2 + 4 li.. in the high ones) are dequantized m + d u in registers before the dots — the
 // host's decoded floats up to rounding order.
@@ -217,6 +218,97 @@ __device__ __forceinline__ void copy_v_row(T* slot, const CRows& v, int64_t i, i
   }
 }
 
+// One K or V row x [hd] f32 into a kv head's block `blk` of scaled pages, as the (token, K|V) row
+// `slot` = (pos % P) * 2 + (0: K, 1: V): a warp's work (lane l reads elements l, l + 32, ...; int4
+// also l + hd / 2), as kv/kv_quant.cpp's kv_encode_row does: IEEE-rounded intrinsics whatever the
+// -prec-div / -fmad flags, so the bytes are the host's.
+//   fp8:  d = f16(min(max|x| / 448, 65504)); e4m3(x · (1 / d)) saturating; zeros when d == 0.
+//   int8: d = f16(max|x| / 127); q = clamp(rint(x · inv), ±127), inv = d > 0 ? 1 / d : 0.
+//   int4: d = f16((max − min) / 15), m = f16(min); u = clamp(rint((x − m) · inv), 0, 15);
+//         byte j = u[j] | u[j + hd/2] << 4; scales (d, m).
+template <KvElem kElem>
+__device__ __forceinline__ void encode_scaled_row(const float* x, uint8_t* blk, int slot, int hd,
+                                                  int64_t scales_offset, int lane) {
+  constexpr unsigned kAll = 0xffffffffu;
+  if constexpr (kElem == KvElem::kInt4) {
+    float mn = INFINITY, mx = -INFINITY;
+    for (int d = lane; d < hd; d += 32) {
+      mn = fminf(mn, x[d]);
+      mx = fmaxf(mx, x[d]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+      mn = fminf(mn, __shfl_xor_sync(kAll, mn, off));
+      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, off));
+    }
+    const __half dh = __float2half_rn(__fdiv_rn(__fsub_rn(mx, mn), 15.0f)), mh = __float2half_rn(mn);
+    const float df = __half2float(dh), mf = __half2float(mh);
+    const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+    auto q4 = [&](float val) {
+      const float r = rintf(__fmul_rn(__fsub_rn(val, mf), inv));
+      return static_cast<uint32_t>(r > 15.0f ? 15.0f : r < 0.0f ? 0.0f : r);
+    };
+    const int half = hd / 2;
+    uint8_t* row = blk + static_cast<int64_t>(slot) * half;
+    for (int j = lane; j < half; j += 32) row[j] = static_cast<uint8_t>(q4(x[j]) | (q4(x[j + half]) << 4));
+    if (lane == 0) {
+      __half* sc = reinterpret_cast<__half*>(blk + scales_offset + 4 * slot);
+      sc[0] = dh;
+      sc[1] = mh;
+    }
+  } else {
+    float amax = 0.0f;
+    for (int d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(x[d]));
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, off));
+    uint8_t* row = blk + static_cast<int64_t>(slot) * hd;
+    __half dh;
+    if constexpr (kElem == KvElem::kInt8) {
+      dh = __float2half_rn(__fdiv_rn(amax, 127.0f));
+      const float df = __half2float(dh);
+      const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
+      for (int d = lane; d < hd; d += 32) {
+        const float r = rintf(__fmul_rn(x[d], inv));
+        row[d] = static_cast<uint8_t>(static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r));
+      }
+    } else {
+      dh = __float2half_rn(fminf(__fdiv_rn(amax, 448.0f), 65504.0f));
+      const float df = __half2float(dh);
+      if (df > 0.0f) {
+        const float inv = __fdiv_rn(1.0f, df);
+        for (int d = lane; d < hd; d += 32)
+          row[d] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x[d], inv), __NV_SATFINITE, __NV_E4M3));
+      } else {
+        for (int d = lane; d < hd; d += 32) row[d] = 0;
+      }
+    }
+    if (lane == 0) *reinterpret_cast<__half*>(blk + scales_offset + 2 * slot) = dh;
+  }
+}
+
+// Token i's page block of kv head 0 in scaled pages (head h's at + h * head_stride).
+__device__ __forceinline__ uint8_t* token_scaled_block(const KvLayerView& kv, const StepTables& t, int64_t i,
+                                                       int32_t pos) {
+  const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / kv.page_tokens];
+  return static_cast<uint8_t*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems;
+}
+
+// grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row
+// (encode_scaled_row).
+template <KvElem kElem>
+__global__ void __launch_bounds__(64) kv_write_scaled_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
+  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
+  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
+  const int64_t i = blockIdx.x;
+  const int h = blockIdx.y;
+  const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int hd = kv.head_dim;
+  const int32_t pos = t.positions[i];
+  uint8_t* blk = token_scaled_block(kv, t, i, pos) + static_cast<int64_t>(h) * kv.head_stride;
+  const float* x = (kvi == 0 ? k.p + i * k.stride : v.p + i * v.stride) + static_cast<int64_t>(h) * hd;
+  encode_scaled_row<kElem>(x, blk, (pos % kv.page_tokens) * 2 + kvi, hd, kv.scales_offset, lane);
+}
+
 // RoPE of q and k fused with the K / V write (plain f32 / f16 / bf16 pages). grid (n tokens, 2),
 // block (i, 0) rotates token i's q heads in place, block (i, 1) its k heads (stored back to k
 // and, converted, into the page slot), then copies its V row. The cos / sin of the token's
@@ -260,16 +352,17 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
 }
 
 // Qwen3.5's q / k head norms, their partial RoPE and the K / V write in one launch (plain f32 /
-// f16 / bf16 pages). grid (n tokens, 2): block (i, 0) takes token i's q heads (read from q_src,
-// one strided row a head, written to q), block (i, 1) its k heads (in place, and converted into
-// the page slot), then copies its V row. A warp takes a head: lane l sums the squares of elements
+// f16 / bf16 pages: T; scaled fp8 / int8 / int4 pages: kElem, T unused). grid (n tokens, 2):
+// block (i, 0) takes token i's q heads (read from q_src, one strided row a head, written to q),
+// block (i, 1) its k heads (in place, and converted into the page slot, or encoded by the warp
+// from its staged row: encode_scaled_row), then writes its V row (scaled: a warp a head). A warp takes a head: lane l sums the squares of elements
 // l, l + 32, ... in double and a butterfly adds the lanes; inv = 1 / sqrt(sum / head_dim + eps) and
 // each element x · inv · w as rms_norm_kernel computes them; the head is staged in the warp's
 // shared row, its first rot_dims rotated with rope.cuh's arithmetic (cos / sin once a block, at
 // rot_dims as rope_partial_kernel), then written out. Cost: one read and one write of q, k, v.
 constexpr int kQkNormWarps = 8;
 constexpr int kMaxQkNormHeadDim = 512;
-template <typename T>
+template <typename T, KvElem kElem = KvElem::kF32>
 __global__ void __launch_bounds__(kQkNormWarps * 32)
     qk_norm_rope_kv_write_kernel(CRows q_src, Rows q, Rows k, CRows v, const float* __restrict__ q_norm,
                                  const float* __restrict__ k_norm, float eps, int head_dim, int rot_dims, float theta,
@@ -284,8 +377,11 @@ __global__ void __launch_bounds__(kQkNormWarps * 32)
   const int half = rot_dims / 2;
   const int32_t pos = t.positions[i];
   for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, rot_dims, theta);
-  T* slot = is_k ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
+  constexpr bool kScaled = kv_elem_scaled(kElem);
+  T* slot = is_k && !kScaled ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
+  uint8_t* blk = is_k && kScaled ? token_scaled_block(kv, t, i, pos) : nullptr;
   const int P = kv.page_tokens;
+  const int row_slot = (pos % P) * 2;  // scaled pages: the token's K row (its V row: + 1)
   __syncthreads();
   const int64_t n_heads = (is_k ? k.cols : q.cols) / head_dim;
   const float* w = is_k ? k_norm : q_norm;
@@ -314,88 +410,23 @@ __global__ void __launch_bounds__(kQkNormWarps * 32)
     for (int d = lane; d < head_dim; d += 32) {  // a lane writes only the elements it read
       const float y = sh[d];
       dst[d] = y;
-      if (is_k) slot[h * P * 2 * head_dim + d] = from_f<T>(y);
+      if constexpr (!kScaled) {
+        if (is_k) slot[h * P * 2 * head_dim + d] = from_f<T>(y);
+      }
+    }
+    if constexpr (kScaled) {
+      if (is_k)  // warp-uniform; sh is whole since the RoPE's __syncwarp
+        encode_scaled_row<kElem>(sh, blk + h * kv.head_stride, row_slot, head_dim, kv.scales_offset, lane);
     }
     __syncwarp();  // the warp's next head rewrites sh
   }
-  if (is_k) copy_v_row<T>(slot, v, i, head_dim, P);
-}
-
-// grid (n tokens, n_kv heads), 64 threads: warp 0 encodes the K row, warp 1 the V row, as
-// kv/kv_quant.cpp's kv_encode_row does: IEEE-rounded intrinsics whatever the -prec-div /
-// -fmad flags, so the bytes are the host's.
-//   fp8:  d = f16(min(max|x| / 448, 65504)); e4m3(x · (1 / d)) saturating; zeros when d == 0.
-//   int8: d = f16(max|x| / 127); q = clamp(rint(x · inv), ±127), inv = d > 0 ? 1 / d : 0.
-//   int4: d = f16((max − min) / 15), m = f16(min); u = clamp(rint((x − m) · inv), 0, 15);
-//         byte j = u[j] | u[j + hd/2] << 4; scales (d, m).
-template <KvElem kElem>
-__global__ void __launch_bounds__(64) kv_write_scaled_kernel(KvLayerView kv, StepTables t, CRows k, CRows v) {
-  pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
-  pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
-  constexpr unsigned kAll = 0xffffffffu;
-  const int64_t i = blockIdx.x;
-  const int h = blockIdx.y;
-  const int kvi = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int hd = kv.head_dim, P = kv.page_tokens;
-  const int32_t pos = t.positions[i];
-  const int32_t page = t.page_indices[t.page_indptr[t.seq_index[i]] + pos / P];
-  uint8_t* blk = static_cast<uint8_t*>(kv.base) + static_cast<int64_t>(page) * kv.page_elems +
-                 static_cast<int64_t>(h) * kv.head_stride;
-  const int slot = (pos % P) * 2 + kvi;  // (token, K|V) of the block
-  const float* x = (kvi == 0 ? k.p + i * k.stride : v.p + i * v.stride) + static_cast<int64_t>(h) * hd;
-  if constexpr (kElem == KvElem::kInt4) {
-    float mn = INFINITY, mx = -INFINITY;
-    for (int d = lane; d < hd; d += 32) {
-      mn = fminf(mn, x[d]);
-      mx = fmaxf(mx, x[d]);
-    }
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) {
-      mn = fminf(mn, __shfl_xor_sync(kAll, mn, off));
-      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, off));
-    }
-    const __half dh = __float2half_rn(__fdiv_rn(__fsub_rn(mx, mn), 15.0f)), mh = __float2half_rn(mn);
-    const float df = __half2float(dh), mf = __half2float(mh);
-    const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
-    auto q4 = [&](float val) {
-      const float r = rintf(__fmul_rn(__fsub_rn(val, mf), inv));
-      return static_cast<uint32_t>(r > 15.0f ? 15.0f : r < 0.0f ? 0.0f : r);
-    };
-    const int half = hd / 2;
-    uint8_t* row = blk + static_cast<int64_t>(slot) * half;
-    for (int j = lane; j < half; j += 32) row[j] = static_cast<uint8_t>(q4(x[j]) | (q4(x[j + half]) << 4));
-    if (lane == 0) {
-      __half* sc = reinterpret_cast<__half*>(blk + kv.scales_offset + 4 * slot);
-      sc[0] = dh;
-      sc[1] = mh;
-    }
+  if (!is_k) return;
+  if constexpr (kScaled) {
+    for (int64_t h = warp; h < n_heads; h += kQkNormWarps)
+      encode_scaled_row<kElem>(v.p + i * v.stride + h * head_dim, blk + h * kv.head_stride, row_slot + 1, head_dim,
+                               kv.scales_offset, lane);
   } else {
-    float amax = 0.0f;
-    for (int d = lane; d < hd; d += 32) amax = fmaxf(amax, fabsf(x[d]));
-#pragma unroll
-    for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(kAll, amax, off));
-    uint8_t* row = blk + static_cast<int64_t>(slot) * hd;
-    __half dh;
-    if constexpr (kElem == KvElem::kInt8) {
-      dh = __float2half_rn(__fdiv_rn(amax, 127.0f));
-      const float df = __half2float(dh);
-      const float inv = df > 0.0f ? __fdiv_rn(1.0f, df) : 0.0f;
-      for (int d = lane; d < hd; d += 32) {
-        const float r = rintf(__fmul_rn(x[d], inv));
-        row[d] = static_cast<uint8_t>(static_cast<int8_t>(r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r));
-      }
-    } else {
-      dh = __float2half_rn(fminf(__fdiv_rn(amax, 448.0f), 65504.0f));
-      const float df = __half2float(dh);
-      if (df > 0.0f) {
-        const float inv = __fdiv_rn(1.0f, df);
-        for (int d = lane; d < hd; d += 32)
-          row[d] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(__fmul_rn(x[d], inv), __NV_SATFINITE, __NV_E4M3));
-      } else {
-        for (int d = lane; d < hd; d += 32) row[d] = 0;
-      }
-    }
-    if (lane == 0) *reinterpret_cast<__half*>(blk + kv.scales_offset + 2 * slot) = dh;
+    copy_v_row<T>(slot, v, i, head_dim, P);
   }
 }
 
@@ -989,7 +1020,8 @@ cudaError_t launch_qk_norm_rope_kv_write(CRows q_src, Rows q, Rows k, CRows v, c
   if (k.rows > 0x7fffffff || q.rows != k.rows || v.rows != k.rows || v.cols != k.cols || head_dim < 2 ||
       head_dim % 2 != 0 || head_dim > kMaxQkNormHeadDim || rot_dims < 2 || rot_dims % 2 != 0 || rot_dims > head_dim ||
       head_dim != kv.head_dim || k.cols != static_cast<int64_t>(kv.n_kv_heads) * head_dim || q.cols % head_dim != 0 ||
-      q_src.cols != head_dim || q_src.rows != q.rows * (q.cols / head_dim) || kv_elem_scaled(kv.elem))
+      q_src.cols != head_dim || q_src.rows != q.rows * (q.cols / head_dim) ||
+      (kv.elem == KvElem::kInt4 && head_dim % 2 != 0))
     return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(k.rows), 2, 1), block(kQkNormWarps * 32);
   switch (kv.elem) {
@@ -1004,6 +1036,18 @@ cudaError_t launch_qk_norm_rope_kv_write(CRows q_src, Rows q, Rows k, CRows v, c
     case KvElem::kBF16:
       launch_chain(qk_norm_rope_kv_write_kernel<__nv_bfloat16>, grid, block, 0, s, q_src, q, k, v, q_norm, k_norm,
                    eps, head_dim, rot_dims, theta, neox, kv, t);
+      break;
+    case KvElem::kFp8:
+      launch_chain(qk_norm_rope_kv_write_kernel<uint8_t, KvElem::kFp8>, grid, block, 0, s, q_src, q, k, v, q_norm,
+                   k_norm, eps, head_dim, rot_dims, theta, neox, kv, t);
+      break;
+    case KvElem::kInt8:
+      launch_chain(qk_norm_rope_kv_write_kernel<uint8_t, KvElem::kInt8>, grid, block, 0, s, q_src, q, k, v, q_norm,
+                   k_norm, eps, head_dim, rot_dims, theta, neox, kv, t);
+      break;
+    case KvElem::kInt4:
+      launch_chain(qk_norm_rope_kv_write_kernel<uint8_t, KvElem::kInt4>, grid, block, 0, s, q_src, q, k, v, q_norm,
+                   k_norm, eps, head_dim, rot_dims, theta, neox, kv, t);
       break;
     default: return cudaErrorInvalidValue;
   }

@@ -195,8 +195,8 @@ Status CudaBackend::rope_partial(Tensor x, int head_dim, int rot_dims, float the
   return launched(launch_rope_partial(rows_of(x), head_dim, rot_dims, theta, neox, d_positions_, stream_), op);
 }
 
-// One kernel on plain KV pages (HS_CUDA_ROPE_KV=0, as for rope_qk_kv_write, or fp8 / int8 / int4
-// pages: the ops one by one, the base class's composition).
+// One kernel on plain and scaled (fp8 / int8 / int4) KV pages (HS_CUDA_ROPE_KV=0, as for
+// rope_qk_kv_write: the ops one by one, the base class's composition).
 Status CudaBackend::qk_norm_rope_kv_write(int layer, const Tensor& q_src, Tensor q, Tensor k, const Tensor& v,
                                           const Tensor& q_norm, const Tensor& k_norm, float eps, int head_dim,
                                           int rot_dims, float theta, bool neox) {
