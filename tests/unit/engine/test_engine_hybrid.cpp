@@ -7,6 +7,7 @@
 // (Excluded under ASan like test_engine_model: -O0 forward passes are slow.)
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -112,6 +113,28 @@ void expect_baseline(Engine& e) {
   EXPECT_EQ(s.state_slots_used, 0);
 }
 
+// got against ref, both run with the top-k log-probs: the same top-k tokens each step, and the same
+// sampled token until ref's top-2 margin is too close to call (< 0.01: the next token may differ
+// honestly); returns the largest |log-prob difference| over the steps compared.
+double same_logprobs(const Collected& got, const Collected& ref, int k) {
+  double max_diff = 0;
+  EXPECT_EQ(got.logprobs.size(), ref.logprobs.size());
+  for (size_t i = 0; i < std::min(got.logprobs.size(), ref.logprobs.size()); ++i) {
+    const TokenLogprob& r = ref.logprobs[i];
+    const TokenLogprob& g = got.logprobs[i];
+    EXPECT_EQ(r.top.size(), static_cast<size_t>(k));
+    EXPECT_EQ(g.top.size(), static_cast<size_t>(k));
+    if (r.top.size() != static_cast<size_t>(k) || g.top.size() != static_cast<size_t>(k)) break;
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(g.top[j].first, r.top[j].first) << "step " << i << " rank " << j;
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g.top[j].second - r.top[j].second)));
+    }
+    if (r.top[0].second - r.top[1].second < 0.01f) break;
+    EXPECT_EQ(got.tokens[i], ref.tokens[i]) << "step " << i;
+  }
+  return max_diff;
+}
+
 TEST(EngineModelHybrid, BatchedGreedyEqualsSingleSequenceLoop) {
   Tiny& m = tiny();
   Caches c(128, 4, 0);
@@ -186,22 +209,9 @@ TEST(EngineModelHybrid, FollowUpResumesFromACheckpointWithTheLogitsOfAFullRecomp
   EXPECT_EQ(full.last.usage.cached_tokens, 0);
   EXPECT_EQ(st.state_checkpoint_restores, 1);
   EXPECT_GE(st.state_checkpoint_saves, 2);  // the prompt checkpoint (32) and the rolling one
-  ASSERT_EQ(cached.logprobs.size(), full.logprobs.size());
   ASSERT_FALSE(full.logprobs.empty());
   // Same logits (log-probs of the top k) until the reference is too close to call.
-  double max_diff = 0;
-  for (size_t i = 0; i < full.logprobs.size(); ++i) {
-    const TokenLogprob& r = full.logprobs[i];
-    const TokenLogprob& g = cached.logprobs[i];
-    ASSERT_EQ(r.top.size(), static_cast<size_t>(k));
-    ASSERT_EQ(g.top.size(), static_cast<size_t>(k));
-    for (int j = 0; j < k; ++j) {
-      EXPECT_EQ(g.top[j].first, r.top[j].first) << "step " << i << " rank " << j;
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g.top[j].second - r.top[j].second)));
-    }
-    if (r.top[0].second - r.top[1].second < 0.01f) break;  // the next token may differ honestly
-    EXPECT_EQ(cached.tokens[i], full.tokens[i]) << "step " << i;
-  }
+  const double max_diff = same_logprobs(cached, full, k);
   EXPECT_LT(max_diff, 1e-3) << "restored state gives other logits than a full recompute";
   std::printf("follow-up from a checkpoint vs full recompute: %zu steps, max |logprob diff| %.3g\n",
               full.logprobs.size(), max_diff);
@@ -248,18 +258,8 @@ TEST(EngineModelHybrid, SplitOverTwoRanksServesTheSameTokensAndResumesFromCheckp
   }
   EXPECT_EQ(cached.last.usage.cached_tokens, 64);
   EXPECT_EQ(st.state_checkpoint_restores, 1);
-  ASSERT_EQ(cached.logprobs.size(), full.logprobs.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < full.logprobs.size(); ++i) {
-    const TokenLogprob& r = full.logprobs[i];
-    const TokenLogprob& g = cached.logprobs[i];
-    for (int j = 0; j < k; ++j) {
-      EXPECT_EQ(g.top[j].first, r.top[j].first) << "step " << i << " rank " << j;
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g.top[j].second - r.top[j].second)));
-    }
-    if (r.top[0].second - r.top[1].second < 0.01f) break;
-    EXPECT_EQ(cached.tokens[i], full.tokens[i]) << "step " << i;
-  }
+  ASSERT_FALSE(full.logprobs.empty());
+  const double max_diff = same_logprobs(cached, full, k);
   // As the one-rank checkpoint tests' bound (1.1e-4 seen: each rank's int8x2 partial sums round
   // on their own).
   EXPECT_LT(max_diff, 1e-3) << "split model from a checkpoint vs one rank from scratch";
@@ -304,18 +304,8 @@ TEST(EngineModelHybrid, ConversationsSharingASystemPromptResumeFromTheDivergence
   EXPECT_EQ(got_b.last.usage.cached_tokens, 0);   // a's checkpoint (its prompt's, 112) lies past the shared 80
   EXPECT_EQ(got_c.last.usage.cached_tokens, 80);  // b's divergence checkpoint
   EXPECT_EQ(st.state_checkpoint_restores, 1);
-  ASSERT_EQ(got_c.logprobs.size(), full_c.logprobs.size());
-  double max_diff = 0;
-  for (size_t i = 0; i < full_c.logprobs.size(); ++i) {
-    const TokenLogprob& r = full_c.logprobs[i];
-    const TokenLogprob& g = got_c.logprobs[i];
-    for (int j = 0; j < k; ++j) {
-      EXPECT_EQ(g.top[j].first, r.top[j].first) << "step " << i << " rank " << j;
-      max_diff = std::max(max_diff, static_cast<double>(std::fabs(g.top[j].second - r.top[j].second)));
-    }
-    if (r.top[0].second - r.top[1].second < 0.01f) break;
-    EXPECT_EQ(got_c.tokens[i], full_c.tokens[i]) << "step " << i;
-  }
+  ASSERT_FALSE(full_c.logprobs.empty());
+  const double max_diff = same_logprobs(got_c, full_c, k);
   EXPECT_LT(max_diff, 1e-3);
   std::printf("shared system prompt, third conversation from the divergence checkpoint: max |logprob diff| %.3g\n",
               max_diff);
