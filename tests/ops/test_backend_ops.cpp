@@ -789,8 +789,9 @@ void compare_pages(cuda::CudaBackend& cuda, const KvCache& kv, int la, int lb, s
 
 // rope_qk_kv_write: the CUDA backend's one kernel against its own rope_qk then kv_write, bit for
 // bit (q, k and the page bytes: layer 0 written fused, layer 1 by the two ops from the same
-// inputs), for every plain KV dtype and fp8 (which takes the two-kernel path), pages scattered,
-// two sequences, positions across page boundaries; and against the CPU's rope for q / k.
+// inputs), for every plain KV dtype and the scaled fp8 / int8 / int4 pages (encoded in the kernel
+// by a warp a kv head after the block's rotation), pages scattered, two sequences, positions
+// across page boundaries; and against the CPU's rope for q / k.
 TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
 #if defined(HS_WITH_CUDA)
   auto* cuda = dynamic_cast<cuda::CudaBackend*>(dev_.get());
@@ -801,7 +802,8 @@ TEST_F(BackendOps, RopeQkKvWriteEqualsTheTwoOps) {
   };
   const Case cases[] = {{KvDtype::kF16, 128, 8, 2}, {KvDtype::kF16, 64, 9, 3}, {KvDtype::kBF16, 128, 32, 8},
                         {KvDtype::kF32, 80, 4, 4},  {KvDtype::kBF16, 256, 4, 1}, {KvDtype::kFp8, 128, 8, 2},
-                        {KvDtype::kInt4, 128, 8, 2}};
+                        {KvDtype::kInt4, 128, 8, 2}, {KvDtype::kInt8, 128, 32, 8},  // scaled: encoded in the kernel
+                        {KvDtype::kInt4, 64, 9, 3}};
   for (const Case& c : cases) {
     for (bool neox : {false, true}) {
       constexpr int kP = 16;

@@ -309,16 +309,21 @@ __global__ void __launch_bounds__(64) kv_write_scaled_kernel(KvLayerView kv, Ste
   encode_scaled_row<kElem>(x, blk, (pos % kv.page_tokens) * 2 + kvi, hd, kv.scales_offset, lane);
 }
 
-// RoPE of q and k fused with the K / V write (plain f32 / f16 / bf16 pages). grid (n tokens, 2),
-// block (i, 0) rotates token i's q heads in place, block (i, 1) its k heads (stored back to k
-// and, converted, into the page slot), then copies its V row. The cos / sin of the token's
+// RoPE of q and k fused with the K / V write (plain f32 / f16 / bf16 pages: T; scaled fp8 / int8
+// / int4 pages: kElem, T unused). grid (n tokens, 2), block (i, 0) rotates token i's q heads in
+// place, block (i, 1) its k heads (stored back to k and, converted, into the page slot), then
+// copies its V row (scaled pages: after a block barrier, a warp a kv head encodes the rotated K
+// row and the V row, encode_scaled_row). The cos / sin of the token's
 // head_dim / 2 pairs are computed once per block into shared memory (one double pow + sincos a
 // pair, not a pair per head group), then every thread rotates (head, pair)s. Every value is the
 // one rope_kernel then kv_write_kernel would produce (rope.cuh's arithmetic).
 constexpr int kMaxRopeKvHalf = 512;  // head_dim <= 1024
-template <typename T>
-__global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRows v, int head_dim, float theta,
-                                                             bool neox, KvLayerView kv, StepTables t) {
+// Threads a block: up to 1024 on plain pages, 256 on scaled ones (the encoder's registers fit
+// 255 a thread without spilling; the (head, pair) loop strides).
+constexpr int rope_kv_max_threads(KvElem e) { return kv_elem_scaled(e) ? 256 : 1024; }
+template <typename T, KvElem kElem = KvElem::kF32>
+__global__ void __launch_bounds__(rope_kv_max_threads(kElem))
+    rope_kv_write_kernel(Rows q, Rows k, CRows v, int head_dim, float theta, bool neox, KvLayerView kv, StepTables t) {
   pdl_launch_dependents();  // the next kernel may be scheduled now
   pdl_wait();               // what the kernel before wrote (a no-op unless launched with PDL)
   __shared__ RopeCs cs[kMaxRopeKvHalf];
@@ -329,7 +334,8 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
   const int64_t n_heads = x.cols / head_dim;
   const int32_t pos = t.positions[i];
   for (int ii = threadIdx.x; ii < half; ii += blockDim.x) cs[ii] = rope_cs(pos, ii, head_dim, theta);
-  T* slot = is_k ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
+  constexpr bool kScaled = kv_elem_scaled(kElem);
+  T* slot = is_k && !kScaled ? token_k_slot<T>(kv, t, i, pos, head_dim) : nullptr;
   const int P = kv.page_tokens;
   __syncthreads();
   float* row = x.p + i * x.stride;
@@ -342,13 +348,28 @@ __global__ void __launch_bounds__(1024) rope_kv_write_kernel(Rows q, Rows k, CRo
     const float ra = rope_a(va, vb, cs[ii]), rb = rope_b(va, vb, cs[ii]);
     hr[oa] = ra;
     hr[ob] = rb;
-    if (is_k) {
-      T* d = slot + h * P * 2 * head_dim;
-      d[oa] = from_f<T>(ra);
-      d[ob] = from_f<T>(rb);
+    if constexpr (!kScaled) {
+      if (is_k) {
+        T* d = slot + h * P * 2 * head_dim;
+        d[oa] = from_f<T>(ra);
+        d[ob] = from_f<T>(rb);
+      }
     }
   }
-  if (is_k) copy_v_row<T>(slot, v, i, head_dim, P);
+  if (!is_k) return;
+  if constexpr (kScaled) {
+    __syncthreads();  // the rotated k row, written by every thread of the block, is whole
+    uint8_t* blk = token_scaled_block(kv, t, i, pos);
+    const int lane = threadIdx.x & 31, n_warps = static_cast<int>(blockDim.x >> 5);
+    const int row_slot = (pos % P) * 2;
+    for (int64_t h = threadIdx.x >> 5; h < n_heads; h += n_warps) {
+      encode_scaled_row<kElem>(row + h * head_dim, blk + h * kv.head_stride, row_slot, head_dim, kv.scales_offset, lane);
+      encode_scaled_row<kElem>(v.p + i * v.stride + h * head_dim, blk + h * kv.head_stride, row_slot + 1, head_dim,
+                               kv.scales_offset, lane);
+    }
+  } else {
+    copy_v_row<T>(slot, v, i, head_dim, P);
+  }
 }
 
 // Qwen3.5's q / k head norms, their partial RoPE and the K / V write in one launch (plain f32 /
@@ -992,11 +1013,12 @@ cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float th
   if (k.rows <= 0) return cudaSuccess;
   if (k.rows > 0x7fffffff || q.rows != k.rows || v.rows != k.rows || v.cols != k.cols || head_dim < 2 ||
       head_dim % 2 != 0 || head_dim != kv.head_dim || k.cols != static_cast<int64_t>(kv.n_kv_heads) * head_dim ||
-      q.cols % head_dim != 0 || kv_elem_scaled(kv.elem) || head_dim / 2 > kMaxRopeKvHalf)
+      q.cols % head_dim != 0 || head_dim / 2 > kMaxRopeKvHalf)
     return cudaErrorInvalidValue;
-  // Threads: a (head, pair) each of the wider of q / k, up to 1024 (then strided).
+  // Threads: a (head, pair) each of the wider of q / k, up to rope_kv_max_threads (then strided).
   const int64_t pairs = std::max(q.cols, k.cols) / 2;
-  const unsigned threads = static_cast<unsigned>(std::min<int64_t>(1024, (pairs + 31) / 32 * 32));
+  const unsigned threads =
+      static_cast<unsigned>(std::min<int64_t>(rope_kv_max_threads(kv.elem), (pairs + 31) / 32 * 32));
   const dim3 grid(static_cast<unsigned>(k.rows), 2, 1);
   switch (kv.elem) {
     case KvElem::kF32:
@@ -1007,6 +1029,18 @@ cudaError_t launch_rope_kv_write(Rows q, Rows k, CRows v, int head_dim, float th
       break;
     case KvElem::kBF16:
       launch_chain(rope_kv_write_kernel<__nv_bfloat16>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv, t);
+      break;
+    case KvElem::kFp8:
+      launch_chain(rope_kv_write_kernel<uint8_t, KvElem::kFp8>, grid, threads, 0, s, q, k, v, head_dim, theta, neox, kv,
+                   t);
+      break;
+    case KvElem::kInt8:
+      launch_chain(rope_kv_write_kernel<uint8_t, KvElem::kInt8>, grid, threads, 0, s, q, k, v, head_dim, theta, neox,
+                   kv, t);
+      break;
+    case KvElem::kInt4:
+      launch_chain(rope_kv_write_kernel<uint8_t, KvElem::kInt4>, grid, threads, 0, s, q, k, v, head_dim, theta, neox,
+                   kv, t);
       break;
     default: return cudaErrorInvalidValue;
   }

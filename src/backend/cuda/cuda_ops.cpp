@@ -639,7 +639,7 @@ Status CudaBackend::rope_qk_kv_write(int layer, Tensor q, Tensor k, const Tensor
       return write_sketches(layer, k);
     }
   }
-  HS_RETURN_IF_ERROR(rope_qk(q, k, head_dim, theta, neox));  // fp8 pages (or fused off): the two kernels
+  HS_RETURN_IF_ERROR(rope_qk(q, k, head_dim, theta, neox));  // fused off (HS_CUDA_ROPE_KV=0): the two kernels
   return kv_write(layer, k, v);
 }
 
