@@ -10,7 +10,8 @@
 //      query heads, every candidate chunk's score = max over its tokens of max_g (b_g + q̂_g·s_t)
 //      (the CPU SketchTopKSelector's max rule), then the CPU's select_top_chunks rule: sinks
 //      and window forced in, the top budget / C candidates (higher score first, ties to the
-//      later chunk, NaN as −inf) by a 4-pass radix select in one CTA, ascending ids out;
+//      later chunk, NaN as −inf) by a 4-pass radix select (sparse_topk.h: one CTA a row, a
+//      cluster of CTAs a row for the shortlist over every candidate), ascending ids out;
 //   3. the chunk ids become a page list (C = P: a chunk is one page of one kv head) and a key
 //      count per row, which the decode attention kernel reads instead of the sequence's pages.
 // Rows of dense tokens get length −1 (the attention kernel runs them dense).
