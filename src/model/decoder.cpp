@@ -135,7 +135,8 @@ Status Decoder::bind_sparse() {
 Status Decoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
   if (!ranks_.split()) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
   HS_RETURN_IF_ERROR(sparse_ready());
-  return ranks_.rebuild_sparse_metadata(kv, seq, n_tokens, sparse_, sparse_kv_layers(), config_.attn_scale);
+  return ranks_.rebuild_sparse_metadata(kv, seq, n_tokens, sparse_, [this] { return sparse_kv_layers(); },
+                                        config_.attn_scale);
 }
 
 Status Decoder::set_kv_tier(const Backend::KvTier& t) { return ranks_.set_kv_tier(t); }
@@ -154,7 +155,7 @@ Result<std::span<float>> Decoder::forward(const Batch& batch, std::span<SeqKv* c
                       "the key observer (fit-sketch, eval recall) does not run with --tensor-parallel-size {} (run it "
                       "on one rank)", ranks_.size());
   HS_RETURN_IF_ERROR(build_forward_plan(batch, seqs, kv, pool, config_.n_vocab, plan_, next_pos_));
-  HS_RETURN_IF_ERROR(ranks_.copy_plans(kv, plan_, sparse_, sparse_kv_layers(), config_.attn_scale));
+  HS_RETURN_IF_ERROR(ranks_.copy_plans(kv, plan_, sparse_, [this] { return sparse_kv_layers(); }, config_.attn_scale));
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
   // The step ends however it ends (the CPU's device-tier pins are dropped, a device syncs).

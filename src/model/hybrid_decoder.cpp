@@ -120,25 +120,22 @@ namespace {
 
 // Spans of `n` consecutive units (rows, columns, entries) for each index of `idx`, starting at
 // `base` + index · n; consecutive indices merge into one span.
+// s appended to spans, merged into the last span when it continues it.
+void append_span(std::vector<IndexSpan>& spans, IndexSpan s) {
+  if (!spans.empty() && spans.back().begin + spans.back().n == s.begin)
+    spans.back().n += s.n;
+  else
+    spans.push_back(s);
+}
+
 std::vector<IndexSpan> unit_spans(const std::vector<int>& idx, int64_t n, int64_t base = 0) {
   std::vector<IndexSpan> out;
-  for (int i : idx) {
-    const int64_t b = base + int64_t{i} * n;
-    if (!out.empty() && out.back().begin + out.back().n == b)
-      out.back().n += n;
-    else
-      out.push_back({b, n});
-  }
+  for (int i : idx) append_span(out, {base + int64_t{i} * n, n});
   return out;
 }
 
 std::vector<IndexSpan> concat(std::vector<IndexSpan> a, const std::vector<IndexSpan>& b) {
-  for (const IndexSpan& s : b) {
-    if (!a.empty() && a.back().begin + a.back().n == s.begin)
-      a.back().n += s.n;
-    else
-      a.push_back(s);
-  }
+  for (const IndexSpan& s : b) append_span(a, s);
   return a;
 }
 
@@ -322,7 +319,8 @@ Status HybridDecoder::bind_sparse() {
 Status HybridDecoder::rebuild_sparse_metadata(KvCache& kv, const SeqKv& seq, int32_t n_tokens) {
   if (!ranks_.split()) return LanguageModel::rebuild_sparse_metadata(kv, seq, n_tokens);
   HS_RETURN_IF_ERROR(sparse_ready());
-  return ranks_.rebuild_sparse_metadata(kv, seq, n_tokens, sparse_, sparse_kv_layers(), config_.attn_scale);
+  return ranks_.rebuild_sparse_metadata(kv, seq, n_tokens, sparse_, [this] { return sparse_kv_layers(); },
+                                        config_.attn_scale);
 }
 
 Status HybridDecoder::set_kv_tier(const Backend::KvTier& t) { return ranks_.set_kv_tier(t); }
@@ -359,7 +357,7 @@ Result<std::span<float>> HybridDecoder::forward(const Batch& batch, std::span<Se
                         "checkpoint of it was restored)",
                         s, seqs[s]->n_tokens);
   }
-  HS_RETURN_IF_ERROR(ranks_.copy_plans(kv, plan_, sparse_, sparse_kv_layers(), config_.attn_scale));
+  HS_RETURN_IF_ERROR(ranks_.copy_plans(kv, plan_, sparse_, [this] { return sparse_kv_layers(); }, config_.attn_scale));
   HS_RETURN_IF_ERROR(reserve(n));
   HS_RETURN_IF_ERROR(reserve_logits(static_cast<int64_t>(plan_.logit_rows.size())));
   // The step ends however it ends (a device syncs).

@@ -94,20 +94,23 @@ class RankGroup {
   }
 
   // N > 1: every rank's KvCache and, with sparse attention, its runtime, (re)made when the engine
-  // cache or the model's runtime changed.
-  Status ensure(const KvCache& kv, const SparseRuntime* sparse, const std::vector<bool>& sparse_layers,
-                float attn_scale) {
+  // cache or the model's runtime changed. sparse_layers() gives the model's sparse KV layers (called
+  // only with several ranks: one rank's decode step builds nothing).
+  template <class Layers>
+  Status ensure(const KvCache& kv, const SparseRuntime* sparse, const Layers& sparse_layers, float attn_scale) {
     if (!split()) return Status::ok();
+    const std::vector<bool> layers = sparse_layers();
     for (R& rank : ranks_) {
       HS_RETURN_IF_ERROR(make_current(rank));
-      HS_RETURN_IF_ERROR(rank_detail::ensure(rank, kv, sparse, sparse_of_ != sparse, sparse_layers, attn_scale));
+      HS_RETURN_IF_ERROR(rank_detail::ensure(rank, kv, sparse, sparse_of_ != sparse, layers, attn_scale));
     }
     sparse_of_ = sparse;
     return Status::ok();
   }
   // N > 1: every rank's sketches of keys [0, n_tokens) of `seq` rebuilt from its own pages.
+  template <class Layers>
   Status rebuild_sparse_metadata(const KvCache& kv, const SeqKv& seq, int32_t n_tokens, const SparseRuntime* sparse,
-                                 const std::vector<bool>& sparse_layers, float attn_scale) {
+                                 const Layers& sparse_layers, float attn_scale) {
     HS_RETURN_IF_ERROR(ensure(kv, sparse, sparse_layers, attn_scale));
     return each([&](R& rank) { return rank.backend->rebuild_sparse_metadata(*rank.kv, seq, n_tokens); });
   }
@@ -118,8 +121,9 @@ class RankGroup {
   // The step's plan for rank R: `plan` itself with one rank, else R's copy on its cache.
   const ForwardPlan& plan_of(const R& rank, const ForwardPlan& plan) const { return split() ? rank.plan : plan; }
   // N > 1: each rank's copy of `plan` over its own cache (after ensure).
+  template <class Layers>
   Status copy_plans(const KvCache& kv, const ForwardPlan& plan, const SparseRuntime* sparse,
-                    const std::vector<bool>& sparse_layers, float attn_scale) {
+                    const Layers& sparse_layers, float attn_scale) {
     if (!split()) return Status::ok();
     HS_RETURN_IF_ERROR(ensure(kv, sparse, sparse_layers, attn_scale));
     for (R& rank : ranks_) {
