@@ -55,6 +55,7 @@ constexpr int64_t kGemmQuantRows = 5;
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #endif
 
 namespace hs {
@@ -1161,6 +1162,30 @@ TEST_F(AttentionOps, Int8AndInt4Shapes) {
       run_case(AttnCase{Scenario::kDecode, group, 64, 0, dt});
       if (HasFatalFailure()) return;
     }
+}
+
+// The tensor-core decode kernel (attention_mma.cu, HS_CUDA_ATTN_MMA) on the same cases as the
+// CUDA-core one: f16, int8 and fp8 pages, every head_dim and group it takes (q split into f16 hi
+// + lo, P rounded to f16: the same bounds as the exact kernel). Decode steps (one token of each
+// of 3 sequences, 1 to 5000 keys: one run and many runs merged) and the one-token step; prompts
+// take the flash kernel either way.
+TEST_F(AttentionOps, TensorCoreDecodeKernelAsTheCpu) {
+#if defined(HS_WITH_CUDA)
+  cuda::set_attention_mma(1);
+  struct Restore {
+    ~Restore() { cuda::set_attention_mma(-1); }
+  } restore;
+  for (KvDtype dt : {KvDtype::kF16, KvDtype::kInt8, KvDtype::kFp8})
+    for (Scenario sc : {Scenario::kSingle, Scenario::kDecode})
+      for (int group : {1, 3, 4, 6, 8})
+        for (int hd : {64, 128, 256})
+          for (int window : {0, 512}) {
+            run_case(AttnCase{sc, group, hd, window, dt});
+            if (HasFatalFailure()) return;
+          }
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
 }
 
 // CUDA's scaled kv_write (fp8, int8, int4) gives the bytes KvCache::write gives on the host,

@@ -58,6 +58,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_elem.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -65,6 +66,16 @@
 
 namespace hs::cuda {
 namespace {
+
+using attn::cp_async;
+using attn::cp_async_commit;
+using attn::cp_async_wait;
+using attn::fast_exp2;
+using attn::KernelArgs;
+using attn::kLog2e;
+using attn::kSlack;
+using attn::row_keys;
+using attn::RowKeys;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
@@ -147,32 +158,6 @@ __device__ __forceinline__ void dequant4(float (&f)[E], uint32_t dm) {
   const float m = f16_bits_to_f(static_cast<unsigned short>(dm >> 16));
 #pragma unroll
   for (int e = 0; e < E; ++e) f[e] = fmaf(f[e], d, m);
-}
-
-// 2^x, MUFU.EX2 (ex2.approx.ftz: ~2 ulp; 2^-inf = 0).
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// cp.async of BYTES (4, 8 or 16) from global src + OFF to shared dst (a shared-window
-// address); !valid copies nothing and zero-fills dst (src-size 0: src is not read). OFF is an
-// immediate of the instruction (no 64-bit address arithmetic per row).
-template <int BYTES, int OFF = 0>
-__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, bool valid) {
-  const int n = valid ? BYTES : 0;
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1+%2], 16, %3;\n" ::"r"(dst), "l"(src), "n"(OFF), "r"(n) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1+%2], %3, %4;\n" ::"r"(dst), "l"(src), "n"(OFF), "n"(BYTES), "r"(n)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // ---- kv_write ------------------------------------------------------------------------------
@@ -452,56 +437,6 @@ __global__ void __launch_bounds__(kQkNormWarps * 32)
 }
 
 // ---- attention -----------------------------------------------------------------------------
-
-struct KernelArgs {
-  KvLayerView kv;
-  StepTables t;
-  CRows q;
-  Rows out;
-  int group;  // G query heads per kv head
-  float scale;
-  int window;
-  int n_splits, split_len;
-  int page_shift;   // log2(page_tokens): pages are a power of two of tokens
-  // Sparse rows (AttnArgs::sp_*): row (i, kv head) with sp_len >= 0 attends keys [0, sp_len) of
-  // the page list sp_pages + row * sp_stride; null or -1: the token's own pages, dense.
-  const int32_t* sp_pages;
-  const int32_t* sp_len;
-  int sp_stride;
-  // Host tier (AttnArgs::sp_base): a sparse row's pages are slots of its kv head's hot pool.
-  const char* sp_base;
-  int64_t sp_head_bytes;
-  uint32_t sp_page_bytes;
-  float* part_max;  // [n][n_kv][n_splits][G], log2 units: max of scale * log2(e) * q.k (or -inf: empty)
-  float* part_sum;  // [n][n_kv][n_splits][G]: sum of 2^(s - max)
-  float* part_acc;  // [n][n_kv][n_splits][G][D]: sum of 2^(s - max) v
-};
-
-__device__ __forceinline__ int32_t first_key(int32_t pos, int window) {
-  return window > 0 ? max(0, pos - window + 1) : 0;
-}
-
-// The keys of (token i, kv head): [first, pos] through `pages` (dense: the sequence's pages and
-// the window; a sparse row: its selected pages, keys [0, sp_len)).
-struct RowKeys {
-  int32_t pos, first;
-  const int32_t* pages;
-  bool hot;  // pages are hot-pool slots (AttnArgs::sp_base)
-};
-__device__ __forceinline__ RowKeys row_keys(const KernelArgs& a, int64_t i, int kvh) {
-  if (a.sp_len) {
-    const int64_t row = i * a.kv.n_kv_heads + kvh;
-    const int32_t len = a.sp_len[row];
-    if (len >= 0) return RowKeys{len - 1, 0, a.sp_pages + row * a.sp_stride, a.sp_base != nullptr};
-  }
-  const int32_t pos = a.t.positions[i];
-  return RowKeys{pos, first_key(pos, a.window), a.t.page_indices + a.t.page_indptr[a.t.seq_index[i]], false};
-}
-
-constexpr float kLog2e = 1.4426950408889634f;
-// The softmax reference max may lag the true running max by this much (log2 units): p <= 2^8,
-// and the accumulators are rescaled only when a score passes it (rare after the first tile).
-constexpr float kSlack = 8.0f;
 
 // f(std::integral_constant<int, k>{}) for k in [0, N): compile-time indices (immediates).
 template <typename F, int... K>
@@ -880,31 +815,7 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
           make_float4(acc[g][e], acc[g][e + 1], acc[g][e + 2], acc[g][e + 3]);
   __syncthreads();
 
-  const bool direct = a.n_splits == 1;
-  const int64_t pidx = (i * a.kv.n_kv_heads + kvh) * a.n_splits + split;  // partial slot
-  for (int idx = tid; idx < G * D; idx += kThreads) {
-    const int g = idx / D, d = idx % D;
-    float mx = -FLT_MAX;
-#pragma unroll
-    for (int w = 0; w < NSG; ++w) mx = fmaxf(mx, sm_m[w * MAXG + g]);
-    float total = 0.0f, o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < NSG; ++w) {
-      const float wt = exp2f(sm_m[w * MAXG + g] - mx);  // an empty sub-group: l = acc = 0
-      total += sm_l[w * MAXG + g] * wt;
-      o += wt * sm_acc[(w * MAXG + g) * D + d];
-    }
-    if (direct) {
-      const float inv = total > 0.0f ? 1.0f / total : 0.0f;
-      a.out.p[i * a.out.stride + static_cast<int64_t>(kvh * G + g) * D + d] = o * inv;
-    } else {
-      a.part_acc[(pidx * G + g) * D + d] = o;
-      if (d == 0) {
-        a.part_max[pidx * G + g] = total > 0.0f ? mx : -INFINITY;
-        a.part_sum[pidx * G + g] = total;
-      }
-    }
-  }
+  attn::write_merged<NSG, MAXG, kThreads>(a, sm_m, sm_l, sm_acc, D, i, kvh, split, tid);
 }
 
 // grid (n tokens, n_kv heads * G), kThreads threads: combines the runs of one (token, query
@@ -1176,13 +1087,17 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head_kv),
                   static_cast<unsigned>(a.split.n_splits));
   cudaError_t err = cudaErrorInvalidValue;
-  switch (kv.elem) {
-    case KvElem::kF32: err = launch_dim<float>(ka, a.head_dim, grid, s); break;
-    case KvElem::kF16: err = launch_dim<__half>(ka, a.head_dim, grid, s); break;
-    case KvElem::kBF16: err = launch_dim<__nv_bfloat16>(ka, a.head_dim, grid, s); break;
-    case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
-    case KvElem::kInt8: err = launch_dim<Int8>(ka, a.head_dim, grid, s); break;
-    case KvElem::kInt4: err = launch_dim<Int4>(ka, a.head_dim, grid, s); break;
+  if (attn::attention_mma_takes(kv.elem, a.head_dim, group, kv.page_tokens)) {
+    err = attn::launch_attention_mma(ka, kv.elem, a.head_dim, grid, s);
+  } else {
+    switch (kv.elem) {
+      case KvElem::kF32: err = launch_dim<float>(ka, a.head_dim, grid, s); break;
+      case KvElem::kF16: err = launch_dim<__half>(ka, a.head_dim, grid, s); break;
+      case KvElem::kBF16: err = launch_dim<__nv_bfloat16>(ka, a.head_dim, grid, s); break;
+      case KvElem::kFp8: err = launch_dim<Fp8>(ka, a.head_dim, grid, s); break;
+      case KvElem::kInt8: err = launch_dim<Int8>(ka, a.head_dim, grid, s); break;
+      case KvElem::kInt4: err = launch_dim<Int4>(ka, a.head_dim, grid, s); break;
+    }
   }
   if (err != cudaSuccess || ka.n_splits == 1) return err;
   launch_chain(merge_kernel, dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head)), kThreads, 0, s,

@@ -199,6 +199,13 @@ struct AttnArgs {
   int64_t sp_head_bytes = 0;
   int64_t sp_page_bytes = 0;
 };
+// The tensor-core decode attention (attention_mma.cu) for f16, int8 and fp8 pages of >= 16
+// tokens, head_dim 64 / 128 / 256, up to 8 query heads a kv head: 1 = launch_attention takes it
+// where it applies, 0 = the CUDA-core kernel everywhere. Default: HS_CUDA_ATTN_MMA=1 turns it on
+// (off until measured against the CUDA-core kernel); set_attention_mma(0 / 1) overrides that for
+// the process (tests), -1 restores the environment's choice.
+int attention_mma_mode();
+void set_attention_mma(int mode);
 // q, out: [n][n_head * head_dim] f32 (n = q.rows).
 cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, const AttnArgs& a, cudaStream_t s);
 
