@@ -1073,7 +1073,7 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   ka.sp_pages = a.sp_pages;
   ka.sp_len = a.sp_len;
   ka.sp_stride = a.sp_stride;
-  if (a.sp_base && (reinterpret_cast<uintptr_t>(a.sp_base) % 16 != 0 || a.sp_page_bytes % 16 != 0 ||
+  if (a.sp_base && (reinterpret_cast<uintptr_t>(a.sp_base) % 16 != 0 || a.sp_page_bytes % 16 != 0 || a.sp_head_bytes % 16 != 0 ||
                     a.sp_page_bytes <= 0 || a.sp_page_bytes > 0xffffffffLL || !a.sp_pages))
     return cudaErrorInvalidValue;
   ka.sp_base = static_cast<const char*>(a.sp_base);
@@ -1087,9 +1087,12 @@ cudaError_t launch_attention(KvLayerView kv, StepTables t, CRows q, Rows out, co
   const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(a.n_head_kv),
                   static_cast<unsigned>(a.split.n_splits));
   cudaError_t err = cudaErrorInvalidValue;
+  bool launched = false;
   if (attn::attention_mma_takes(kv.elem, a.head_dim, group, kv.page_tokens)) {
     err = attn::launch_attention_mma(ka, kv.elem, a.head_dim, grid, s);
-  } else {
+    launched = err != cudaErrorNotSupported;  // not: the device's blocks lack its shared memory
+  }
+  if (!launched) {
     switch (kv.elem) {
       case KvElem::kF32: err = launch_dim<float>(ka, a.head_dim, grid, s); break;
       case KvElem::kF16: err = launch_dim<__half>(ka, a.head_dim, grid, s); break;

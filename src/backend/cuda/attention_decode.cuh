@@ -133,7 +133,8 @@ __device__ __forceinline__ void write_merged(const KernelArgs& a, const float* s
 
 // The tensor-core decode kernel (attention_mma.cu) for this launch, when it takes the page type,
 // head_dim and page size (attention_mma_takes): launches it on `grid` (its partials, as the
-// CUDA-core kernel's, go to merge_kernel when a.n_splits > 1).
+// CUDA-core kernel's, go to merge_kernel when a.n_splits > 1); cudaErrorNotSupported, launching
+// nothing, when the device's blocks cannot have its shared memory.
 bool attention_mma_takes(KvElem elem, int head_dim, int group, int page_tokens);
 cudaError_t launch_attention_mma(const KernelArgs& a, KvElem elem, int head_dim, dim3 grid, cudaStream_t s);
 

@@ -31,12 +31,14 @@
 // kernel's results up to summation order (tests/ops: the same bounds, DecodeAttention's 1e-4
 // of max |V| included).
 // Cost: reads each K / V row once per kv head; shared memory (4 warps x S stages of 16 keys' K
-// and V rows, +16 bytes a row against bank conflicts): 135 KB at head_dim 256 f16 (1 block an
-// SM), 105 KB at 256 8-bit / 128 f16 (2 blocks), 56 KB at 64 f16.
+// and V rows, +16 bytes a row, and q's fragments): 140 KB at head_dim 256 f16 (1 block an SM),
+// 111 KB at 256 8-bit (2 blocks), 107 KB at 128 f16, 58 KB at 64 f16. A device whose blocks
+// cannot have that much takes the CUDA-core kernel (launch_attention_mma: cudaErrorNotSupported).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cfloat>
 #include <cstdint>
 #include <cstdlib>
@@ -150,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
   auto in_run = [&](int32_t j) { return static_cast<uint32_t>(j - begin) < n_run; };
 
   // q's A fragments (rows g: head g of this kv head; rows g + 8 are zero), prescaled by
-  // scale * log2(e) * 2^-e so |q| <= 2^14 fits f16 (qexp = 2^e restores head g's scores); the
+  // scale * log2(e) * 2^-e so max |q| is in [2^13, 2^14): f16's range, and hi + lo keep ~22 bits
+  // of every element above max |q| 2^-22 (qexp = 2^e restores head g's scores); the
   // same for every warp: warp 0 stores them in shared memory (they would take 4 D / 16
   // registers), every warp keeps qexp.
   uint4* qf = reinterpret_cast<uint4*>(smem + C::kQOffset);  // [k16 step][lane]
@@ -168,7 +171,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
     const float qs = a.scale * kLog2e;
     int e = 0;
     const float big = amax * fabsf(qs);
-    if (big > 16384.0f) (void)frexpf(big * (1.0f / 16384.0f), &e);  // big / 2^14 <= 2^e
+    if (big > 0.0f && big <= FLT_MAX) {  // big = f 2^E, f in [0.5, 1): big 2^-(E-14) in [2^13, 2^14)
+      (void)frexpf(big, &e);
+      e -= 14;
+    }
     const float pre = ldexpf(qs, -e);
     qexp = ldexpf(1.0f, e);
     if (warp == 0) {
@@ -208,10 +214,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
   unsigned char* ring = smem + warp * S * C::kStageBytes;
   // cp.async the K / V rows (8-bit: and scales) of the tile at jt into stage `slot`; keys
   // outside the run are zero-filled, their rows not read.
-  auto issue = [&](int32_t jt, int slot) {
-    unsigned char* st = ring + slot * C::kStageBytes;
+  // The page of the tile at jt (-1: nothing of it in the run), looked up a tile ahead.
+  auto page_of = [&](int32_t jt) {
     const int32_t j0 = max(jt, begin);
-    const int32_t page = j0 < end ? __ldg(rk.pages + (static_cast<uint32_t>(j0) >> a.page_shift)) : -1;
+    return j0 < end ? __ldg(rk.pages + (static_cast<uint32_t>(j0) >> a.page_shift)) : -1;
+  };
+  auto issue = [&](int32_t jt, int slot, int32_t page) {
+    unsigned char* st = ring + slot * C::kStageBytes;
     const uint64_t pg = page >= 0 ? static_cast<uint64_t>(page) : 0u;
     const uint32_t tp0 = static_cast<uint32_t>(jt) & tp_mask;
     const char* rows = row0 + pg * page_bytes + static_cast<uint64_t>(tp0) * 2 * C::kRowBytes;
@@ -237,20 +246,24 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
   float o[C::NMT][4];
 #pragma unroll
   for (int mt = 0; mt < C::NMT; ++mt) o[mt][0] = o[mt][1] = o[mt][2] = o[mt][3] = 0.0f;
-  float m_run = -FLT_MAX;  // head g's running max (log2 units; finite: 2^(-inf - m) = 0)
+  float m_run = -FLT_MAX;  // head g's reference max (log2 units; finite: 2^(-inf - m) = 0)
+  float vscale = 1.0f;     // 8-bit pages: o holds vscale (a power of two, warp-uniform) times the sum of p v
   float l_run = 0.0f;      // head g's sum of p over this lane's keys
 
   int32_t jt_issue = begin_al + warp * kTile;
+  int32_t next_page = page_of(jt_issue);
 #pragma unroll
   for (int st = 0; st < S - 1; ++st) {
-    if (st < n_t) issue(jt_issue, st);
+    if (st < n_t) issue(jt_issue, st, next_page);
     cp_async_commit();
     jt_issue += kStep;
+    next_page = page_of(jt_issue);
   }
   for (int k = 0; k < n_t; ++k) {
-    if (k + S - 1 < n_t) issue(jt_issue, (k + S - 1) % S);
+    if (k + S - 1 < n_t) issue(jt_issue, (k + S - 1) % S, next_page);
     cp_async_commit();
     jt_issue += kStep;
+    next_page = page_of(jt_issue);
     cp_async_wait<S - 1>();  // this lane's copies of tile k landed
     __syncwarp();            // and every lane's
     const unsigned char* st = ring + (k % S) * C::kStageBytes;
@@ -260,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
     const int32_t jt = begin_al + (warp + k * kWarps) * kTile;
 
     // ---- S = Q Kᵀ: two n-tiles of 8 keys (key 8 nt + g of the tile in lane g's B fragment) ----
-    float sacc[2][4] = {};
+    float sacc[2][4] = {}, slo[2][4] = {};  // q hi and q lo: two independent mma chains
 #pragma unroll
     for (int bb = 0; bb < D / C::BD; ++bb) {
       uint32_t w[2][4];
@@ -283,7 +296,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
             b1 = w[nt][2 * ss + 1];
           }
           mma_16816<false>(sacc[nt], q.x, 0u, q.y, 0u, b0, b1);
-          mma_16816<false>(sacc[nt], q.z, 0u, q.w, 0u, b0, b1);
+          mma_16816<false>(slo[nt], q.z, 0u, q.w, 0u, b0, b1);
         }
       }
     }
@@ -296,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int u = 8 * nt + 2 * t + e;
-        float x = sacc[nt][e] * qexp;
+        float x = (sacc[nt][e] + slo[nt][e]) * qexp;
         dv[nt][e] = 1.0f;
         if constexpr (k8) {
           const uint32_t kvs = scs[u];
@@ -309,12 +322,33 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
       }
     tmax = fmaxf(tmax, __shfl_xor_sync(kAll, tmax, 1));
     tmax = fmaxf(tmax, __shfl_xor_sync(kAll, tmax, 2));
-    if (__any_sync(kAll, tmax > m_run)) {  // a head's max grew: rescale its sum and accumulators
-      const float mn = fmaxf(m_run, tmax);
+    // 8-bit pages: P carries the V row scales, times vscale (a power of two) so the tile's largest
+    // scale is in (2^-4, 1] (f16 keeps P's bits; p <= 2^kSlack stays far from f16's max); vscale
+    // moves only when the scales leave that range, the accumulators rescaled exactly with it.
+    float vcorr = 1.0f;
+    if constexpr (k8) {
+      float dmax = fmaxf(fmaxf(dv[0][0], dv[0][1]), fmaxf(dv[1][0], dv[1][1]));
+#pragma unroll
+      for (int off = 1; off < 32; off <<= 1) dmax = fmaxf(dmax, __shfl_xor_sync(kAll, dmax, off));
+      const float scaled = dmax * vscale;
+      if (dmax > 0.0f && dmax <= FLT_MAX && (scaled > 1.0f || scaled <= 0.0625f)) {  // warp-uniform
+        int ed = 0;
+        (void)frexpf(dmax, &ed);  // dmax 2^-ed in [0.5, 1)
+        const float vnew = ldexpf(1.0f, -ed);
+        vcorr = vnew / vscale;  // a power of two: exact
+        vscale = vnew;
+      }
+    }
+    // Online softmax with a lagging reference max (as attention.cu): rescale only when a score
+    // passes it by kSlack (p <= 2^8), or when vscale moved.
+    const bool grow = __any_sync(kAll, tmax > m_run + kSlack);
+    if (grow || vcorr != 1.0f) {  // warp-uniform
+      const float mn = grow ? fmaxf(m_run, tmax) : m_run;
       const float corr = fast_exp2(m_run - mn);
       m_run = mn;
       l_run *= corr;
-      const float c0 = __shfl_sync(kAll, corr, 8 * t), c1 = __shfl_sync(kAll, corr, 8 * t + 4);  // heads 2t, 2t+1
+      // heads 2t, 2t+1 live in lanes 8t, 8t + 4
+      const float c0 = __shfl_sync(kAll, corr, 8 * t) * vcorr, c1 = __shfl_sync(kAll, corr, 8 * t + 4) * vcorr;
 #pragma unroll
       for (int mt = 0; mt < C::NMT; ++mt) {
         o[mt][0] *= c0;
@@ -330,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
       for (int e = 0; e < 2; ++e) {
         const float p = fast_exp2(sc[nt][e] - m_run);
         l_run += p;
-        pv[nt][e] = p * dv[nt][e];
+        pv[nt][e] = k8 ? p * dv[nt][e] * vscale : p;
       }
     // Pᵀ's B fragments, f16 hi + lo (p = hi + lo + O(2^-22 p)): rows (keys) 2t, 2t+1 and 2t+8,
     // 2t+9, col (head) g.
@@ -403,28 +437,48 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
     sm_m[warp * kMaxG + g] = m_run;
     sm_l[warp * kMaxG + g] = l_run;
   }
+  const float vund = 1.0f / vscale;  // exact
 #pragma unroll
   for (int mt = 0; mt < C::NMT; ++mt) {
     const int d = C::VD * g + 2 * mt;
     float* h0 = sm_acc + (warp * kMaxG + 2 * t) * D + d;  // head 2t
     float* h1 = h0 + D;                                   // head 2t + 1
-    h0[0] = o[mt][0];
-    h1[0] = o[mt][1];
-    h0[1] = o[mt][2];
-    h1[1] = o[mt][3];
+    h0[0] = o[mt][0] * vund;
+    h1[0] = o[mt][1] * vund;
+    h0[1] = o[mt][2] * vund;
+    h1[1] = o[mt][3] * vund;
   }
   __syncthreads();
   write_merged<kWarps, kMaxG, kThreads>(a, sm_m, sm_l, sm_acc, D, i, kvh, split, tid);
+}
+
+constexpr int kMaxDevices = 64;
+
+// Raises `kernel`'s dynamic shared memory limit to `bytes` once per device (a host call, legal
+// while a stream is captured); cudaErrorNotSupported when the device cannot give a block that
+// much (launch_attention then runs the CUDA-core kernel).
+template <typename Kernel>
+cudaError_t ensure_smem(Kernel kernel, int bytes, std::atomic<int> (&set)[kMaxDevices]) {
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  if (dev < kMaxDevices && set[dev].load(std::memory_order_relaxed) >= bytes) return cudaSuccess;
+  int optin = 0;
+  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (e != cudaSuccess) return e;
+  if (bytes > optin) return cudaErrorNotSupported;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && dev < kMaxDevices) set[dev].store(bytes, std::memory_order_relaxed);
+  return e;
 }
 
 template <KvElem kElem, int D>
 cudaError_t launch_one(const KernelArgs& a, dim3 grid, cudaStream_t s) {
   using C = MmaTiling<kElem, D>;
   auto* kernel = attention_mma_kernel<kElem, D>;
-  // Once per process (a host call, legal while a stream is captured); a refusal is returned.
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmemBytes);
-  if (attr != cudaSuccess) return attr;
+  static std::atomic<int> set[kMaxDevices] = {};
+  const cudaError_t e = ensure_smem(kernel, C::kSmemBytes, set);
+  if (e != cudaSuccess) return e;
   launch_chain(kernel, grid, dim3(kThreads), static_cast<size_t>(C::kSmemBytes), s, a);
   return cudaGetLastError();
 }
