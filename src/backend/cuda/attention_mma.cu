@@ -1,6 +1,7 @@
 // backend/cuda/attention_mma.cu — decode attention on the tensor cores for f16, int8 and fp8
-// pages (launch_attention_mma, attention_decode.cuh; launch_attention picks it when
-// attention_mma_mode() is on and attention_mma_takes the shape).
+// pages (launch_attention_mma, attention_decode.cuh; launch_attention picks it where
+// attention_mma_takes the shape: by default 8-bit pages, head_dim 256 or more than 4 query heads
+// a kv head, HS_CUDA_ATTN_MMA=1 / 0 everywhere / nowhere).
 //
 // Why: the CUDA-core kernel (attention.cu) spends ~224 instructions a key at head_dim 256 and 8
 // query heads (G 5..8 run as 8), so at the Qwen3.5-27B shape it is issue-bound: f16 pages run at
@@ -60,13 +61,13 @@ int& forced_mma_mode() {  // set_attention_mma; -1: the environment's
 int attention_mma_mode() {
   static const int env = [] {
     const char* e = std::getenv("HS_CUDA_ATTN_MMA");
-    return e && e[0] == '1' ? 1 : 0;
+    return e && e[0] == '1' ? 1 : e && e[0] == '0' ? 0 : 2;
   }();
   const int forced = forced_mma_mode();
   return forced >= 0 ? forced : env;
 }
 
-void set_attention_mma(int mode) { forced_mma_mode() = mode < 0 ? -1 : mode != 0 ? 1 : 0; }
+void set_attention_mma(int mode) { forced_mma_mode() = mode < 0 ? -1 : mode > 2 ? 2 : mode; }
 
 namespace attn {
 namespace {
@@ -496,8 +497,16 @@ cudaError_t launch_dim(const KernelArgs& a, int head_dim, dim3 grid, cudaStream_
 }  // namespace
 
 bool attention_mma_takes(KvElem elem, int head_dim, int group, int page_tokens) {
-  return attention_mma_mode() != 0 && (elem == KvElem::kF16 || elem == KvElem::kInt8 || elem == KvElem::kFp8) &&
-         (head_dim == 64 || head_dim == 128 || head_dim == 256) && group >= 1 && group <= kMaxG && page_tokens >= kTile;
+  const int mode = attention_mma_mode();
+  const bool eight_bit = elem == KvElem::kInt8 || elem == KvElem::kFp8;
+  if (mode == 0 || !(elem == KvElem::kF16 || eight_bit) || !(head_dim == 64 || head_dim == 128 || head_dim == 256) ||
+      group < 1 || group > kMaxG || page_tokens < kTile)
+    return false;
+  // Auto: where the CUDA-core kernel is issue-bound (docs/benchmarks.md, session 27, H100): 8-bit
+  // pages (27B shape 8 x 32K int8 +20 %, 8B 1 x 128K int8 +1.7 %), head_dim 256 (27B f16 +3 %),
+  // more than 4 query heads a kv head; not f16 at head_dim <= 128 and G <= 4, which the CUDA-core
+  // kernel streams at the copy rate (8B f16 -1 to -3 % with this kernel).
+  return mode == 1 || eight_bit || head_dim == 256 || group > 4;
 }
 
 cudaError_t launch_attention_mma(const KernelArgs& a, KvElem elem, int head_dim, dim3 grid, cudaStream_t s) {

@@ -200,10 +200,11 @@ struct AttnArgs {
   int64_t sp_page_bytes = 0;
 };
 // The tensor-core decode attention (attention_mma.cu) for f16, int8 and fp8 pages of >= 16
-// tokens, head_dim 64 / 128 / 256, up to 8 query heads a kv head: 1 = launch_attention takes it
-// where it applies, 0 = the CUDA-core kernel everywhere. Default: HS_CUDA_ATTN_MMA=1 turns it on
-// (off until measured against the CUDA-core kernel); set_attention_mma(0 / 1) overrides that for
-// the process (tests), -1 restores the environment's choice.
+// tokens, head_dim 64 / 128 / 256, up to 8 query heads a kv head. Mode 2 (auto, the default):
+// launch_attention takes it for 8-bit pages, head_dim 256 or more than 4 query heads a kv head,
+// where the CUDA-core kernel is issue-bound; 1: wherever it applies; 0: never. HS_CUDA_ATTN_MMA=1
+// / 0 sets 1 / 0 for the process; set_attention_mma(0 / 1 / 2) overrides it (tests), -1 restores
+// the environment's choice.
 int attention_mma_mode();
 void set_attention_mma(int mode);
 // q, out: [n][n_head * head_dim] f32 (n = q.rows).
