@@ -48,6 +48,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/smem_limit.h"
 
 namespace hs::cuda {
 
@@ -453,32 +454,13 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
   write_merged<kWarps, kMaxG, kThreads>(a, sm_m, sm_l, sm_acc, D, i, kvh, split, tid);
 }
 
-constexpr int kMaxDevices = 64;
-
-// Raises `kernel`'s dynamic shared memory limit to `bytes` once per device (a host call, legal
-// while a stream is captured); cudaErrorNotSupported when the device cannot give a block that
-// much (launch_attention then runs the CUDA-core kernel).
-template <typename Kernel>
-cudaError_t ensure_smem(Kernel kernel, int bytes, std::atomic<int> (&set)[kMaxDevices]) {
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  if (dev < kMaxDevices && set[dev].load(std::memory_order_relaxed) >= bytes) return cudaSuccess;
-  int optin = 0;
-  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e != cudaSuccess) return e;
-  if (bytes > optin) return cudaErrorNotSupported;
-  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess && dev < kMaxDevices) set[dev].store(bytes, std::memory_order_relaxed);
-  return e;
-}
-
 template <KvElem kElem, int D>
 cudaError_t launch_one(const KernelArgs& a, dim3 grid, cudaStream_t s) {
   using C = MmaTiling<kElem, D>;
   auto* kernel = attention_mma_kernel<kElem, D>;
-  static std::atomic<int> set[kMaxDevices] = {};
-  const cudaError_t e = ensure_smem(kernel, C::kSmemBytes, set);
+  static std::atomic<size_t> set[kSmemLimitDevices];
+  // cudaErrorNotSupported where a block cannot have it: launch_attention runs the CUDA-core kernel.
+  const cudaError_t e = ensure_smem_limit(kernel, C::kSmemBytes, C::kSmemBytes, set);
   if (e != cudaSuccess) return e;
   launch_chain(kernel, grid, dim3(kThreads), static_cast<size_t>(C::kSmemBytes), s, a);
   return cudaGetLastError();

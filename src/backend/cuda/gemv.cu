@@ -47,6 +47,7 @@
 #include "backend/cuda/gemv_kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/quant_decode.cuh"
+#include "backend/cuda/smem_limit.h"
 #include "backend/cuda/weight_loads.cuh"
 
 namespace hs::cuda {
@@ -59,7 +60,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kWarpRows = 32;         // weight rows per warp (two m16 tiles)
 constexpr size_t kRedBytes = size_t{kWarps} * kWarpRows * kMaxGemvRows * sizeof(float);  // epilogue partials
 constexpr size_t kMaxSmem = 200 * 1024;  // dynamic shared memory cap of one CTA
-constexpr int kMaxDevices = 64;
 
 // ---- weight kinds ------------------------------------------------------------------------
 
@@ -617,26 +617,6 @@ __global__ void __launch_bounds__(128) embedding_kernel(DequantArgs a, const int
 // ---- host side -------------------------------------------------------------------------------
 
 
-// Raises the kernel's dynamic shared memory limit once per device (cudaFuncSetAttribute is a
-// host call, legal while a stream is being captured).
-template <typename Kernel>
-cudaError_t ensure_smem(Kernel kernel, size_t bytes, std::atomic<size_t> (&set)[kMaxDevices]) {
-  if (bytes <= 48 * 1024) return cudaSuccess;
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  if (dev < kMaxDevices && set[dev].load(std::memory_order_relaxed) >= bytes) return cudaSuccess;
-  // Always the same value (so concurrent callers agree): kMaxSmem, or the device's opt-in limit.
-  int optin = 0;
-  e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-  if (e != cudaSuccess) return e;
-  const size_t limit = std::min(kMaxSmem, static_cast<size_t>(optin));
-  if (bytes > limit) return cudaErrorInvalidValue;
-  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(limit));
-  if (e == cudaSuccess && dev < kMaxDevices) set[dev].store(limit, std::memory_order_relaxed);
-  return e;
-}
-
 double bytes_per_weight(int w) {
   switch (w) {
     case kQ40: return 18.0 / 32;
@@ -648,7 +628,7 @@ double bytes_per_weight(int w) {
 
 template <int W>
 cudaError_t run_gemv(const GemvArgs& base, const GemvPlan& plan, cudaStream_t s) {
-  static std::atomic<size_t> smem_set[kMaxDevices];
+  static std::atomic<size_t> smem_set[kSmemLimitDevices];
   GemvArgs a = base;
   a.rw = plan.rw;
   a.ck = plan.ck;
@@ -657,7 +637,8 @@ cudaError_t run_gemv(const GemvArgs& base, const GemvPlan& plan, cudaStream_t s)
   const int64_t row_blocks = (a.rows + rows_per_cta - 1) / rows_per_cta;
   if (row_blocks > 65535) return cudaErrorInvalidValue;
   auto kernel = gemv_kernel<W>;
-  cudaError_t e = ensure_smem(kernel, plan.smem_bytes, smem_set);
+  cudaError_t e = ensure_smem_limit(kernel, plan.smem_bytes, kMaxSmem, smem_set);
+  if (e == cudaErrorNotSupported) return cudaErrorInvalidValue;  // over the device's limit: not taken
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(plan.ck), static_cast<unsigned>(row_blocks), 1);
