@@ -485,9 +485,10 @@ bool attention_mma_takes(KvElem elem, int head_dim, int group, int page_tokens) 
       group < 1 || group > kMaxG || page_tokens < kTile)
     return false;
   // Auto: where the CUDA-core kernel is issue-bound (docs/benchmarks.md, session 27, H100): 8-bit
-  // pages (27B shape 8 x 32K int8 +20 %, 8B 1 x 128K int8 +1.7 %), head_dim 256 (27B f16 +3 %),
-  // more than 4 query heads a kv head; not f16 at head_dim <= 128 and G <= 4, which the CUDA-core
-  // kernel streams at the copy rate (8B f16 -1 to -3 % with this kernel).
+  // pages (27B shape 8 x 32K int8 +20 %, 8B 1 x 128K int8 +1.7 %), head_dim 256 (27B f16 +3 %);
+  // more than 4 query heads a kv head by its instruction count (G 5..8 run as 8: ~126 a key at
+  // head_dim 128, twice G 4's; not yet timed). Not f16 at head_dim <= 128 with G <= 4, which the
+  // CUDA-core kernel streams at the copy rate (8B f16 -1 to -3 % with this kernel).
   return mode == 1 || eight_bit || head_dim == 256 || group > 4;
 }
 
