@@ -48,3 +48,14 @@ detail() {  # name, kernel regex, bench args
 }
 detail gemm8 gemm_quant -p 0 -n 0 --batched 8:512 --batched-gen 40
 detail gemv1 gemv_quant_warp_kernel -p 16 -n 40 -d 0
+# If Nsight Systems is on the machine: the replayed graph's kernels as they overlap (PDL), per kernel
+# name (total time, instances), batch 1.
+NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null || ls /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+if [ -n "$NSYS" ]; then
+  timeout 200 $NSYS profile --cuda-graph-trace=node -t cuda -o /tmp/tg1 --force-overwrite true \
+    $B bench $C27 -p 16 -n 64 -d 0 > $OUT/nsys-tg1.log 2>&1; echo "nsys rc $?"
+  $NSYS stats --report cuda_gpu_kern_sum --format csv /tmp/tg1.nsys-rep > $OUT/nsys-tg1-kern.csv 2>/dev/null
+  head -25 $OUT/nsys-tg1-kern.csv | cut -c1-200
+else
+  echo "no nsys on this machine"
+fi
