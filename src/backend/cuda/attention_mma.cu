@@ -7,9 +7,10 @@
 // query heads (G 5..8 run as 8), so at the Qwen3.5-27B shape it is issue-bound: f16 pages run at
 // about the copy rate only because it is also the issue rate, and int8 pages, half the bytes,
 // run slower than f16 (docs/benchmarks.md, session 26). Here one warp scores 16 keys for all G
-// query heads of a kv head with mma.sync.m16n8k16 (fp32 accumulation), about 10 instructions a
-// key for f16 and 30 for 8-bit pages (their bytes widened to f16 in registers), the
-// tensor-core work (4 mma a key and k16 step pair) far under the tensor pipe's rate.
+// query heads of a kv head with mma.sync.m16n8k16 (fp32 accumulation): by count of the source,
+// ~10 instructions a key for f16 and ~30 for 8-bit pages (their bytes widened to f16 in
+// registers); the tensor-core work (q hi / lo and P hi / lo: 4 mma a 16-key tile and k16 step)
+// stays far under the tensor pipe's rate. Measured: docs/benchmarks.md, session 27.
 //
 // Layout. A block (4 warps) owns one (token, kv head, run) as attention.cu's kernel does, each
 // warp every 4th 16-key tile of the run, with its own ring of S stages in shared memory that it
@@ -25,9 +26,12 @@
 //     never leaves registers. Lane g owns the contiguous dims [g D/8, (g+1) D/8) of V: m-tile mt
 //     rows g / g + 8 are dims g D/8 + 2 mt and + 1, so a V A-fragment register is two keys' f16
 //     of one dim: one byte permute of two rows' words (f16), or a permute and a widening (8-bit).
-//   Softmax per query head in log2 units with the exact running max (a rescale whenever a head's
-//     max grows, warp-uniform), so p <= 1 and p * dv (8-bit pages: the V row scale) stays in
-//     f16's range; P is split into f16 hi + lo as q is (two mma each).
+//   Softmax per query head in log2 units with attention.cu's lagging reference max (the
+//     accumulators rescaled only when a score passes it by kSlack: p <= 2^8). 8-bit pages carry
+//     the V row scale dv in P, times a warp-uniform power of two (vscale) that keeps the tile's
+//     largest dv in (2^-4, 1], so P stays out of f16's subnormals and far under its max; vscale
+//     moves only when the scales leave that range (an exact rescale) and is divided out at the
+//     end. P is split into f16 hi + lo as q is (two mma each).
 // Precision: q and P carry ~22 bits, K and V are exact in f16, every sum is fp32: the CUDA-core
 // kernel's results up to summation order (tests/ops: the same bounds, DecodeAttention's 1e-4
 // of max |V| included).
