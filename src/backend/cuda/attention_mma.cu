@@ -82,15 +82,18 @@ constexpr int kThreads = 32 * kWarps;
 constexpr int kTile = 16;  // keys of a warp tile
 constexpr int kMaxG = 8;   // query heads of a kv head: rows 0..7 of the m16 tile
 
-template <KvElem kElem, int D>
+// kCompact (HS_CUDA_ATTN_MMA_COMPACT=1, for measurement): 2 ring stages and unpadded rows, so
+// 8-bit pages at head_dim 256 fit 3 blocks an SM instead of 2 (12 warps), at the cost of 2-way
+// bank conflicts on the K rows.
+template <KvElem kElem, int D, bool kCompact = false>
 struct MmaTiling {
   static constexpr bool k8 = kElem != KvElem::kF16;  // one byte an element, f16 (K, V) scales a row
   static constexpr int EB = k8 ? 1 : 2;
   static constexpr int kRowBytes = D * EB;      // one K or V row of a page
-  static constexpr int kPitch = kRowBytes + 16;  // a row in shared memory
+  static constexpr int kPitch = kCompact ? kRowBytes : kRowBytes + 16;  // a row in shared memory
   static constexpr int kChunks = kRowBytes / 16;  // 16-byte pieces of a row
   static constexpr int kStageBytes = 2 * kTile * kPitch + kTile * 4;  // K rows, V rows, (K, V) scales
-  static constexpr int S = kWarps * 3 * kStageBytes <= 113 * 1024 ? 3 : 2;  // ring stages a warp
+  static constexpr int S = !kCompact && kWarps * 3 * kStageBytes <= 113 * 1024 ? 3 : 2;  // ring stages a warp
   static constexpr int kRingBytes = kWarps * S * kStageBytes;
   static constexpr int kEpiBytes = kWarps * kMaxG * (D + 2) * 4;
   static constexpr int kQBytes = (D / 16) * 32 * 16;  // q's A fragments [k16 step][lane][hi0 hi1 lo0 lo1]
@@ -135,11 +138,11 @@ __device__ __forceinline__ float f16_hi(uint32_t w) { return __half2float(__usho
 
 // grid (n tokens, n_kv heads, n_splits), kThreads threads, MmaTiling::kSmemBytes of dynamic
 // shared memory.
-template <KvElem kElem, int D>
+template <KvElem kElem, int D, bool kCompact>
 __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a) {
   pdl_launch_dependents();  // the next kernel (a PDL GEMV) may start loading its weights
   pdl_wait();               // what the kernel before wrote (q, the KV write)
-  using C = MmaTiling<kElem, D>;
+  using C = MmaTiling<kElem, D, kCompact>;
   constexpr bool k8 = C::k8;
   constexpr int S = C::S;
   constexpr unsigned kAll = 0xffffffffu;
@@ -458,10 +461,10 @@ __global__ void __launch_bounds__(kThreads, 1) attention_mma_kernel(KernelArgs a
   write_merged<kWarps, kMaxG, kThreads>(a, sm_m, sm_l, sm_acc, D, i, kvh, split, tid);
 }
 
-template <KvElem kElem, int D>
+template <KvElem kElem, int D, bool kCompact>
 cudaError_t launch_one(const KernelArgs& a, dim3 grid, cudaStream_t s) {
-  using C = MmaTiling<kElem, D>;
-  auto* kernel = attention_mma_kernel<kElem, D>;
+  using C = MmaTiling<kElem, D, kCompact>;
+  auto* kernel = attention_mma_kernel<kElem, D, kCompact>;
   static std::atomic<size_t> set[kSmemLimitDevices];
   // cudaErrorNotSupported where a block cannot have it: launch_attention runs the CUDA-core kernel.
   const cudaError_t e = ensure_smem_limit(kernel, C::kSmemBytes, C::kSmemBytes, set);
@@ -470,12 +473,25 @@ cudaError_t launch_one(const KernelArgs& a, dim3 grid, cudaStream_t s) {
   return cudaGetLastError();
 }
 
+bool compact_tiling() {
+  static const bool on = [] {
+    const char* e = std::getenv("HS_CUDA_ATTN_MMA_COMPACT");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
+template <KvElem kElem, int D>
+cudaError_t launch_tiling(const KernelArgs& a, dim3 grid, cudaStream_t s) {
+  return compact_tiling() ? launch_one<kElem, D, true>(a, grid, s) : launch_one<kElem, D, false>(a, grid, s);
+}
+
 template <KvElem kElem>
 cudaError_t launch_dim(const KernelArgs& a, int head_dim, dim3 grid, cudaStream_t s) {
   switch (head_dim) {
-    case 64: return launch_one<kElem, 64>(a, grid, s);
-    case 128: return launch_one<kElem, 128>(a, grid, s);
-    case 256: return launch_one<kElem, 256>(a, grid, s);
+    case 64: return launch_tiling<kElem, 64>(a, grid, s);
+    case 128: return launch_tiling<kElem, 128>(a, grid, s);
+    case 256: return launch_tiling<kElem, 256>(a, grid, s);
     default: return cudaErrorInvalidValue;
   }
 }
