@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 27: s30m.sh's A/B only (after gpu-check, whose ops-mma step ran the attention suites
+# Session 27: the tensor-core decode attention's A/B (after s30v.sh's suites, or gpu-check, whose ops-mma step ran the attention suites
 # with the tensor-core kernel on): the Qwen3.5-27B shape (Q4_0) at 8 x 32K dense, f16 and int8
 # KV, HS_CUDA_ATTN_MMA 0 / 1 (issue 15's row), then the 8B (Q4_0) at 1 x 128K dense, int8 KV.
 B=${B:-/root/st/hs}

@@ -150,12 +150,11 @@ __device__ __forceinline__ void widen(const uint32_t* w, float (&f)[E]) {
   }
 }
 
-__device__ __forceinline__ float f16_bits_to_f(unsigned short b) { return __half2float(__ushort_as_half(b)); }
 // int4 values u (0..15) -> m + d u, with (d, m) the row's f16 pair (d in the low half).
 template <int E>
 __device__ __forceinline__ void dequant4(float (&f)[E], uint32_t dm) {
-  const float d = f16_bits_to_f(static_cast<unsigned short>(dm & 0xffffu));
-  const float m = f16_bits_to_f(static_cast<unsigned short>(dm >> 16));
+  const float d = attn::f16_lo(dm);
+  const float m = attn::f16_hi(dm);
 #pragma unroll
   for (int e = 0; e < E; ++e) f[e] = fmaf(f[e], d, m);
 }
@@ -704,8 +703,8 @@ __global__ void __launch_bounds__(kThreads, DecodeTiling<T, D, MAXG>::kMinBlocks
       uint32_t mine = sc[0];
 #pragma unroll
       for (int u = 1; u < U; ++u) mine = my_u == u ? sc[u] : mine;
-      dk = f16_bits_to_f(static_cast<unsigned short>(mine & 0xffffu));
-      dv = f16_bits_to_f(static_cast<unsigned short>(mine >> 16));
+      dk = attn::f16_lo(mine);
+      dv = attn::f16_hi(mine);
     }
     rs = rs + 1 == S ? 0 : rs + 1;
 

@@ -95,6 +95,10 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+// The f16 in the low / high half of a word (a row's (K, V) scales, int4's (d, m)), as float.
+__device__ __forceinline__ float f16_lo(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu))); }
+__device__ __forceinline__ float f16_hi(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))); }
+
 // The block epilogue: NSG sub-groups' reference max (log2 units), probability sum and
 // accumulators of MAXG query heads, staged in shared memory as sm_m [NSG][MAXG], sm_l
 // [NSG][MAXG], sm_acc [NSG][MAXG][D] (an empty sub-group: max -FLT_MAX, sum 0, acc 0), are merged

@@ -133,8 +133,6 @@ __device__ __forceinline__ uint32_t widen2(uint32_t w, bool high_pair) {
   }
 }
 
-__device__ __forceinline__ float f16_lo(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w & 0xffffu))); }
-__device__ __forceinline__ float f16_hi(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w >> 16))); }
 
 // grid (n tokens, n_kv heads, n_splits), kThreads threads, MmaTiling::kSmemBytes of dynamic
 // shared memory.

@@ -1,6 +1,6 @@
 // backend/cuda/smem_limit.h — raising a kernel's dynamic shared memory limit above the default
 // 48 KB, once per device: ensure_smem_limit, the one implementation the launchers that need more
-// (gemv.cu's cluster GEMV, attention_mma.cu's decode attention) share.
+// (gemv.cu's cluster GEMV, attention_mma.cu's decode attention, sparse_topk.cu's top-k) share.
 // Cost: a cudaGetDevice and an atomic load per launch once set; cudaFuncSetAttribute (a host call,
 // legal while a stream is being captured) once per kernel and device.
 #pragma once

@@ -17,11 +17,13 @@
 #include <cub/block/block_scan.cuh>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/smem_limit.h"
 #include "backend/cuda/sparse_rows.cuh"
 #include "backend/cuda/sparse_topk.h"
 
@@ -383,9 +385,8 @@ int shortlist_cluster(int32_t max_candidates) {
 template <int kMode>
 void launch_topk_mode(int64_t rows, int32_t n_keys, cudaStream_t s, const StepTables& t, const SelectArgs& a) {
   const size_t smem = static_cast<size_t>(std::max(0, n_keys)) * sizeof(uint32_t);
-  static const bool smem_ok = cudaFuncSetAttribute(topk_kernel<true, kMode>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   kTopkSmemBytes) == cudaSuccess;
-  if (smem_ok && smem <= kTopkSmemBytes)
+  static std::atomic<size_t> smem_set[kSmemLimitDevices];
+  if (smem <= kTopkSmemBytes && ensure_smem_limit(topk_kernel<true, kMode>, smem, kTopkSmemBytes, smem_set) == cudaSuccess)
     launch_chain(topk_kernel<true, kMode>, dim3(static_cast<unsigned>(rows)), kTopkThreads, smem, s, t, a);
   else
     launch_chain(topk_kernel<false, kMode>, dim3(static_cast<unsigned>(rows)), kTopkThreads, 0, s, t, a);
