@@ -12,7 +12,7 @@
 //   padding must stay NaN. Every plan (rows per warp 1 / 2 / 4, 1..8 warps a CTA, PDL off / main / both)
 //   is checked; plans with the same rows per warp must agree bitwise; a CUDA graph replay must
 //   equal the eager launch bitwise; NaN in x poisons only its token; bad operands are refused.
-// QuantWarpGemv.Bandwidth (HS_GEMV_BENCH=1 only): us and GB/s of the 8B-llama decode shapes at
+// QuantWarpGemv.Bandwidth (HS_GEMV_BENCH=1 only): us and GB/s of the 8B-llama and 27B decode shapes at
 //   1 and 2 tokens (per plan, eager and graph-replayed, the tensor-core launch_gemv_quant for
 //   comparison) next to the measured cudaMemcpy D2D rate, weights rotated over > 256 MB so small
 //   matrices come from DRAM, not L2.
@@ -322,14 +322,17 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
           for (int wpc : {1, 2, 4, 8}) {
             // pdl: none, main kernel, both kernels; 3: main kernel, compiled for 3 CTAs an SM (one
             // token, R <= 2 only).
-            for (int pdl = 0; pdl < 4; ++pdl) {
-              if (pdl == 3 && (ntok != 1 || rpw > 2)) continue;
+            // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM.
+            for (int pdl = 0; pdl < 6; ++pdl) {
+              if (pdl >= 3 && ntok != 1) continue;
+              if ((pdl == 3 || pdl == 5) && rpw > 2) continue;
               cuda::QuantWarpPlan p;
               p.rows_per_warp = rpw;
               p.warps_per_cta = wpc;
               p.pdl = pdl >= 1;
               p.pdl_x = pdl == 2;
-              p.min_ctas_per_sm = pdl == 3 ? 3 : 2;
+              p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : 2;
+              p.pipelined = pdl >= 4;
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
                                        std::to_string(wpc) + " pdl " + std::to_string(pdl);
               const Check r = run_check(
@@ -615,13 +618,17 @@ TEST_F(QuantWarpGemv, Bandwidth) {
     std::printf("cudaMemcpy D2D 1 GiB: %.1f us, %.1f GB/s (read + write), %.1f GB/s (read)\n", us,
                 2.0 * static_cast<double>(n) / (us * 1e3), static_cast<double>(n) / (us * 1e3));
   }
-  const std::vector<Shape> shapes = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+  // The 8B-llama decode shapes, then the Qwen3.5-27B shape's (gate + up, down, a linear layer's
+  // qkv + z, its out projection).
+  const std::vector<Shape> shapes = {{4096, 4096},  {1024, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096},
+                                     {34816, 5120}, {5120, 17408}, {16384, 5120}, {5120, 6144}};
+  constexpr int64_t kMaxCols = 17408;
   const size_t kRotate = size_t{256} << 20;  // weights cycled over >= 256 MB: each call reads DRAM
-  DevBuf x(static_cast<size_t>(2 * 14336) * 4), y(static_cast<size_t>(2 * 128256) * 4),
-      scratch(cuda::gemv_quant_warp_scratch_bytes(14336, 2));
+  DevBuf x(static_cast<size_t>(2 * kMaxCols) * 4), y(static_cast<size_t>(2 * 128256) * 4),
+      scratch(cuda::gemv_quant_warp_scratch_bytes(kMaxCols, 2));
   ASSERT_TRUE(x.p && y.p && scratch.p);
   {
-    const auto xv = normal(rng_, 2 * 14336);
+    const auto xv = normal(rng_, 2 * kMaxCols);
     HS_CU(cudaMemcpy(x.p, xv.data(), xv.size() * 4, cudaMemcpyHostToDevice));
   }
   std::printf("%-5s %-13s %4s  %-12s %9s %9s %9s %9s %9s\n", "w", "shape", "ntok", "plan(R/W)", "us", "GB/s",
@@ -662,6 +669,11 @@ TEST_F(QuantWarpGemv, Bandwidth) {
         cuda::QuantWarpPlan pdlx = ap;
         pdlx.pdl_x = true;
         plans.push_back(pdlx);
+        if (ntok == 1) {  // the other main loop (plain / software-pipelined)
+          cuda::QuantWarpPlan pipe = ap;
+          pipe.pipelined = !ap.pipelined;
+          plans.push_back(pipe);
+        }
         const double mma_us = time_us(s, 20, [&](int i) {
           cuda::launch_gemv_quant(k, w.as<uint8_t>() + (i % copies) * bytes, sh.rows, sh.cols, rb, xr, yr, s);
         });
@@ -686,11 +698,12 @@ TEST_F(QuantWarpGemv, Bandwidth) {
           cudaGraphDestroy(g);
           const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
           const std::string plan = std::to_string(p.rows_per_warp) + "/" + std::to_string(p.warps_per_cta) +
-                                   (p.pdl ? "" : " nopdl") + (p.pdl_x ? " pdlx" : "") + (pi == 0 ? " *" : "");
+                                   (p.pdl ? "" : " nopdl") + (p.pdl_x ? " pdlx" : "") + (p.pipelined ? " pipe" : "") +
+                                   (pi == 0 ? " *" : "");
           std::printf("%-5s %-13s %4d  %-12s %9.2f %9.1f %9.2f %9.1f %9.2f\n", kind_name(k), shape.c_str(), ntok,
                       plan.c_str(), us, static_cast<double>(bytes) / (us * 1e3), gus,
                       static_cast<double>(bytes) / (gus * 1e3), pi == 0 ? mma_us : 0.0);
-          if (pi == 0 && k == QuantKind::kQ4_0) {
+          if (pi == 0 && k == QuantKind::kQ4_0 && (sh.cols == 4096 || sh.cols == 14336)) {
             const int mult = sh.rows == 14336 ? 2 : sh.rows == 4096 && sh.cols == 4096 ? 2 : sh.rows == 1024 ? 2 : 1;
             if (sh.rows == 128256)
               head_us[ntok - 1] = gus;

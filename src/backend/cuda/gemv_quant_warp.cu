@@ -295,14 +295,48 @@ __device__ __forceinline__ void compute_step(const WRegs (&w)[R], const XPtrs& p
   }
 }
 
+// Loads trip u0's U u-steps of the warp's R rows into w: wq / ws / wd are the lane's bases at
+// u-step u0 (group 8 u0 + qd). A full trip uses constant offsets; the last one re-reads the last
+// group for lanes past it (their x is zero) and leaves u-steps past the row zero.
+template <int K, int U, int R>
+__device__ __forceinline__ void load_trip(WRegs (&w)[U][R], const uint8_t* const (&wq)[R], const uint8_t* const (&ws)[R],
+                                          const uint8_t* const (&wd)[R], int u0, int nu, int groups, int lane) {
+  constexpr int SB = kScaleBytes<K>;
+  const int qd = lane >> 2, t = lane & 3;
+  if (8 * (u0 + U) <= groups) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int i = 0; i < R; ++i) load_w<K>(w[u][i], wq[i] + 512 * u, ws[i] + 8 * SB * u, wd[i] + 16 * u);
+  } else {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (u0 + u < nu) {
+        const int g = min(8 * (u0 + u) + qd, groups - 1) - 8 * u0;  // relative to the trip
+#pragma unroll
+        for (int i = 0; i < R; ++i)
+          load_w<K>(w[u][i], wq[i] - 16 * lane + 64 * g + 16 * t, ws[i] - SB * qd + SB * g,
+                    wd[i] - 4 * (qd >> 1) + 4 * (g >> 1));
+      } else {
+#pragma unroll
+        for (int i = 0; i < R; ++i) w[u][i] = WRegs{};
+      }
+    }
+  }
+}
+
 // grid: ceil(rows / (R * warps)) CTAs of `warps` warps; warp w of CTA b owns rows
 // (b * warps + w) * R .. + R - 1. Each loop trip loads U u-steps of all R rows (R U = 8 16-byte
 // quant loads a lane in flight, plus their scales), then waits and computes them.
-template <int K, int T, int R, int MinCtas>
+// Pipe: the trips are software-pipelined with half the u-steps a trip: trip i + 1's loads are
+// issued before trip i is computed, so a lane has loads in flight while it computes (the same
+// registers as the plain loop: two buffers of U / 2).
+template <int K, int T, int R, int MinCtas, bool Pipe>
 __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs a) {
   // u-steps per loop trip; 3 CTAs an SM (85 registers) keep 6 loads a lane in flight, not 8:
   // 24 warps x 6 are more bytes in flight an SM than 16 x 8, and 8 would spill.
-  constexpr int U = MinCtas >= 3 ? (R == 1 ? 6 : 2) : kLoadsInFlight / R;
+  constexpr int U0 = MinCtas >= 3 ? (R == 1 ? 6 : 2) : kLoadsInFlight / R;
+  constexpr int U = Pipe ? (U0 >= 2 ? U0 / 2 : 1) : U0;
   constexpr int V = R * T;               // accumulators per lane
   static_assert((V & (V - 1)) == 0 && V <= 16, "the reduce-scatter takes a power of two up to 16 values");
   constexpr int kLogV = V >= 16 ? 4 : V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
@@ -348,33 +382,15 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
 
   const int nu = a.nu;
   const int groups = a.groups;
-  for (int u0 = 0; u0 < nu; u0 += U) {
-    WRegs w[U][R];
-    if (8 * (u0 + U) <= groups) {
-      // Full trip: every lane's group exists; offsets are compile-time.
+  auto advance = [&] {  // the weight bases to the next trip
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int i = 0; i < R; ++i)
-          load_w<K>(w[u][i], wq[i] + 512 * u, ws[i] + 8 * SB * u, wd[i] + 16 * u);
-    } else {
-      // Last trip: lanes past the last group re-read it (their x is zero, so they add 0);
-      // u-steps past the row are not loaded (nor computed).
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (u0 + u < nu) {
-          const int g = min(8 * (u0 + u) + qd, groups - 1) - 8 * u0;  // relative to the trip
-#pragma unroll
-          for (int i = 0; i < R; ++i)
-            load_w<K>(w[u][i], wq[i] - 16 * lane + 64 * g + 16 * t, ws[i] - SB * qd + SB * g,
-                      wd[i] - 4 * (qd >> 1) + 4 * (g >> 1));
-        } else {
-#pragma unroll
-          for (int i = 0; i < R; ++i) w[u][i] = WRegs{};
-        }
-      }
+    for (int i = 0; i < R; ++i) {
+      wq[i] += 512 * U;
+      ws[i] += 8 * SB * U;
+      wd[i] += 16 * U;
     }
-    if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
+  };
+  auto compute_trip = [&](const WRegs (&w)[U][R], int u0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (u0 + u < nu) {
@@ -385,15 +401,37 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
         compute_step<K, T, R>(w[u], p, t, acc);
       }
     }
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      wq[i] += 512 * U;
-      ws[i] += 8 * SB * U;
-      wd[i] += 16 * U;
-    }
     xp.x += kStep * U;
     xp.d += kStep * U;
     xp.s += kStep * U;
+  };
+  if constexpr (Pipe) {
+    // Two buffers in turn (the loop body is unrolled by two so neither is copied).
+    WRegs wa[U][R], wb[U][R];
+    load_trip<K, U, R>(wa, wq, ws, wd, 0, nu, groups, lane);
+    advance();
+    pdl_wait();  // x scratch is written by the quantize kernel
+    for (int u0 = 0; u0 < nu; u0 += 2 * U) {
+      if (u0 + U < nu) {
+        load_trip<K, U, R>(wb, wq, ws, wd, u0 + U, nu, groups, lane);
+        advance();
+      }
+      compute_trip(wa, u0);
+      if (u0 + U >= nu) break;
+      if (u0 + 2 * U < nu) {
+        load_trip<K, U, R>(wa, wq, ws, wd, u0 + 2 * U, nu, groups, lane);
+        advance();
+      }
+      compute_trip(wb, u0 + U);
+    }
+  } else {
+    for (int u0 = 0; u0 < nu; u0 += U) {
+      WRegs w[U][R];
+      load_trip<K, U, R>(w, wq, ws, wd, u0, nu, groups, lane);
+      if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
+      compute_trip(w, u0);
+      advance();
+    }
   }
 
   // Reduce-scatter over the warp: after stage s (mask 16 >> s) a lane keeps the half of its
@@ -446,19 +484,30 @@ cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, 
   return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args);
 }
 
-template <int K, int T, int R, int MinCtas>
+template <int K, int T, int R, int MinCtas, bool Pipe = false>
 cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) {
   static std::atomic<uint64_t> l1_set{0};
   const int64_t ctas = (a.warps + warps - 1) / warps;
   if (ctas > 0x7fffffff) return cudaErrorInvalidValue;
-  prefer_l1(gemv_quant_warp_kernel<K, T, R, MinCtas>, l1_set);
-  return launch(gemv_quant_warp_kernel<K, T, R, MinCtas>, dim3(static_cast<unsigned>(ctas), 1, 1),
+  prefer_l1(gemv_quant_warp_kernel<K, T, R, MinCtas, Pipe>, l1_set);
+  return launch(gemv_quant_warp_kernel<K, T, R, MinCtas, Pipe>, dim3(static_cast<unsigned>(ctas), 1, 1),
                 32 * static_cast<unsigned>(warps), pdl, s, a);
 }
 
 template <int K, int T>
 cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s) {
   if constexpr (T == 1) {
+    if (p.pipelined && p.min_ctas_per_sm == 3) switch (p.rows_per_warp) {
+      case 1: return launch_main<K, T, 1, 3, true>(a, p.warps_per_cta, p.pdl, s);
+      case 2: return launch_main<K, T, 2, 3, true>(a, p.warps_per_cta, p.pdl, s);
+      default: return cudaErrorInvalidValue;
+      }
+    if (p.pipelined) switch (p.rows_per_warp) {
+      case 1: return launch_main<K, T, 1, 2, true>(a, p.warps_per_cta, p.pdl, s);
+      case 2: return launch_main<K, T, 2, 2, true>(a, p.warps_per_cta, p.pdl, s);
+      case 4: return launch_main<K, T, 4, 2, true>(a, p.warps_per_cta, p.pdl, s);
+      default: return cudaErrorInvalidValue;
+      }
     if (p.min_ctas_per_sm == 3) switch (p.rows_per_warp) {
       case 1: return launch_main<K, T, 1, 3>(a, p.warps_per_cta, p.pdl, s);
       case 2: return launch_main<K, T, 2, 3>(a, p.warps_per_cta, p.pdl, s);
@@ -494,6 +543,7 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
 }
 
 bool plan_ok(const QuantWarpPlan& p, int n_tok) {
+  if (p.pipelined && n_tok != 1) return false;
   if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2)) return false;
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
          (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
@@ -538,6 +588,12 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     p.min_ctas_per_sm = 3;
     p.rows_per_warp = std::min(p.rows_per_warp, 2);
   }
+  // One token: the software-pipelined main loop (HS_CUDA_QW_PIPE=1; off until measured).
+  static const bool pipe = [] {
+    const char* e = std::getenv("HS_CUDA_QW_PIPE");
+    return e && e[0] == '1';
+  }();
+  p.pipelined = pipe && n_tok == 1;
   return p;
 }
 

@@ -72,6 +72,9 @@ struct QuantWarpPlan {
   // CTAs of 256 threads an SM the kernel is compiled for (__launch_bounds__'s minimum): 2 (up
   // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM.
   int min_ctas_per_sm = 2;
+  // One token only: the main loop software-pipelined (trip i + 1's weight loads issued before
+  // trip i is computed; the same registers: two buffers of half the u-steps).
+  bool pipelined = false;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);
