@@ -11,12 +11,14 @@ echo "gemv tests rc $?"; grep -E "^\[  (PASSED|FAILED)|FAILED  |Failure" $OUT/qw
 HS_GEMV_BENCH=1 timeout 150 $B/hs_unit_tests --gtest_filter='QuantWarpGemv.Bandwidth' > $OUT/qw-bw.log 2>&1
 echo "bandwidth rc $?"; grep -E "^cudaMemcpy|^Q4_0|^Q8_0" $OUT/qw-bw.log | grep -E "cudaMemcpy| 1  " | cut -c1-110
 C27="--device cuda --load-format dummy --config configs/qwen3.5-27b.json --dummy-dtype q4_0 -p 16 -n 128 -d 0 -r 2"
-for c in 0 1 0 1; do
-  HS_CUDA_QW_PIPE=$c timeout 100 $B/hindsight bench $C27 > $OUT/tg-$c.log 2>&1
-  echo "27B tg128 pipe=$c rc $?"; grep "^| qwen" $OUT/tg-$c.log | cut -d"|" -f9-14
+# pipe / CTAs an SM: the plain loop at 3 (the default), pipelined at 3, pipelined at 2 (16 warps,
+# 8 loads a lane in flight).
+for pc in 0:3 1:3 1:2 0:3 1:3 1:2; do
+  HS_CUDA_QW_PIPE=${pc%:*} HS_CUDA_QW_CTAS=${pc#*:} timeout 100 $B/hindsight bench $C27 > $OUT/tg-${pc/:/-}.log 2>&1
+  echo "27B tg128 pipe:ctas=$pc rc $?"; grep "^| qwen" $OUT/tg-${pc/:/-}.log | cut -d"|" -f9-14
 done
 C8="--device cuda --load-format dummy --config configs/llama-3.1-8b.json --dummy-dtype q4_0 -p 16 -n 128 -d 0 -r 2"
-for c in 0 1; do
+for c in 0 1 0 1; do
   HS_CUDA_QW_PIPE=$c timeout 60 $B/hindsight bench $C8 > $OUT/tg8-$c.log 2>&1
   echo "8B tg128 pipe=$c rc $?"; grep "^| llama" $OUT/tg8-$c.log | cut -d"|" -f9-14
 done

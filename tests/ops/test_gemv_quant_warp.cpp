@@ -673,6 +673,11 @@ TEST_F(QuantWarpGemv, Bandwidth) {
           cuda::QuantWarpPlan pipe = ap;
           pipe.pipelined = !ap.pipelined;
           plans.push_back(pipe);
+          if (ap.min_ctas_per_sm == 3) {  // pipelined at 2 CTAs an SM: 16 warps, twice the loads a lane
+            pipe.pipelined = true;
+            pipe.min_ctas_per_sm = 2;
+            plans.push_back(pipe);
+          }
         }
         const double mma_us = time_us(s, 20, [&](int i) {
           cuda::launch_gemv_quant(k, w.as<uint8_t>() + (i % copies) * bytes, sh.rows, sh.cols, rb, xr, yr, s);
@@ -698,7 +703,7 @@ TEST_F(QuantWarpGemv, Bandwidth) {
           cudaGraphDestroy(g);
           const std::string shape = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
           const std::string plan = std::to_string(p.rows_per_warp) + "/" + std::to_string(p.warps_per_cta) +
-                                   (p.pdl ? "" : " nopdl") + (p.pdl_x ? " pdlx" : "") + (p.pipelined ? " pipe" : "") +
+                                   (p.pdl ? "" : " nopdl") + (p.pdl_x ? " pdlx" : "") + (p.pipelined ? " pipe" : "") + (p.min_ctas_per_sm == 3 ? " c3" : "") +
                                    (pi == 0 ? " *" : "");
           std::printf("%-5s %-13s %4d  %-12s %9.2f %9.1f %9.2f %9.1f %9.2f\n", kind_name(k), shape.c_str(), ntok,
                       plan.c_str(), us, static_cast<double>(bytes) / (us * 1e3), gus,
