@@ -322,7 +322,8 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
           for (int wpc : {1, 2, 4, 8}) {
             // pdl: none, main kernel, both kernels; 3: main kernel, compiled for 3 CTAs an SM (one
             // token, R <= 2 only).
-            // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM.
+            // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM. 1 and 5 also
+            // trigger the next launch from the main kernel's start.
             for (int pdl = 0; pdl < 6; ++pdl) {
               if (pdl >= 3 && ntok != 1) continue;
               if ((pdl == 3 || pdl == 5) && rpw > 2) continue;
@@ -333,6 +334,7 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
               p.pdl_x = pdl == 2;
               p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : 2;
               p.pipelined = pdl >= 4;
+              p.trigger_dependents = pdl == 1 || pdl == 5;  // the next launch scheduled early
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
                                        std::to_string(wpc) + " pdl " + std::to_string(pdl);
               const Check r = run_check(
@@ -451,10 +453,22 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
 
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   const int64_t rows = 1031, cols = 4096;
-  for (QuantKind k : kKinds) {
+  // Two tokens under the default plan; one token software-pipelined, each main kernel letting
+  // the next launch (the next quantize kernel, which rewrites the shared x scratch) be scheduled
+  // from its start.
+  for (QuantKind k : kKinds)
+  for (int ntok : {2, 1}) {
     QuantWeights qw(k, rows, cols, rng_);
     ASSERT_NE(qw.dev.p, nullptr);
-    const int ntok = 2;
+    int dev = 0, n_sm = 0;
+    HS_CU(cudaGetDevice(&dev));
+    HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+    cuda::QuantWarpPlan plan = cuda::plan_gemv_quant_warp(k, rows, cols, ntok, n_sm);
+    if (ntok == 1) {
+      plan.pipelined = true;
+      plan.trigger_dependents = true;
+      plan.pdl_x = true;
+    }
     const float sc[2] = {1.0f, 3.0f};
     DevBuf dx(static_cast<size_t>(3 * ntok * cols) * 4), dy(static_cast<size_t>(3 * ntok * rows) * 4),
         ds(cuda::gemv_quant_warp_scratch_bytes(cols, ntok));
@@ -465,16 +479,26 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
     }
     cudaStream_t s;
     HS_CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    auto enqueue = [&]() -> cudaError_t {
+    auto enqueue = [&](bool sync_each = false) -> cudaError_t {
       for (int i = 0; i < 3; ++i) {
+        if (sync_each && i > 0) {
+          const cudaError_t e = cudaStreamSynchronize(s);
+          if (e != cudaSuccess) return e;
+        }
         const cuda::CRows xr{dx.as<float>() + i * ntok * cols, ntok, cols, cols};
         const cuda::Rows yr{dy.as<float>() + i * ntok * rows, ntok, rows, rows};
         const cudaError_t e =
-            cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), rows, cols, qw.row_bytes, xr, yr, ds.p, s);
+            cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), rows, cols, qw.row_bytes, xr, yr, ds.p, s, &plan);
         if (e != cudaSuccess) return e;
       }
       return cudaSuccess;
     };
+    // Serially (a sync after each launch: nothing overlaps), then eagerly (PDL overlaps), then replayed.
+    std::vector<float> serial(static_cast<size_t>(3 * ntok * rows));
+    HS_CU(enqueue(true));
+    HS_CU(cudaStreamSynchronize(s));
+    HS_CU(cudaMemcpy(serial.data(), dy.p, serial.size() * 4, cudaMemcpyDeviceToHost));
+    HS_CU(cudaMemset(dy.p, 0, serial.size() * 4));
     HS_CU(enqueue());
     HS_CU(cudaStreamSynchronize(s));
     std::vector<float> eager(static_cast<size_t>(3 * ntok * rows)), replay(eager.size());
@@ -491,7 +515,11 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
     HS_CU(cudaGraphLaunch(exec, s));
     HS_CU(cudaStreamSynchronize(s));
     HS_CU(cudaMemcpy(replay.data(), dy.p, replay.size() * 4, cudaMemcpyDeviceToHost));
-    EXPECT_EQ(std::memcmp(eager.data(), replay.data(), eager.size() * 4), 0) << kind_name(k) << "; " << seed_note();
+    HS_CU(cudaStreamSynchronize(s));
+    EXPECT_EQ(std::memcmp(serial.data(), eager.data(), eager.size() * 4), 0)
+        << kind_name(k) << ", " << ntok << " token(s): overlapped launches differ from serial ones; " << seed_note();
+    EXPECT_EQ(std::memcmp(eager.data(), replay.data(), eager.size() * 4), 0)
+        << kind_name(k) << ", " << ntok << " token(s); " << seed_note();
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
@@ -652,6 +680,7 @@ TEST_F(QuantWarpGemv, Bandwidth) {
           if (r != ap.rows_per_warp) {
             cuda::QuantWarpPlan p = ap;
             p.rows_per_warp = r;
+            if (r > 2) p.min_ctas_per_sm = 2;  // 3 CTAs an SM take R <= 2
             const int64_t warps = (sh.rows + r - 1) / r;  // the planner's CTA rule for this R
             p.warps_per_cta = 8;
             while (p.warps_per_cta > 2 && (warps + p.warps_per_cta - 1) / p.warps_per_cta < 8 * n_sm) p.warps_per_cta /= 2;

@@ -539,6 +539,32 @@ WarpKernelFn warp_kernel_of(QuantKind k) {
   }
 }
 
+// Resident CTAs an SM of the barrier-free variant (cached per device and kind).
+int warp_occupancy(QuantKind k) {
+  static std::atomic<int> cache[kMaxDevices][3];
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
+  const int ki = static_cast<int>(k);
+  if (dev < kMaxDevices && cache[dev][ki].load(std::memory_order_relaxed) > 0) return cache[dev][ki].load();
+  int blocks = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, warp_kernel_of(k), kWarpCtaThreads, 0) != cudaSuccess ||
+      blocks < 1) {
+    (void)cudaGetLastError();
+    blocks = 1;
+  }
+  if (dev < kMaxDevices) cache[dev][ki].store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
+
+// HS_CUDA_GEMMQ_WAVES=1: the barrier-free variant's rows a CTA chosen by wave fill (off until measured).
+bool warp_rows_by_waves() {
+  static const bool on = [] {
+    const char* e = std::getenv("HS_CUDA_GEMMQ_WAVES");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 // launch_ex_cluster (pdl.cuh), then the launch's error read back.
 template <typename... KArgs, typename... A>
 cudaError_t launch_with(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int ck, bool pdl, cudaStream_t s,
@@ -596,15 +622,36 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
   };
   Args a;
   if (warp_small && n_tok <= 8 && !plan) {
-    // Rows a CTA: the most (fewer, longer k-warps) that still give two CTAs an SM.
     const int n_sm = sm_count();
-    int rw = 1;
-    for (int c : {8, 4, 2}) {
+    auto ctas_of = [&](int c) {
       int64_t ctas = 0;
       for (int i = 0; i < n_weights; ++i) ctas += (outs[i].rows + int64_t{kWarpRows} * c - 1) / (int64_t{kWarpRows} * c);
-      if (ctas >= 2LL * n_sm) {
-        rw = c;
-        break;
+      return ctas;
+    };
+    int rw = 1;
+    if (warp_rows_by_waves()) {
+      // Rows a CTA by wave fill: the kernel's resident CTAs an SM (1 at its ~190 registers) make
+      // n_sm x that a wave; the fraction of the waves' slots the CTAs fill decides (a 272-CTA
+      // launch on 132 SMs at one CTA an SM runs 3 waves, the last with 8 CTAs: 69 %). The best
+      // fill wins; within 2 % of it, the most rows a CTA (fewer x reads).
+      const int64_t slots = int64_t{n_sm} * warp_occupancy(k);
+      double fill[4] = {};
+      double best = 0.0;
+      for (int i = 0; i < 4; ++i) {
+        const int64_t ctas = ctas_of(1 << i);
+        const int64_t waves = (ctas + slots - 1) / slots;
+        fill[i] = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+        best = std::max(best, fill[i]);
+      }
+      for (int i = 0; i < 4; ++i)
+        if (fill[i] >= best - 0.02) rw = 1 << i;
+    } else {
+      // Rows a CTA: the most (fewer, longer k-warps) that still give two CTAs an SM.
+      for (int c : {8, 4, 2}) {
+        if (ctas_of(c) >= 2LL * n_sm) {
+          rw = c;
+          break;
+        }
       }
     }
     const int64_t blocks = fill(a, int64_t{kWarpRows} * rw);

@@ -162,6 +162,7 @@ struct MainArgs {
   int64_t dm_off = 0;          // Q4_K: 72 G
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
   int n_tok = 1;               // tokens written (T may be one more: a padded slot)
+  bool trigger = false;        // QuantWarpPlan::trigger_dependents
 };
 
 // What a lane loads of one row for one u-step.
@@ -342,6 +343,9 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   constexpr int kLogV = V >= 16 ? 4 : V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
   constexpr int SB = kScaleBytes<K>;
   constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
+  // The kernel after this one (a norm, the GLU, the conv: each waits in pdl_wait for this grid's
+  // completion) may be scheduled as soon as every CTA of this one runs (MainArgs::trigger).
+  if (a.trigger) pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int qd = lane >> 2, t = lane & 3;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -594,6 +598,12 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return e && e[0] == '1';
   }();
   p.pipelined = pipe && n_tok == 1;
+  // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
+  static const bool trigger = [] {
+    const char* e = std::getenv("HS_CUDA_QW_TRIGGER");
+    return e && e[0] == '1';
+  }();
+  p.trigger_dependents = trigger;
   return p;
 }
 
@@ -694,6 +704,7 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   a.dm_off = rl.dm_offset;
   a.nu = qa.nu;
   a.s = qa.s;
+  a.trigger = p.trigger_dependents;
   switch (k) {
     case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, t_launch, p, x_ready, s);
     case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, t_launch, p, x_ready, s);

@@ -75,6 +75,11 @@ struct QuantWarpPlan {
   // One token only: the main loop software-pipelined (trip i + 1's weight loads issued before
   // trip i is computed; the same registers: two buffers of half the u-steps).
   bool pipelined = false;
+  // The main kernel calls pdl_launch_dependents at its start: the kernel after it (launched as a
+  // programmatic dependent, waiting in pdl_wait before it touches memory) is scheduled while this
+  // one streams instead of after it. Every kernel after a GEMV must wait in pdl_wait (all of the
+  // decode step's do) or be launched without the PDL attribute.
+  bool trigger_dependents = false;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);
