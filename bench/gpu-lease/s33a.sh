@@ -12,9 +12,11 @@ HS_CUDA_QW_TRIGGER=1 HS_CUDA_GEMMQ_WAVES=1 timeout 240 $B/hs_unit_tests \
   --gtest_filter='QuantWarpGemv.*:QuantGemv.*:BackendOps.*:HybridOps.*' > $OUT/tests.log 2>&1
 echo "suites rc $?"; grep -E "^\[  (PASSED|FAILED)|FAILED  |Failure" $OUT/tests.log | head -12
 C27="--device cuda --load-format dummy --config configs/qwen3.5-27b.json --dummy-dtype q4_0"
-for c in 0 1 0 1; do
-  HS_CUDA_QW_TRIGGER=$c timeout 100 $B/hindsight bench $C27 -p 16 -n 128 -d 0 -r 2 > $OUT/tg-$c.log 2>&1
-  echo "27B tg128 trigger=$c rc $?"; grep "^| qwen" $OUT/tg-$c.log | grep tg128 | cut -d"|" -f9-14
+# trigger / early quantization (the norm / GLU writing the GEMV's x records: session 26 found it slower)
+for te in 0:0 1:0 0:1 1:1 0:0 1:0; do
+  HS_CUDA_QW_TRIGGER=${te%:*} HS_CUDA_EARLYQ=${te#*:} timeout 100 $B/hindsight bench $C27 -p 16 -n 128 -d 0 -r 2 \
+    > $OUT/tg-${te/:/-}.log 2>&1
+  echo "27B tg128 trigger:earlyq=$te rc $?"; grep "^| qwen" $OUT/tg-${te/:/-}.log | grep tg128 | cut -d"|" -f9-14
 done
 for c in 0 1 0 1; do
   HS_CUDA_GEMMQ_WAVES=$c timeout 100 $B/hindsight bench $C27 -p 0 -n 0 -r 1 --batched 8:32768 --batched-gen 32 \

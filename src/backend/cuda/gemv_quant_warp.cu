@@ -592,10 +592,11 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     p.min_ctas_per_sm = 3;
     p.rows_per_warp = std::min(p.rows_per_warp, 2);
   }
-  // One token: the software-pipelined main loop (HS_CUDA_QW_PIPE=1; off until measured).
+  // One token: the software-pipelined main loop (H100, session 28: 27B tg128 134.2 -> 137.2, 8B
+  // 430 -> 446; docs/benchmarks.md). HS_CUDA_QW_PIPE=0: the plain loop.
   static const bool pipe = [] {
     const char* e = std::getenv("HS_CUDA_QW_PIPE");
-    return e && e[0] == '1';
+    return !(e && e[0] == '0');
   }();
   p.pipelined = pipe && n_tok == 1;
   // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
