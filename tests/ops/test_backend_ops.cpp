@@ -560,7 +560,7 @@ TEST_F(BackendOps, EarlyMatmulInputCopyIsExactAndNeverStale) {
   }
 }
 
-// Batch 1-2 before a quantized GEMV: rms_norm / add_rms_norm / glu write the GEMV's int16 x
+// Batch 1-2 before a quantized GEMV: rms_norm / add_rms_norm / glu / rms_norm_gated write the GEMV's int16 x
 // records beside their f32 output (CudaBackend::outq_for) and the GEMV skips its own quantize
 // kernel. The records must be the bytes the GEMV would have made, so y is bitwise the run where a
 // scale(.., 1) between drops them; an op writing the tensor after the norm must drop them too.
@@ -577,19 +577,26 @@ TEST_F(BackendOps, EarlyQuantizedInputIsExactAndNeverStale) {
       const auto& wb = keep(random_weight(type, o1, d, rng_));
       const auto& wk = keep(random_weight(type, o2, d, rng_));
       const auto& wb2 = keep(random_weight(type, o2, ff, rng_));
+      const int64_t gd = 1024, grp = 128;  // the gated norm's rows: whole u-steps of every kind, heads of 128
+      const auto& wbg = keep(random_weight(type, o1, gd, rng_));
       const std::vector<float> nw = normal(rng_, static_cast<size_t>(d), 1.0f);
-      Tensor w[2], wkk[2], w2[2], nv[2];
+      const std::vector<float> gw = normal(rng_, static_cast<size_t>(grp), 1.0f);
+      Tensor w[2], wkk[2], w2[2], nv[2], wg[2], gv[2];
       for (int which = 0; which < 2; ++which) {
         Backend& b = which == 0 ? *cpu_ : *dev_;
         auto r = b.prepare_weight(Tensor::matrix(wb.data(), type, o1, d), "w");
         auto rk = b.prepare_weight(Tensor::matrix(wk.data(), type, o2, d), "wk");
         auto r2 = b.prepare_weight(Tensor::matrix(wb2.data(), type, o2, ff), "w2");
         auto rv = b.prepare_vector(nw, "norm");
-        ASSERT_TRUE(r.is_ok() && rk.is_ok() && r2.is_ok() && rv.is_ok());
+        auto rg = b.prepare_weight(Tensor::matrix(wbg.data(), type, o1, gd), "wg");
+        auto rgv = b.prepare_vector(gw, "gated norm");
+        ASSERT_TRUE(r.is_ok() && rk.is_ok() && r2.is_ok() && rv.is_ok() && rg.is_ok() && rgv.is_ok());
         w[which] = *r;
         wkk[which] = *rk;
         w2[which] = *r2;
         nv[which] = *rv;
+        wg[which] = *rg;
+        gv[which] = *rgv;
       }
       Step step = simple_step(std::vector<int32_t>(static_cast<size_t>(n), 0));
       const auto x = normal(rng_, static_cast<size_t>(n * d), 2.0f, true);
@@ -597,14 +604,22 @@ TEST_F(BackendOps, EarlyQuantizedInputIsExactAndNeverStale) {
       const auto other = normal(rng_, static_cast<size_t>(n * d), 1.0f, true);
       const auto g = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
       const auto u = normal(rng_, static_cast<size_t>(n * ff), 1.0f, true);
-      // ins: x, y, other, gate, up; outs: h, m1 [n][o1], a [n][ff], m2 [n][o2], m3 [n][o1], m4 [n][o2], m5 [n][o1]
+      const auto core = normal(rng_, static_cast<size_t>(n * gd), 1.0f, true);
+      const auto zg = normal(rng_, static_cast<size_t>(n * gd), 1.0f, true);
+      // ins: x, y, other, gate, up, core, z; outs: h, m1 [n][o1], a [n][ff], m2 [n][o2], m3 [n][o1],
+      // m4 [n][o2], m5 [n][o1], gated [n][gd], m6 [n][o1]
       std::vector<std::vector<float>> first;
       for (int between = 0; between < 2; ++between) {  // 0: early records used; 1: dropped by scale(.., 1)
         std::vector<std::vector<float>> ref, got;
-        run_both(step.plan, {{{n, d}, x}, {{n, d}, y}, {{n, d}, other}, {{n, ff}, g}, {{n, ff}, u}},
-                 {{n, d}, {n, o1}, {n, ff}, {n, o2}, {n, o1}, {n, o2}, {n, o1}},
+        run_both(step.plan,
+                 {{{n, d}, x}, {{n, d}, y}, {{n, d}, other}, {{n, ff}, g}, {{n, ff}, u}, {{n, gd}, core}, {{n, gd}, zg}},
+                 {{n, d}, {n, o1}, {n, ff}, {n, o2}, {n, o1}, {n, o2}, {n, o1}, {n, gd}, {n, o1}},
                  [&](Backend& b, std::vector<Tensor>& in, std::vector<Tensor>& out) {
                    const int wi = &b == cpu_.get() ? 0 : 1;
+                   // The gated norm (a linear layer's output) before its out projection.
+                   HS_RETURN_IF_ERROR(b.rms_norm_gated(in[5], in[6], gv[wi], 1e-6f, out[7]));
+                   if (between) HS_RETURN_IF_ERROR(b.scale(out[7], 1.0f));
+                   HS_RETURN_IF_ERROR(b.matmul(wg[wi], out[7], out[8]));
                    HS_RETURN_IF_ERROR(b.add_rms_norm(in[0], in[1], nv[wi], 1e-6f, out[0]));
                    if (between) HS_RETURN_IF_ERROR(b.scale(out[0], 1.0f));
                    HS_RETURN_IF_ERROR(b.matmul(w[wi], out[0], out[1]));
@@ -630,10 +645,11 @@ TEST_F(BackendOps, EarlyQuantizedInputIsExactAndNeverStale) {
         check("early quant", "norm, copy -> matmul " + what, got[4], ref[4], 5e-4, 1e-3);
         check("early quant", "norm -> matmul_multi " + what, got[5], ref[5], 5e-4, 1e-3);
         check("early quant", "norm -> matmul_multi " + what, got[6], ref[6], 5e-4, 1e-3);
+        check("early quant", "rms_norm_gated -> matmul " + what, got[8], ref[8], 5e-4, 1e-3);
         if (between == 0) {
           first = got;
         } else {
-          for (int i : {1, 2, 3, 4, 5, 6})
+          for (int i : {1, 2, 3, 4, 5, 6, 8})
             EXPECT_EQ(std::memcmp(got[i].data(), first[i].data(), got[i].size() * 4), 0)
                 << what << " output " << i << ": the early records changed the result; " << seed_note();
         }

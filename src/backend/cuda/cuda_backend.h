@@ -151,7 +151,7 @@ class CudaBackend final : public Backend {
   // synchronises the stream. Error when no cache is bound or the layer is out of range.
   Status read_kv_pages(int layer, void* host);
   // Tests: the norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ) on or off.
-  void set_early_quantized_inputs(bool on) { earlyq_ = on; }
+  void set_early_quantized_inputs(bool on) { earlyq_ = on ? kEarlyQAll : kEarlyQOff; }
 
   // ---- sparse attention on the GPU (cuda_sparse.cpp, docs/gpu-sparse.md) ------------------
   // Attaches a SparseRuntime in sketch mode (max rule, chunk = page, optional exact rerank; no
@@ -413,10 +413,15 @@ class CudaBackend final : public Backend {
   InputTag qx_tag_;
   std::optional<DType> quant_in_;
   bool quant_in_mixed_ = false;
-  bool earlyq_ = false;
+  // Which ops write the quantized GEMV's x records beside their output (HS_CUDA_EARLYQ): none
+  // (the GEMV's own quantize kernel), all (norms and the GLU: "1"), or only the ops whose grid
+  // spans the row ("wide": the GLU; a norm's one CTA a row would quantize serially).
+  enum EarlyQ { kEarlyQOff, kEarlyQAll, kEarlyQWide };
+  EarlyQ earlyq_ = kEarlyQOff;
   // Where an op writing `out` should also write the GEMV's records: qx_ (grown) for a batch of
-  // 1-2 rows of a model with one quantized kind; s = null otherwise.
-  Result<OutQ> outq_for(const Tensor& out);
+  // 1-2 rows of a model with one quantized kind; s = null otherwise. wide: the op is one of the
+  // wide ones (kEarlyQWide takes only those).
+  Result<OutQ> outq_for(const Tensor& out, bool wide = false);
   void set_quant_tag(const Tensor& t, DType w) { qx_tag_ = InputTag{t.data, t.rows, t.cols, t.row_stride, w}; }
   bool quant_tag_holds(const Tensor& x, DType w) const {
     return qx_tag_.p == x.data && qx_tag_.rows == x.rows && qx_tag_.cols == x.cols && qx_tag_.stride == x.row_stride &&

@@ -18,6 +18,7 @@
 #include "backend/cuda/glu.cuh"
 #include "backend/cuda/hybrid_kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_x.cuh"
 #include "backend/cuda/rope.cuh"
 
 namespace hs::cuda {
@@ -252,7 +253,11 @@ __global__ void l2_norm_kernel(Rows x, int hd, float eps, float scale) {
   }
 }
 
-__global__ void rms_norm_gated_kernel(CRows x, CRows z, const float* __restrict__ w, int group, float eps, Rows out) {
+// One warp per (row, group). With outq (1-2 rows, groups of whole 32-column blocks, rows without
+// record padding: launch_rms_norm_gated checks) the warp also writes its blocks' records for the
+// quantized GEMV after it (quant_x.cuh), so that GEMV launches no quantize kernel.
+__global__ void rms_norm_gated_kernel(CRows x, CRows z, const float* __restrict__ w, int group, float eps, Rows out,
+                                      OutQ outq) {
   pdl_launch_dependents();  // the next kernel may be scheduled; it waits for this one in pdl_wait
   pdl_wait();               // what the kernel before wrote
   const int64_t groups = x.cols / group;
@@ -267,7 +272,13 @@ __global__ void rms_norm_gated_kernel(CRows x, CRows z, const float* __restrict_
   for (int i = lane; i < group; i += 32) ss += static_cast<double>(xp[i]) * xp[i];
   ss = warp_sum(ss);
   const float inv = static_cast<float>(1.0 / sqrt(ss / group + eps));
-  for (int i = lane; i < group; i += 32) op[i] = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xp[i], inv)), silu_f(zp[i]));
+  for (int i = lane; i < group; i += 32) {
+    const float y = __fmul_rn(__fmul_rn(w[i], __fmul_rn(xp[i], inv)), silu_f(zp[i]));
+    op[i] = y;
+    if (outq.s)  // group % 32 == 0: every lane takes each trip, as store_block wants
+      quant_x::store_block_kind(outq.kind, y, lane, (off + i - lane) / 32, static_cast<int>(r), static_cast<int>(x.rows),
+                                outq.s);
+  }
 }
 
 __global__ void sigmoid_mul_kernel(Rows x, CRows gate) {
@@ -467,10 +478,15 @@ cudaError_t launch_l2_norm(Rows x, int head_dim, float eps, float scale, cudaStr
   return cudaGetLastError();
 }
 
-cudaError_t launch_rms_norm_gated(CRows x, CRows z, const float* w, int group, float eps, Rows out, cudaStream_t s) {
+cudaError_t launch_rms_norm_gated(CRows x, CRows z, const float* w, int group, float eps, Rows out, cudaStream_t s,
+                                  OutQ outq) {
   if (x.rows == 0 || x.cols == 0) return cudaSuccess;
+  if (outq.s && (x.rows > 2 || group % 32 != 0 || outq.kind < quant_x::kQ40 || outq.kind > quant_x::kQ4K ||
+                 quant_x::record_blocks(outq.kind, x.cols) * 32 != x.cols ||
+                 (reinterpret_cast<uintptr_t>(outq.s) & 15) != 0))
+    return cudaErrorInvalidValue;  // launches nothing: the caller runs it without records
   const int64_t items = x.rows * (x.cols / group);
-  launch_chain(rms_norm_gated_kernel, blocks_for(items, kWarps), dim3(kThreads), 0, s, x, z, w, group, eps, out);
+  launch_chain(rms_norm_gated_kernel, blocks_for(items, kWarps), dim3(kThreads), 0, s, x, z, w, group, eps, out, outq);
   return cudaGetLastError();
 }
 

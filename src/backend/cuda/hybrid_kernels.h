@@ -63,8 +63,11 @@ cudaError_t launch_gated_delta_rule(CRows q, CRows k, CRows v, CRows g, CRows be
 
 // In place per head of head_dim: x <- x * rsqrt(sum x^2 + eps), then * scale when scale != 1.
 cudaError_t launch_l2_norm(Rows x, int head_dim, float eps, float scale, cudaStream_t s);
-// out = w * rms_norm(x) * silu(z) per group of `group` columns (w: [group]).
-cudaError_t launch_rms_norm_gated(CRows x, CRows z, const float* w, int group, float eps, Rows out, cudaStream_t s);
+// out = w * rms_norm(x) * silu(z) per group of `group` columns (w: [group]). outq: also write out's
+// records for the quantized GEMV after it (1-2 rows, group a multiple of 32, x.cols a whole
+// number of u-steps); cudaErrorInvalidValue, launching nothing, for a shape that does not take it.
+cudaError_t launch_rms_norm_gated(CRows x, CRows z, const float* w, int group, float eps, Rows out, cudaStream_t s,
+                                  OutQ outq = OutQ{});
 // x *= sigmoid(gate).
 cudaError_t launch_sigmoid_mul(Rows x, CRows gate, cudaStream_t s);
 // a <- ssm_a * softplus(a + dt_bias), b <- sigmoid(b); ssm_a, dt_bias: [a.cols].
