@@ -22,6 +22,7 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/gemm_quant_mma.h"
 #include "backend/cuda/mma.cuh"
@@ -64,6 +65,8 @@ struct Args {
   int n_chunks = 0;      // 128-column chunks of a row
   int slice_chunks = 0;  // chunks per CTA of a cluster
   int ck = 1;
+  int prefetch_groups = 0;  // barrier-free variant: leading groups of each row prefetched into L2
+                            // before waiting for x (even; Q4_0 / Q8_0)
 };
 
 // a[i] for a kernel-parameter array without a local-memory copy.
@@ -401,6 +404,13 @@ __global__ void __launch_bounds__(kWarpCtaThreads, 1) gemm_quant_warp_kernel(Arg
   for (int j = 0; j < D; ++j)
     if (j < n_my) load_chunk<K>(wr[j], base, stride8, valid, kwi + j * kw, t, a);
   pdl_launch_dependents();
+  if (a.prefetch_groups > 0 && kwi == 0 && row0 + lane < rows) {  // lane: one row's quants and scales
+    const uint8_t* row = cw.w + (row0 + lane) * row_bytes;
+    const int n = a.prefetch_groups;
+    constexpr int SB = K == static_cast<int>(QuantKind::kQ8_0) ? 4 : 8;
+    prefetch_l2_bulk(row, static_cast<uint32_t>(64 * n));
+    prefetch_l2_bulk(row + a.scale_offset, static_cast<uint32_t>((SB * n + 15) / 16 * 16));
+  }
   pdl_wait();
 #pragma unroll
   for (int j = 0; j < D; ++j)
@@ -556,11 +566,25 @@ int warp_occupancy(QuantKind k) {
   return blocks;
 }
 
-// HS_CUDA_GEMMQ_WAVES=1: the barrier-free variant's rows a CTA chosen by wave fill (off until measured).
+// HS_CUDA_GEMMQ_PREFETCH=<MiB>: up to that many bytes of a barrier-free launch's weights asked
+// of L2 while it waits for x (the attention / delta rule before it leave DRAM idle); off until
+// measured. The same leading groups of every row, an even count (whole 16-byte scale ranges).
+int warp_prefetch_groups(QuantKind k, int64_t groups, int64_t total_rows) {
+  static const int64_t budget = [] {
+    const char* e = std::getenv("HS_CUDA_GEMMQ_PREFETCH");
+    return (e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0}) << 20;
+  }();
+  if (budget == 0 || total_rows < 1) return 0;
+  const int64_t group_bytes = 64 + (k == QuantKind::kQ8_0 ? 4 : 8);
+  return static_cast<int>(std::min<int64_t>(groups, budget / total_rows / group_bytes) / 2 * 2);
+}
+
+// The barrier-free variant's rows a CTA chosen by wave fill (H100, session 28: 27B 8 x 32K int8
+// 418.7 -> 436.2 t/s); HS_CUDA_GEMMQ_WAVES=0: the older rule (two CTAs an SM assumed).
 bool warp_rows_by_waves() {
   static const bool on = [] {
     const char* e = std::getenv("HS_CUDA_GEMMQ_WAVES");
-    return e && e[0] == '1';
+    return !(e && e[0] == '0');
   }();
   return on;
 }
@@ -630,7 +654,7 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
     };
     int rw = 1;
     if (warp_rows_by_waves()) {
-      // Rows a CTA by wave fill: the kernel's resident CTAs an SM (1 at its ~190 registers) make
+      // Rows a CTA by wave fill (the default): the kernel's resident CTAs an SM (1 at its ~190 registers) make
       // n_sm x that a wave; the fraction of the waves' slots the CTAs fill decides (a 272-CTA
       // launch on 132 SMs at one CTA an SM runs 3 waves, the last with 8 CTAs: 69 %). The best
       // fill wins; within 2 % of it, the most rows a CTA (fewer x reads).
@@ -656,6 +680,7 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
     }
     const int64_t blocks = fill(a, int64_t{kWarpRows} * rw);
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+    if (k != QuantKind::kQ4_K) a.prefetch_groups = warp_prefetch_groups(k, l.groups, total_rows);
     return launch_with(warp_kernel_of(k), dim3(static_cast<unsigned>(blocks)), dim3(kWarpCtaThreads), 0, 1, pdl, s, a,
                        rw);
   }

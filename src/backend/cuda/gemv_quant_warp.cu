@@ -163,6 +163,8 @@ struct MainArgs {
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
   int n_tok = 1;               // tokens written (T may be one more: a padded slot)
   bool trigger = false;        // QuantWarpPlan::trigger_dependents
+  int prefetch_groups = 0;     // leading groups of each row (quants and scales) to prefetch into
+                               // L2 before waiting for x (even; <= groups)
 };
 
 // What a lane loads of one row for one u-step.
@@ -409,11 +411,25 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
     xp.d += kStep * U;
     xp.s += kStep * U;
   };
+  // Before waiting for x: lane i < R asks L2 for the first a.prefetch bytes of row i (the kernels
+  // before this one may still run for microseconds with DRAM idle).
+  auto prefetch_rows = [&] {
+    if (a.prefetch_groups > 0 && lane < 2 * R) {  // lane 2i: row i's quants, 2i + 1: its scales
+      const uint8_t* row = wbase + min(row0 + (lane >> 1), rows - 1) * a.row_bytes;
+      const int n = a.prefetch_groups;
+      if (lane & 1) {
+        prefetch_l2_bulk(row + a.scale_off, static_cast<uint32_t>((SB * n + 15) / 16 * 16));
+      } else {
+        prefetch_l2_bulk(row, static_cast<uint32_t>(64 * n));
+      }
+    }
+  };
   if constexpr (Pipe) {
     // Two buffers in turn (the loop body is unrolled by two so neither is copied).
     WRegs wa[U][R], wb[U][R];
     load_trip<K, U, R>(wa, wq, ws, wd, 0, nu, groups, lane);
     advance();
+    prefetch_rows();
     pdl_wait();  // x scratch is written by the quantize kernel
     for (int u0 = 0; u0 < nu; u0 += 2 * U) {
       if (u0 + U < nu) {
@@ -432,7 +448,10 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
     for (int u0 = 0; u0 < nu; u0 += U) {
       WRegs w[U][R];
       load_trip<K, U, R>(w, wq, ws, wd, u0, nu, groups, lane);
-      if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
+      if (u0 == 0) {
+        prefetch_rows();
+        pdl_wait();  // x scratch is written by the quantize kernel
+      }
       compute_trip(w, u0);
       advance();
     }
@@ -605,6 +624,13 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return e && e[0] == '1';
   }();
   p.trigger_dependents = trigger;
+  // HS_CUDA_QW_PREFETCH=<MiB>: up to that many bytes of the launch's weights prefetched into L2
+  // while the main kernel waits for x (off until measured).
+  static const int64_t prefetch_mib = [] {
+    const char* e = std::getenv("HS_CUDA_QW_PREFETCH");
+    return e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0};
+  }();
+  p.prefetch_budget = prefetch_mib << 20;
   return p;
 }
 
@@ -706,6 +732,13 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   a.nu = qa.nu;
   a.s = qa.s;
   a.trigger = p.trigger_dependents;
+  if (p.prefetch_budget > 0 && total_rows > 0 && k != QuantKind::kQ4_K) {  // the same groups of every row
+    // A group: 64 quant bytes and its scales (8 Q4_0, 4 Q8_0); an even count keeps the scale
+    // range a multiple of 16 bytes inside the row.
+    const int64_t group_bytes = 64 + (k == QuantKind::kQ8_0 ? 4 : 8);
+    const int64_t n = std::min<int64_t>(rl.groups, p.prefetch_budget / total_rows / group_bytes) / 2 * 2;
+    a.prefetch_groups = static_cast<int>(n);
+  }
   switch (k) {
     case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, t_launch, p, x_ready, s);
     case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, t_launch, p, x_ready, s);

@@ -80,6 +80,10 @@ struct QuantWarpPlan {
   // one streams instead of after it. Every kernel after a GEMV must wait in pdl_wait (all of the
   // decode step's do) or be launched without the PDL attribute.
   bool trigger_dependents = false;
+  // Bytes of the launch's weights (at most; the same leading bytes of every row) the main kernel
+  // asks L2 to fetch while it waits for x: the kernels before it (the delta rule, attention) leave
+  // DRAM idle. 0: none.
+  int64_t prefetch_budget = 0;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);

@@ -25,4 +25,16 @@ __device__ __forceinline__ uint32_t ld_w4(const uint8_t* p) {
   return v;
 }
 
+// Asks L2 to fetch [p, p + bytes) (p 16-byte aligned, bytes a multiple of 16): one instruction,
+// no registers, nothing waited for. A kernel launched early (programmatic dependent) uses it for
+// weights it will read once its input is ready. A no-op below sm_90.
+__device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
 }  // namespace hs::cuda
