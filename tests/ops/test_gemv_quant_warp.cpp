@@ -324,15 +324,17 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
             // token, R <= 2 only).
             // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM. 1 and 5 also
             // trigger the next launch from the main kernel's start.
-            for (int pdl = 0; pdl < 6; ++pdl) {
+            // 6: pipelined at 4 CTAs an SM (2-row warps of Q4_0 / Q8_0 only).
+            for (int pdl = 0; pdl < 7; ++pdl) {
               if (pdl >= 3 && ntok != 1) continue;
               if ((pdl == 3 || pdl == 5) && rpw > 2) continue;
+              if (pdl == 6 && (rpw != 2 || k == QuantKind::kQ4_K)) continue;
               cuda::QuantWarpPlan p;
               p.rows_per_warp = rpw;
               p.warps_per_cta = wpc;
               p.pdl = pdl >= 1;
               p.pdl_x = pdl == 2;
-              p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : 2;
+              p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : pdl == 6 ? 4 : 2;
               p.pipelined = pdl >= 4;
               p.trigger_dependents = pdl == 1 || pdl == 5;  // the next launch scheduled early
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +

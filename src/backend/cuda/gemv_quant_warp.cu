@@ -520,6 +520,12 @@ cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) 
 template <int K, int T>
 cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s) {
   if constexpr (T == 1) {
+    if constexpr (K != kQ4K) {
+      if (p.pipelined && p.min_ctas_per_sm == 4) {
+        if (p.rows_per_warp != 2) return cudaErrorInvalidValue;
+        return launch_main<K, T, 2, 4, true>(a, p.warps_per_cta, p.pdl, s);
+      }
+    }
     if (p.pipelined && p.min_ctas_per_sm == 3) switch (p.rows_per_warp) {
       case 1: return launch_main<K, T, 1, 3, true>(a, p.warps_per_cta, p.pdl, s);
       case 2: return launch_main<K, T, 2, 3, true>(a, p.warps_per_cta, p.pdl, s);
@@ -565,9 +571,12 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
   return cudaErrorInvalidValue;
 }
 
-bool plan_ok(const QuantWarpPlan& p, int n_tok) {
+bool plan_ok(const QuantWarpPlan& p, int n_tok, int k) {
+  if (p.min_ctas_per_sm == 4 && k == kQ4K) return false;
   if (p.pipelined && n_tok != 1) return false;
-  if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2)) return false;
+  if (p.min_ctas_per_sm == 4 && !(p.pipelined && n_tok == 1 && p.rows_per_warp == 2)) return false;
+  if (p.min_ctas_per_sm != 2 && p.min_ctas_per_sm != 4 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
+    return false;
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
          (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
 }
@@ -618,6 +627,13 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return !(e && e[0] == '0');
   }();
   p.pipelined = pipe && n_tok == 1;
+  // HS_CUDA_QW_CTAS=4 (measurement only): the pipelined loop compiled for 4 CTAs an SM (32 warps,
+  // 64 registers: Q4_0 spills 20 bytes a thread outside the loop) for 2-row warps.
+  static const bool ctas4 = [] {
+    const char* e = std::getenv("HS_CUDA_QW_CTAS");
+    return e && e[0] == '4';
+  }();
+  if (ctas4 && p.pipelined && p.min_ctas_per_sm == 3 && p.rows_per_warp == 2) p.min_ctas_per_sm = 4;
   // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
   static const bool trigger = [] {
     const char* e = std::getenv("HS_CUDA_QW_TRIGGER");
@@ -701,7 +717,7 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   const int kk = static_cast<int>(k);
   const int n_tok = static_cast<int>(x.rows), t_launch = padded_tokens(n_tok);
   const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
-  if (!plan_ok(p, t_launch)) return cudaErrorInvalidValue;
+  if (!plan_ok(p, t_launch, kk)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;
   qa.x = x.p;

@@ -70,7 +70,8 @@ struct QuantWarpPlan {
   bool pdl = true;
   bool pdl_x = false;
   // CTAs of 256 threads an SM the kernel is compiled for (__launch_bounds__'s minimum): 2 (up
-  // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM.
+  // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM;
+  // 4 (64 registers, 32 warps) for the pipelined loop of 2-row warps of Q4_0 / Q8_0 only.
   int min_ctas_per_sm = 2;
   // One token only: the main loop software-pipelined (trip i + 1's weight loads issued before
   // trip i is computed; the same registers: two buffers of half the u-steps).
