@@ -16,7 +16,7 @@ for mc in 0:3 24:3 0:4 0:3 24:3 0:4; do
     > $OUT/tg-${mc/:/-}.log 2>&1
   echo "27B tg128 prefetch:ctas=$mc rc $?"; grep "^| qwen" $OUT/tg-${mc/:/-}.log | grep tg128 | cut -d"|" -f9-14
 done
-for m in 0 32 0 32; do
+for m in 0 32; do
   HS_CUDA_GEMMQ_PREFETCH=$m timeout 100 $B/hindsight bench $C27 -p 0 -n 0 -r 1 --batched 8:32768 --batched-gen 32 \
     --kv-cache-dtype int8 > $OUT/b8-$m.log 2>&1
   echo "27B 8x32K int8 prefetch=$m MiB rc $?"; grep "^| qwen" $OUT/b8-$m.log | cut -d"|" -f9-14
