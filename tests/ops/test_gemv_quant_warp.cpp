@@ -453,6 +453,76 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
   }
 }
 
+// Stream-K (QuantWarpPlan::stream, one token, 2-row pairs): more pairs than resident warps, so
+// ranges cut pairs and add them atomically into the zeroed y. Every output within the reference
+// bound, y's padding untouched; two launches bitwise equal (a cut pair has two parts: 0 + a + b
+// rounds the same in either order); three weights in one launch (pairs of one weight cut at
+// range boundaries, weights meeting inside a range), each within the bound.
+TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
+  int dev = 0, n_sm = 0;
+  HS_CU(cudaGetDevice(&dev));
+  HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t resident_pairs = int64_t{24} * n_sm;
+  const float sc[2] = {1.0f, 1e5f};
+  cuda::QuantWarpPlan p;
+  p.rows_per_warp = 2;
+  p.warps_per_cta = 8;
+  p.min_ctas_per_sm = 3;
+  p.pipelined = true;
+  p.stream = true;
+  for (QuantKind k : {QuantKind::kQ4_0, QuantKind::kQ8_0}) {
+    // 1.37 and 3.1 pairs a warp; 160 columns: a partial last group; 4096: 4 Q4_0 u-steps.
+    const Shape shapes[] = {{2 * resident_pairs * 137 / 100 + 3, 4096}, {2 * resident_pairs * 31 / 10, 160}};
+    for (const Shape& sh : shapes) {
+      if (!cuda::quant_cols_valid(k, sh.cols)) continue;
+      QuantWeights qw(k, sh.rows, sh.cols, rng_);
+      ASSERT_NE(qw.dev.p, nullptr);
+      const auto x = make_x(rng_, 1, sh.cols, sc);
+      std::vector<float> first;
+      for (int round = 0; round < 2; ++round) {
+        const std::string what = describe(k, sh, 1) + " stream-K round " + std::to_string(round);
+        const Check r = run_check(
+            k, qw, x, 1, sh.cols, 0, sh.rows + 5,
+            [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
+              return cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), sh.rows, sh.cols, qw.row_bytes, xr, yr,
+                                                  scratch, nullptr, &p);
+            },
+            what);
+        if (round == 0) {
+          first = r.y;
+        } else {
+          ASSERT_EQ(r.y.size(), first.size());
+          EXPECT_EQ(std::memcmp(r.y.data(), first.data(), first.size() * 4), 0) << what << ": not deterministic; "
+                                                                                 << seed_note();
+        }
+      }
+    }
+    // Three weights in one launch: 1031 + 7 + (the rest of 1.2 waves) rows.
+    const int64_t cols = 512;
+    const int64_t rws[3] = {1031, 7, 2 * resident_pairs * 12 / 10};
+    std::vector<std::unique_ptr<QuantWeights>> qw;
+    for (int64_t r : rws) qw.push_back(std::make_unique<QuantWeights>(k, r, cols, rng_));
+    const auto x = make_x(rng_, 1, cols, sc);
+    for (int i = 0; i < 3; ++i) {
+      const Check c = run_check(
+          k, *qw[i], x, 1, cols, 0, rws[i],
+          [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
+            DevBuf other[3] = {DevBuf(static_cast<size_t>(rws[0]) * 4), DevBuf(static_cast<size_t>(rws[1]) * 4),
+                               DevBuf(static_cast<size_t>(rws[2]) * 4)};
+            cuda::QuantWarpOut o[3];
+            for (int j = 0; j < 3; ++j)
+              o[j] = cuda::QuantWarpOut{qw[j]->dev.as<uint8_t>(), rws[j],
+                                        j == i ? yr : cuda::Rows{other[j].as<float>(), 1, rws[j], rws[j]}};
+            const cudaError_t e = cuda::launch_gemv_quant_warp_multi(k, 3, o, cols, qw[0]->row_bytes, xr, scratch, nullptr, &p);
+            const cudaError_t es = cudaDeviceSynchronize();  // before `other` is freed
+            return e != cudaSuccess ? e : es;
+          },
+          std::string(kind_name(k)) + " stream-K, weight " + std::to_string(i) + " of 3");
+      (void)c;
+    }
+  }
+}
+
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   const int64_t rows = 1031, cols = 4096;
   // Two tokens under the default plan; one token software-pipelined, each main kernel letting
@@ -597,6 +667,13 @@ TEST_F(QuantWarpGemv, RefusesBadOperands) {
   bad.rows_per_warp = 4;
   bad.min_ctas_per_sm = 3;  // 3 CTAs an SM: R <= 2 only
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
+  bad.rows_per_warp = 2;
+  bad.min_ctas_per_sm = 4;  // 4 CTAs an SM: the pipelined loop only
+  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
+  bad.min_ctas_per_sm = 2;
+  bad.stream = true;  // stream-K: CTAs of 8 warps only
+  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
+  bad = cuda::QuantWarpPlan{};
   // Empty shapes launch nothing.
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 0, 256, rb, x1, cuda::Rows{f, 1, 0, 0}, scratch.p, nullptr),
             cudaSuccess);

@@ -123,6 +123,10 @@ struct QuantXArgs {
   int rows = 1;          // x rows; a padded token slot (gridDim.y > rows) repeats the last row
   uint8_t* s = nullptr;  // scratch [nu][n_tok][xrec(K).bytes]
   int nu = 0;            // u-steps
+  // The stream-K main kernel's outputs, zeroed here (after pdl_wait: every reader of y before
+  // this launch is done) for the partial sums it adds: y[i] [zero_rows[i]] f32, one token.
+  float* zero_y[kMaxQuantWarpWeights] = {};
+  int64_t zero_rows[kMaxQuantWarpWeights] = {};
 };
 
 // grid (nu * B, n_tok) CTAs of 8 warps (B = 32-column blocks a group): warp w of CTA (x, tok)
@@ -137,6 +141,12 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
   const int64_t col = 32 * b + lane;
   const float v = col < a.cols ? a.x[min(tok, a.rows - 1) * a.x_stride + col] : 0.0f;
   quant_x::store_block<K>(v, lane, b, tok, gridDim.y, a.s);
+  const int64_t gt = (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nt = static_cast<int64_t>(gridDim.x) * gridDim.y * blockDim.x;
+#pragma unroll
+  for (int i = 0; i < kMaxQuantWarpWeights; ++i)
+    if (a.zero_y[i])
+      for (int64_t r = gt; r < a.zero_rows[i]; r += nt) a.zero_y[i][r] = 0.0f;
 }
 
 // ---- kernel 2: the GEMV -------------------------------------------------------------------------
@@ -486,6 +496,146 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   }
 }
 
+// ---- kernel 2b: stream-K, one token ------------------------------------------------------------
+// The work of a launch as one list of units (a 2-row pair of a weight x one u-step; pairs of the
+// launch's weights back to back, a pair's u-steps consecutive), cut into equal contiguous ranges,
+// one a warp, over exactly the warps that are resident at once (3 CTAs of 8 warps an SM): no
+// second wave, no warp that starts late, every warp done at the same time. A warp runs its range
+// as one software-pipelined stream of trips (the next trip's loads, possibly of the next pair,
+// issued before this one is computed) and writes each pair's two sums when its range leaves the
+// pair: a plain store for a pair wholly inside the range, an atomic add for a pair cut by a
+// range boundary. A range is at least a pair's u-steps long, so a cut pair has exactly two
+// parts; y is zeroed by the quantize kernel first, and 0 + a + b rounds the same in either
+// order: the result does not depend on which warp adds first (deterministic for a given plan).
+// MainArgs::seg[i].warp_begin holds weight i's first pair in the list.
+template <int K>
+__global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, int64_t n_warps, int64_t n_pairs) {
+  constexpr int R = 2, T = 1;
+  constexpr int SB = kScaleBytes<K>;
+  constexpr int kStep = T * xrec(K).bytes;
+  const int lane = threadIdx.x & 31;
+  const int qd = lane >> 2, t = lane & 3;
+  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  if (gw >= n_warps) return;
+  const int nu = a.nu, groups = a.groups;
+  const int64_t units = n_pairs * nu;
+  const int64_t begin = gw * units / n_warps, end = (gw + 1) * units / n_warps;
+  if (begin >= end) return;
+
+  // A trip's place: its weight, that weight's pair, the u-step; the pair's rows' lane bases at u 0.
+  struct Cur {
+    int si;
+    int64_t pair;  // within the weight
+    int u;
+    const uint8_t* q[R];
+    const uint8_t* sc[R];
+  };
+  auto seg_of = [&](int64_t gp) {  // weight of list pair gp
+    return (a.n_seg > 1 && gp >= a.seg[1].warp_begin) + (a.n_seg > 2 && gp >= a.seg[2].warp_begin) +
+           (a.n_seg > 3 && gp >= a.seg[3].warp_begin);
+  };
+  auto pick_w = [&](int si) { return si == 0 ? a.seg[0].w : si == 1 ? a.seg[1].w : si == 2 ? a.seg[2].w : a.seg[3].w; };
+  auto pick_rows = [&](int si) {
+    return si == 0 ? a.seg[0].rows : si == 1 ? a.seg[1].rows : si == 2 ? a.seg[2].rows : a.seg[3].rows;
+  };
+  auto pick_begin = [&](int si) {
+    return si == 0 ? a.seg[0].warp_begin : si == 1 ? a.seg[1].warp_begin : si == 2 ? a.seg[2].warp_begin : a.seg[3].warp_begin;
+  };
+  auto pick_y = [&](int si) { return si == 0 ? a.seg[0].y : si == 1 ? a.seg[1].y : si == 2 ? a.seg[2].y : a.seg[3].y; };
+  auto set_rows = [&](Cur& c) {
+    const uint8_t* wb = pick_w(c.si);
+    const int64_t rows = pick_rows(c.si);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* row = wb + min(c.pair * R + i, rows - 1) * a.row_bytes;  // past the end: a copy
+      c.q[i] = row + 16 * lane;
+      c.sc[i] = row + a.scale_off + SB * qd;
+    }
+  };
+  auto next = [&](Cur& c) {  // the trip after c in the list
+    if (++c.u < nu) return;
+    c.u = 0;
+    const int64_t rows = pick_rows(c.si);
+    if ((c.pair + 1) * R < rows) {
+      ++c.pair;
+    } else {
+      ++c.si;
+      c.pair = 0;
+    }
+    set_rows(c);
+  };
+  auto load = [&](WRegs (&w)[1][R], const Cur& c) {
+    const uint8_t* q[R];
+    const uint8_t* sc[R];
+    const uint8_t* dm[R];
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      q[i] = c.q[i] + 512 * c.u;
+      sc[i] = c.sc[i] + 8 * SB * c.u;
+      dm[i] = q[i];  // unused (Q4_0 / Q8_0)
+    }
+    load_trip<K, 1, R>(w, q, sc, dm, c.u, nu, groups, lane);
+  };
+
+  Cur cur;
+  {
+    const int64_t gp = begin / nu;
+    cur.si = seg_of(gp);
+    cur.pair = gp - pick_begin(cur.si);
+    cur.u = static_cast<int>(begin - gp * nu);
+    set_rows(cur);
+  }
+  WRegs wa[1][R], wb[1][R];
+  load(wa, cur);
+  pdl_wait();  // x scratch and the zeroed y are written by the quantize kernel
+
+  float acc[R][T];
+#pragma unroll
+  for (int i = 0; i < R; ++i) acc[i][0] = 0.0f;
+  int64_t pair_first = begin - cur.u;  // the list unit of the current pair's u-step 0
+  for (int64_t j = begin; j < end; ++j) {
+    Cur nx = cur;
+    if (j + 1 < end) {
+      next(nx);
+      load(wb, nx);
+    }
+    XPtrs p;
+    p.x = a.s + 16 * lane + kStep * cur.u;
+    p.d = a.s + xrec(K).d + (K == kQ80 ? 8 : 16) * qd + kStep * cur.u;
+    p.s = p.d;  // unused (Q4_0 / Q8_0)
+    compute_step<K, T, R>(wa[0], p, t, acc);
+    if (cur.u == nu - 1 || j + 1 == end) {
+      // The pair's part in this range: sum over the warp (lane 0: row 0, lane 16: row 1).
+      float v[2] = {acc[0][0], acc[1][0]};
+      const bool up = (lane & 16) != 0;
+      const float send = up ? v[0] : v[1];
+      const float keep = up ? v[1] : v[0];
+      float r = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+#pragma unroll
+      for (int m = 8; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
+      if ((lane & 15) == 0) {
+        const int i = up ? 1 : 0;
+        const int64_t row = cur.pair * R + i;
+        if (row < pick_rows(cur.si)) {
+          float* y = pick_y(cur.si) + row;
+          const bool whole = pair_first >= begin && pair_first + nu <= end;
+          if (whole) {
+            *y = r;
+          } else {
+            atomicAdd(y, r);
+          }
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i][0] = 0.0f;
+      pair_first += nu;
+    }
+#pragma unroll
+    for (int i = 0; i < R; ++i) wa[0][i] = wb[0][i];
+    cur = nx;
+  }
+}
+
 // ---- host side -------------------------------------------------------------------------------
 
 
@@ -502,9 +652,9 @@ void prefer_l1(Kernel kernel, std::atomic<uint64_t>& done) {
   (void)cudaGetLastError();  // a refused hint is not an error of the launch
 }
 
-template <typename Args>
-cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args& args) {
-  return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args);
+template <typename... KArgs, typename... Args>
+cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args&... args) {
+  return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args...);
 }
 
 template <int K, int T, int R, int MinCtas, bool Pipe = false>
@@ -565,6 +715,18 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
     const cudaError_t e = launch_quantize<K>(qa, n_tok, p.pdl_x, s);
     if (e != cudaSuccess) return e;
   }
+  if constexpr (K != kQ4K) {
+    if (p.stream) {  // plan_ok: one token, 2-row pairs, CTAs of 8 warps; launch_chunk: x not ready
+      static std::atomic<uint64_t> l1_set{0};
+      prefer_l1(gemv_quant_stream_kernel<K>, l1_set);
+      // Warps: all resident at once (3 CTAs of 8 an SM), at most one a pair (a range then spans
+      // at least a pair's u-steps, so a pair is cut in at most two parts).
+      const int64_t n_warps = std::min<int64_t>(a.warps, int64_t{24} * current_device_sm_count());
+      const int64_t ctas = (n_warps + 7) / 8;
+      return launch(gemv_quant_stream_kernel<K>, dim3(static_cast<unsigned>(ctas), 1, 1), 256u, p.pdl, s, a, n_warps,
+                    a.warps);
+    }
+  }
   if (n_tok == 1) return launch_rt<K, 1>(a, p, s);
   if (n_tok == 2) return launch_rt<K, 2>(a, p, s);
   if constexpr (K != kQ4K) return launch_rt<K, 4>(a, p, s);  // 3 or 4 tokens
@@ -573,6 +735,7 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
 
 bool plan_ok(const QuantWarpPlan& p, int n_tok, int k) {
   if (p.min_ctas_per_sm == 4 && k == kQ4K) return false;
+  if (p.stream && (n_tok != 1 || k == kQ4K || p.rows_per_warp != 2 || p.warps_per_cta != 8)) return false;
   if (p.pipelined && n_tok != 1) return false;
   if (p.min_ctas_per_sm == 4 && !(p.pipelined && n_tok == 1 && p.rows_per_warp == 2)) return false;
   if (p.min_ctas_per_sm != 2 && p.min_ctas_per_sm != 4 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
@@ -634,6 +797,17 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return e && e[0] == '4';
   }();
   if (ctas4 && p.pipelined && p.min_ctas_per_sm == 3 && p.rows_per_warp == 2) p.min_ctas_per_sm = 4;
+  // HS_CUDA_QW_STREAM=1 (measurement only): one token of Q4_0 / Q8_0 in 2-row pairs over more
+  // pairs than one wave of warps runs as stream-K (gemv_quant_stream_kernel).
+  static const bool stream = [] {
+    const char* e = std::getenv("HS_CUDA_QW_STREAM");
+    return e && e[0] == '1';
+  }();
+  if (stream && n_tok == 1 && k != QuantKind::kQ4_K && p.rows_per_warp == 2 &&
+      (rows + 1) / 2 > int64_t{24} * n_sm) {
+    p.stream = true;
+    p.warps_per_cta = 8;
+  }
   // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
   static const bool trigger = [] {
     const char* e = std::getenv("HS_CUDA_QW_TRIGGER");
@@ -716,8 +890,9 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
                          const QuantRowLayout& rl) {
   const int kk = static_cast<int>(k);
   const int n_tok = static_cast<int>(x.rows), t_launch = padded_tokens(n_tok);
-  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
+  QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
   if (!plan_ok(p, t_launch, kk)) return cudaErrorInvalidValue;
+  if (p.stream && x_ready) p.stream = false;  // its quantize kernel zeroes y: x ready means none runs
 
   QuantXArgs qa;
   qa.x = x.p;
@@ -737,8 +912,12 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
     g.rows = outs[i].rows;
     g.y = outs[i].y.p;
     g.y_stride = outs[i].y.stride;
-    g.warp_begin = warps;
+    g.warp_begin = warps;  // stream: the weight's first pair (R = 2: a pair a warp of the plain kernel)
     warps += (g.rows + p.rows_per_warp - 1) / p.rows_per_warp;
+    if (p.stream) {
+      qa.zero_y[a.n_seg - 1] = g.y;
+      qa.zero_rows[a.n_seg - 1] = g.rows;
+    }
   }
   a.warps = warps;
   a.row_bytes = w_row_bytes;

@@ -85,6 +85,11 @@ struct QuantWarpPlan {
   // asks L2 to fetch while it waits for x: the kernels before it (the delta rule, attention) leave
   // DRAM idle. 0: none.
   int64_t prefetch_budget = 0;
+  // One token of Q4_0 / Q8_0, 2-row warps, CTAs of 8 warps: stream-K (the launch's pair x u-step
+  // units cut into equal ranges over the warps resident at once; a pair cut by a range boundary
+  // is added atomically into y, which the quantize kernel zeroes first). Not with x_ready (then
+  // the plain kernel runs). Sums in another order than the plain kernel's (deterministic).
+  bool stream = false;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);
