@@ -25,4 +25,16 @@ for m in 0 32; do
     --kv-cache-dtype int8 > $OUT/b8-$m.log 2>&1
   echo "27B 8x32K int8 prefetch=$m MiB rc $?"; grep "^| qwen" $OUT/b8-$m.log | cut -d"|" -f9-14
 done
+# Nsight Compute's detail of the 8-row GEMM's barrier-free kernel at 8 x 512 (s30p.sh's regex
+# caught the prefill kernel) and of the stream-K GEMV at batch 1.
+NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+for d in "gemm8w gemm_quant_warp_kernel -p 0 -n 0 --batched 8:512 --batched-gen 40" \
+         "gemv1s gemv_quant_stream_kernel -p 16 -n 40 -d 0"; do
+  set -- $d; name=$1; re=$2; shift 2
+  HS_CUDA_QW_STREAM=1 HS_CUDA_GRAPHS=0 timeout 150 $NCU --kernel-name regex:$re --launch-skip 200 --launch-count 2 \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section MemoryWorkloadAnalysis \
+    --section LaunchStats $B/hindsight bench $C27 -r 1 "$@" > $OUT/ncu-$name.txt 2>&1; echo "ncu $name rc $?"
+  grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Achieved Occupancy|Registers Per|Grid Size|Warp Cycles Per Issued" \
+    $OUT/ncu-$name.txt | cut -c1-150 | head -24
+done
 date -u +"%F %T UTC"
