@@ -524,21 +524,33 @@ TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
 }
 
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
-  const int64_t rows = 1031, cols = 4096;
+  const int64_t cols = 4096;
+  int dev = 0, n_sm = 0;
+  HS_CU(cudaGetDevice(&dev));
+  HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
   // Two tokens under the default plan; one token software-pipelined, each main kernel letting
   // the next launch (the next quantize kernel, which rewrites the shared x scratch) be scheduled
-  // from its start.
+  // from its start; one token as stream-K over 1.37 waves of pairs (its quantize kernels zero y
+  // before the atomic adds of cut pairs).
   for (QuantKind k : kKinds)
-  for (int ntok : {2, 1}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    if (variant == 2 && k == QuantKind::kQ4_K) continue;
+    const int ntok = variant == 0 ? 2 : 1;
+    const int64_t rows = variant == 2 ? 2 * int64_t{24} * n_sm * 137 / 100 + 3 : 1031;
     QuantWeights qw(k, rows, cols, rng_);
     ASSERT_NE(qw.dev.p, nullptr);
-    int dev = 0, n_sm = 0;
-    HS_CU(cudaGetDevice(&dev));
-    HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
     cuda::QuantWarpPlan plan = cuda::plan_gemv_quant_warp(k, rows, cols, ntok, n_sm);
-    if (ntok == 1) {
+    if (variant == 1) {
       plan.pipelined = true;
       plan.trigger_dependents = true;
+      plan.pdl_x = true;
+    } else if (variant == 2) {
+      plan = cuda::QuantWarpPlan{};
+      plan.rows_per_warp = 2;
+      plan.warps_per_cta = 8;
+      plan.min_ctas_per_sm = 3;
+      plan.pipelined = true;
+      plan.stream = true;
       plan.pdl_x = true;
     }
     const float sc[2] = {1.0f, 3.0f};
@@ -589,9 +601,10 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
     HS_CU(cudaMemcpy(replay.data(), dy.p, replay.size() * 4, cudaMemcpyDeviceToHost));
     HS_CU(cudaStreamSynchronize(s));
     EXPECT_EQ(std::memcmp(serial.data(), eager.data(), eager.size() * 4), 0)
-        << kind_name(k) << ", " << ntok << " token(s): overlapped launches differ from serial ones; " << seed_note();
+        << kind_name(k) << ", " << ntok << " token(s), variant " << variant
+        << ": overlapped launches differ from serial ones; " << seed_note();
     EXPECT_EQ(std::memcmp(eager.data(), replay.data(), eager.size() * 4), 0)
-        << kind_name(k) << ", " << ntok << " token(s); " << seed_note();
+        << kind_name(k) << ", " << ntok << " token(s), variant " << variant << "; " << seed_note();
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
     cudaStreamDestroy(s);
