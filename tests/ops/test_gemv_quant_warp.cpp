@@ -453,8 +453,8 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
   }
 }
 
-// Stream-K (QuantWarpPlan::stream, one token, 2-row pairs): more pairs than resident warps, so
-// ranges cut pairs and add them atomically into the zeroed y. Every output within the reference
+// Stream-K (QuantWarpPlan::stream, one token, units of 2-row pairs or of single rows): more
+// pairs than resident warps, so ranges cut pairs and add them atomically into the zeroed y. Every output within the reference
 // bound, y's padding untouched; two launches bitwise equal (a cut pair has two parts: 0 + a + b
 // rounds the same in either order); three weights in one launch (pairs of one weight cut at
 // range boundaries, weights meeting inside a range), each within the bound.
@@ -462,17 +462,19 @@ TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
   int dev = 0, n_sm = 0;
   HS_CU(cudaGetDevice(&dev));
   HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t resident_pairs = int64_t{24} * n_sm;
+  const int64_t resident = int64_t{24} * n_sm;  // warps at once
   const float sc[2] = {1.0f, 1e5f};
-  cuda::QuantWarpPlan p;
-  p.rows_per_warp = 2;
-  p.warps_per_cta = 8;
-  p.min_ctas_per_sm = 3;
-  p.pipelined = true;
-  p.stream = true;
-  for (QuantKind k : {QuantKind::kQ4_0, QuantKind::kQ8_0}) {
+  for (QuantKind k : {QuantKind::kQ4_0, QuantKind::kQ8_0})
+  for (int R : {2, 1}) {  // units of 2-row pairs or of single rows
+    cuda::QuantWarpPlan p;
+    p.rows_per_warp = R;
+    p.warps_per_cta = 8;
+    p.min_ctas_per_sm = 3;
+    p.pipelined = true;
+    p.stream = true;
+    const int64_t resident_pairs = R * resident;  // rows in one pair a warp
     // 1.37 and 3.1 pairs a warp; 160 columns: a partial last group; 4096: 4 Q4_0 u-steps.
-    const Shape shapes[] = {{2 * resident_pairs * 137 / 100 + 3, 4096}, {2 * resident_pairs * 31 / 10, 160}};
+    const Shape shapes[] = {{resident_pairs * 137 / 100 + 3, 4096}, {resident_pairs * 31 / 10, 160}};
     for (const Shape& sh : shapes) {
       if (!cuda::quant_cols_valid(k, sh.cols)) continue;
       QuantWeights qw(k, sh.rows, sh.cols, rng_);
@@ -480,7 +482,8 @@ TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
       const auto x = make_x(rng_, 1, sh.cols, sc);
       std::vector<float> first;
       for (int round = 0; round < 2; ++round) {
-        const std::string what = describe(k, sh, 1) + " stream-K round " + std::to_string(round);
+        const std::string what =
+            describe(k, sh, 1) + " stream-K, " + std::to_string(R) + "-row units, round " + std::to_string(round);
         const Check r = run_check(
             k, qw, x, 1, sh.cols, 0, sh.rows + 5,
             [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
@@ -499,7 +502,7 @@ TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
     }
     // Three weights in one launch: 1031 + 7 + (the rest of 1.2 waves) rows.
     const int64_t cols = 512;
-    const int64_t rws[3] = {1031, 7, 2 * resident_pairs * 12 / 10};
+    const int64_t rws[3] = {1031, 7, resident_pairs * 12 / 10};
     std::vector<std::unique_ptr<QuantWeights>> qw;
     for (int64_t r : rws) qw.push_back(std::make_unique<QuantWeights>(k, r, cols, rng_));
     const auto x = make_x(rng_, 1, cols, sc);
@@ -517,7 +520,8 @@ TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
             const cudaError_t es = cudaDeviceSynchronize();  // before `other` is freed
             return e != cudaSuccess ? e : es;
           },
-          std::string(kind_name(k)) + " stream-K, weight " + std::to_string(i) + " of 3");
+          std::string(kind_name(k)) + " stream-K, " + std::to_string(R) + "-row units, weight " + std::to_string(i) +
+              " of 3");
       (void)c;
     }
   }

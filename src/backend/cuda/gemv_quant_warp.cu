@@ -497,9 +497,9 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
 }
 
 // ---- kernel 2b: stream-K, one token ------------------------------------------------------------
-// The work of a launch as one list of units (a 2-row pair of a weight x one u-step; pairs of the
-// launch's weights back to back, a pair's u-steps consecutive), cut into equal contiguous ranges,
-// one a warp, over exactly the warps that are resident at once (3 CTAs of 8 warps an SM): no
+// The work of a launch as one list of units (a "pair" of R rows of a weight, R = 2 or 1, x one
+// u-step; pairs of the launch's weights back to back, a pair's u-steps consecutive), cut into
+// equal contiguous ranges, one a warp, over exactly the warps resident at once (3 CTAs of 8 warps an SM): no
 // second wave, no warp that starts late, every warp done at the same time. A warp runs its range
 // as one software-pipelined stream of trips (the next trip's loads, possibly of the next pair,
 // issued before this one is computed) and writes each pair's two sums when its range leaves the
@@ -508,9 +508,10 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
 // parts; y is zeroed by the quantize kernel first, and 0 + a + b rounds the same in either
 // order: the result does not depend on which warp adds first (deterministic for a given plan).
 // MainArgs::seg[i].warp_begin holds weight i's first pair in the list.
-template <int K>
+template <int K, int R>
 __global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, int64_t n_warps, int64_t n_pairs) {
-  constexpr int R = 2, T = 1;
+  static_assert(R == 1 || R == 2, "stream-K takes rows of 1 or 2 a unit");
+  constexpr int T = 1;
   constexpr int SB = kScaleBytes<K>;
   constexpr int kStep = T * xrec(K).bytes;
   const int lane = threadIdx.x & 31;
@@ -605,15 +606,23 @@ __global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, i
     p.s = p.d;  // unused (Q4_0 / Q8_0)
     compute_step<K, T, R>(wa[0], p, t, acc);
     if (cur.u == nu - 1 || j + 1 == end) {
-      // The pair's part in this range: sum over the warp (lane 0: row 0, lane 16: row 1).
-      float v[2] = {acc[0][0], acc[1][0]};
-      const bool up = (lane & 16) != 0;
-      const float send = up ? v[0] : v[1];
-      const float keep = up ? v[1] : v[0];
-      float r = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+      // The pair's part in this range, summed over the warp as the plain kernel's reduce-scatter
+      // does: R = 2, lane 0 row 0 and lane 16 row 1; R = 1, lane 0.
+      float r;
+      bool up = false;
+      if constexpr (R == 2) {
+        up = (lane & 16) != 0;
+        const float send = up ? acc[0][0] : acc[1][0];
+        const float keep = up ? acc[1][0] : acc[0][0];
+        r = keep + __shfl_xor_sync(0xffffffffu, send, 16);
 #pragma unroll
-      for (int m = 8; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
-      if ((lane & 15) == 0) {
+        for (int m = 8; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
+      } else {
+        r = acc[0][0];
+#pragma unroll
+        for (int m = 16; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
+      }
+      if ((lane & (R == 2 ? 15 : 31)) == 0) {
         const int i = up ? 1 : 0;
         const int64_t row = cur.pair * R + i;
         if (row < pick_rows(cur.si)) {
@@ -716,15 +725,19 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
     if (e != cudaSuccess) return e;
   }
   if constexpr (K != kQ4K) {
-    if (p.stream) {  // plan_ok: one token, 2-row pairs, CTAs of 8 warps; launch_chunk: x not ready
-      static std::atomic<uint64_t> l1_set{0};
-      prefer_l1(gemv_quant_stream_kernel<K>, l1_set);
+    if (p.stream) {  // plan_ok: one token, 1- or 2-row units, CTAs of 8 warps; launch_chunk: x not ready
       // Warps: all resident at once (3 CTAs of 8 an SM), at most one a pair (a range then spans
       // at least a pair's u-steps, so a pair is cut in at most two parts).
       const int64_t n_warps = std::min<int64_t>(a.warps, int64_t{24} * current_device_sm_count());
-      const int64_t ctas = (n_warps + 7) / 8;
-      return launch(gemv_quant_stream_kernel<K>, dim3(static_cast<unsigned>(ctas), 1, 1), 256u, p.pdl, s, a, n_warps,
-                    a.warps);
+      const dim3 grid(static_cast<unsigned>((n_warps + 7) / 8), 1, 1);
+      if (p.rows_per_warp == 1) {
+        static std::atomic<uint64_t> l1_set{0};
+        prefer_l1(gemv_quant_stream_kernel<K, 1>, l1_set);
+        return launch(gemv_quant_stream_kernel<K, 1>, grid, 256u, p.pdl, s, a, n_warps, a.warps);
+      }
+      static std::atomic<uint64_t> l1_set{0};
+      prefer_l1(gemv_quant_stream_kernel<K, 2>, l1_set);
+      return launch(gemv_quant_stream_kernel<K, 2>, grid, 256u, p.pdl, s, a, n_warps, a.warps);
     }
   }
   if (n_tok == 1) return launch_rt<K, 1>(a, p, s);
@@ -735,7 +748,7 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
 
 bool plan_ok(const QuantWarpPlan& p, int n_tok, int k) {
   if (p.min_ctas_per_sm == 4 && k == kQ4K) return false;
-  if (p.stream && (n_tok != 1 || k == kQ4K || p.rows_per_warp != 2 || p.warps_per_cta != 8)) return false;
+  if (p.stream && (n_tok != 1 || k == kQ4K || p.rows_per_warp > 2 || p.warps_per_cta != 8)) return false;
   if (p.pipelined && n_tok != 1) return false;
   if (p.min_ctas_per_sm == 4 && !(p.pipelined && n_tok == 1 && p.rows_per_warp == 2)) return false;
   if (p.min_ctas_per_sm != 2 && p.min_ctas_per_sm != 4 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
@@ -797,16 +810,19 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return e && e[0] == '4';
   }();
   if (ctas4 && p.pipelined && p.min_ctas_per_sm == 3 && p.rows_per_warp == 2) p.min_ctas_per_sm = 4;
-  // HS_CUDA_QW_STREAM=1 (measurement only): one token of Q4_0 / Q8_0 in 2-row pairs over more
-  // pairs than one wave of warps runs as stream-K (gemv_quant_stream_kernel).
+  // HS_CUDA_QW_STREAM=1 (measurement only): one token of Q4_0 / Q8_0 runs as stream-K
+  // (gemv_quant_stream_kernel) when its units outnumber the resident warps: 2-row pairs where
+  // there are more pairs than warps (gate / up, a layer's inputs, the output layer), else single
+  // rows where there are more rows (the 5,120-row down / out projections).
   static const bool stream = [] {
     const char* e = std::getenv("HS_CUDA_QW_STREAM");
     return e && e[0] == '1';
   }();
-  if (stream && n_tok == 1 && k != QuantKind::kQ4_K && p.rows_per_warp == 2 &&
-      (rows + 1) / 2 > int64_t{24} * n_sm) {
+  const int64_t resident = int64_t{24} * n_sm;
+  if (stream && n_tok == 1 && k != QuantKind::kQ4_K && p.rows_per_warp <= 2 && rows > resident) {
     p.stream = true;
     p.warps_per_cta = 8;
+    p.rows_per_warp = (rows + 1) / 2 > resident ? 2 : 1;
   }
   // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
   static const bool trigger = [] {

@@ -85,8 +85,9 @@ struct QuantWarpPlan {
   // asks L2 to fetch while it waits for x: the kernels before it (the delta rule, attention) leave
   // DRAM idle. 0: none.
   int64_t prefetch_budget = 0;
-  // One token of Q4_0 / Q8_0, 2-row warps, CTAs of 8 warps: stream-K (the launch's pair x u-step
-  // units cut into equal ranges over the warps resident at once; a pair cut by a range boundary
+  // One token of Q4_0 / Q8_0, rows_per_warp 1 or 2, CTAs of 8 warps: stream-K (the launch's
+  // (rows_per_warp rows) x u-step units cut into equal ranges over the warps resident at once,
+  // never more warps than row groups; a row group cut by a range boundary
   // is added atomically into y, which the quantize kernel zeroes first). Not with x_ready (then
   // the plain kernel runs). Sums in another order than the plain kernel's (deterministic).
   bool stream = false;
