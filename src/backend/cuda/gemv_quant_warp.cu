@@ -177,6 +177,17 @@ struct MainArgs {
                                // L2 before waiting for x (even; <= groups)
 };
 
+// The segment (weight) whose warp_begin range holds v, and a field of segment si: selects by
+// comparison, so the parameter block is never indexed dynamically (no local-memory copy).
+__device__ __forceinline__ int seg_index(const MainArgs& a, int64_t v) {
+  return (a.n_seg > 1 && v >= a.seg[1].warp_begin) + (a.n_seg > 2 && v >= a.seg[2].warp_begin) +
+         (a.n_seg > 3 && v >= a.seg[3].warp_begin);
+}
+template <typename F>
+__device__ __forceinline__ F seg_field(const MainArgs& a, int si, F MainSeg::*f) {
+  return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f;
+}
+
 // What a lane loads of one row for one u-step.
 struct WRegs {
   uint4 q;       // 16 bytes of quants
@@ -362,12 +373,8 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   const int qd = lane >> 2, t = lane & 3;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (gw >= a.warps) return;
-  // The warp's weight (selects by comparison: no dynamic indexing of the parameter block).
-  const int si = (a.n_seg > 1 && gw >= a.seg[1].warp_begin) + (a.n_seg > 2 && gw >= a.seg[2].warp_begin) +
-                 (a.n_seg > 3 && gw >= a.seg[3].warp_begin);
-  auto pick = [&](auto MainSeg::*f) {
-    return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f;
-  };
+  const int si = seg_index(a, gw);  // the warp's weight
+  auto pick = [&](auto MainSeg::*f) { return seg_field(a, si, f); };
   const uint8_t* const wbase = pick(&MainSeg::w);
   const int64_t rows = pick(&MainSeg::rows);
   float* const y = pick(&MainSeg::y);
@@ -531,18 +538,9 @@ __global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, i
     const uint8_t* q[R];
     const uint8_t* sc[R];
   };
-  auto seg_of = [&](int64_t gp) {  // weight of list pair gp
-    return (a.n_seg > 1 && gp >= a.seg[1].warp_begin) + (a.n_seg > 2 && gp >= a.seg[2].warp_begin) +
-           (a.n_seg > 3 && gp >= a.seg[3].warp_begin);
-  };
-  auto pick_w = [&](int si) { return si == 0 ? a.seg[0].w : si == 1 ? a.seg[1].w : si == 2 ? a.seg[2].w : a.seg[3].w; };
-  auto pick_rows = [&](int si) {
-    return si == 0 ? a.seg[0].rows : si == 1 ? a.seg[1].rows : si == 2 ? a.seg[2].rows : a.seg[3].rows;
-  };
-  auto pick_begin = [&](int si) {
-    return si == 0 ? a.seg[0].warp_begin : si == 1 ? a.seg[1].warp_begin : si == 2 ? a.seg[2].warp_begin : a.seg[3].warp_begin;
-  };
-  auto pick_y = [&](int si) { return si == 0 ? a.seg[0].y : si == 1 ? a.seg[1].y : si == 2 ? a.seg[2].y : a.seg[3].y; };
+  auto pick_w = [&](int si) { return seg_field(a, si, &MainSeg::w); };
+  auto pick_rows = [&](int si) { return seg_field(a, si, &MainSeg::rows); };
+  auto pick_y = [&](int si) { return seg_field(a, si, &MainSeg::y); };
   auto set_rows = [&](Cur& c) {
     const uint8_t* wb = pick_w(c.si);
     const int64_t rows = pick_rows(c.si);
@@ -581,8 +579,8 @@ __global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, i
   Cur cur;
   {
     const int64_t gp = begin / nu;
-    cur.si = seg_of(gp);
-    cur.pair = gp - pick_begin(cur.si);
+    cur.si = seg_index(a, gp);
+    cur.pair = gp - seg_field(a, cur.si, &MainSeg::warp_begin);
     cur.u = static_cast<int>(begin - gp * nu);
     set_rows(cur);
   }
