@@ -379,9 +379,11 @@ __device__ __forceinline__ void load_x_chunk(uint2 (&xq)[4][2], const Args& a, i
   }
 }
 
-template <int K>
-__global__ void __launch_bounds__(kWarpCtaThreads, 1) gemm_quant_warp_kernel(Args a, int rw) {
-  constexpr int D = kWarpDepth<K>;
+// MinB: CTAs an SM it is compiled for: 1 (the default: ~190 registers, D chunks ahead) or 2 (128
+// registers, 2 chunks ahead: 16 warps an SM; HS_CUDA_GEMMQ_WARP2=1, for measurement).
+template <int K, int MinB = 1>
+__global__ void __launch_bounds__(kWarpCtaThreads, MinB) gemm_quant_warp_kernel(Args a, int rw) {
+  constexpr int D = MinB >= 2 ? 2 : kWarpDepth<K>;
   __shared__ float red[kWarpCtaThreads / 32][kWarpRows][8];  // [warp][row][token]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -541,9 +543,20 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
 namespace {
 
 using WarpKernelFn = void (*)(Args, int);
+// HS_CUDA_GEMMQ_WARP2=1 (measurement only): Q4_0's variant compiled for 2 CTAs an SM.
+bool warp_two_ctas() {
+  static const bool on = [] {
+    const char* e = std::getenv("HS_CUDA_GEMMQ_WARP2");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 WarpKernelFn warp_kernel_of(QuantKind k) {
   switch (k) {
-    case QuantKind::kQ4_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
+    case QuantKind::kQ4_0:
+      if (warp_two_ctas()) return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0), 2>;
+      return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
     case QuantKind::kQ8_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ8_0)>;
     default: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_K)>;
   }
