@@ -150,7 +150,7 @@ class CudaBackend final : public Backend {
   // cache: n_blocks x KvGeometry::page_bytes(), laid out like KvCache::layer_base) to `host`;
   // synchronises the stream. Error when no cache is bound or the layer is out of range.
   Status read_kv_pages(int layer, void* host);
-  // Tests: the norm / GLU writing the quantized GEMV's x records (HS_CUDA_EARLYQ) on or off.
+  // Tests: the norms / GLU / gated norm writing the quantized GEMV's x records (HS_CUDA_EARLYQ=1) on or off.
   void set_early_quantized_inputs(bool on) { earlyq_ = on ? kEarlyQAll : kEarlyQOff; }
 
   // ---- sparse attention on the GPU (cuda_sparse.cpp, docs/gpu-sparse.md) ------------------
@@ -414,8 +414,9 @@ class CudaBackend final : public Backend {
   std::optional<DType> quant_in_;
   bool quant_in_mixed_ = false;
   // Which ops write the quantized GEMV's x records beside their output (HS_CUDA_EARLYQ): none
-  // (the GEMV's own quantize kernel), all (norms and the GLU: "1"), or only the ops whose grid
-  // spans the row ("wide": the GLU; a norm's one CTA a row would quantize serially).
+  // (the GEMV's own quantize kernel), all (norms, the GLU, the gated norm: "1"), or only the ops
+  // whose grid spans the row ("wide": the GLU and the gated norm; a norm's one CTA a row would
+  // quantize serially). Session 28 (H100, 27B tg128): "1" −4.9 %, "wide" ±0, so off.
   enum EarlyQ { kEarlyQOff, kEarlyQAll, kEarlyQWide };
   EarlyQ earlyq_ = kEarlyQOff;
   // Where an op writing `out` should also write the GEMV's records: qx_ (grown) for a batch of

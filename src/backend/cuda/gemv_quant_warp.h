@@ -81,15 +81,15 @@ struct QuantWarpPlan {
   // one streams instead of after it. Every kernel after a GEMV must wait in pdl_wait (all of the
   // decode step's do) or be launched without the PDL attribute.
   bool trigger_dependents = false;
-  // Bytes of the launch's weights (at most; the same leading bytes of every row) the main kernel
-  // asks L2 to fetch while it waits for x: the kernels before it (the delta rule, attention) leave
-  // DRAM idle. 0: none.
+  // Bytes of the launch's weights (at most: the same even number of leading groups, quants and
+  // scales, of every row; Q4_0 / Q8_0) the main kernel asks L2 to fetch while it waits for x: the
+  // kernels before it (the delta rule, attention) leave DRAM idle. 0: none.
   int64_t prefetch_budget = 0;
   // One token of Q4_0 / Q8_0, rows_per_warp 1 or 2, CTAs of 8 warps: stream-K (the launch's
   // (rows_per_warp rows) x u-step units cut into equal ranges over the warps resident at once,
-  // never more warps than row groups; a row group cut by a range boundary
-  // is added atomically into y, which the quantize kernel zeroes first). Not with x_ready (then
-  // the plain kernel runs). Sums in another order than the plain kernel's (deterministic).
+  // never more warps than row groups; a row group cut by a range boundary is added atomically
+  // into y, which the quantize kernel zeroes first). Not with x_ready (then the plain kernel
+  // runs). Sums in another order than the plain kernel's, deterministic for a given plan.
   bool stream = false;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
