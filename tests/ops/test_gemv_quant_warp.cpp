@@ -322,8 +322,7 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
           for (int wpc : {1, 2, 4, 8}) {
             // pdl: none, main kernel, both kernels; 3: main kernel, compiled for 3 CTAs an SM (one
             // token, R <= 2 only).
-            // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM. 1 and 5 also
-            // trigger the next launch from the main kernel's start.
+            // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM.
             // 6: pipelined at 4 CTAs an SM (2-row warps of Q4_0 / Q8_0 only).
             for (int pdl = 0; pdl < 7; ++pdl) {
               if (pdl >= 3 && ntok != 1) continue;
@@ -336,7 +335,6 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
               p.pdl_x = pdl == 2;
               p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : pdl == 6 ? 4 : 2;
               p.pipelined = pdl >= 4;
-              p.trigger_dependents = pdl == 1 || pdl == 5;  // the next launch scheduled early
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
                                        std::to_string(wpc) + " pdl " + std::to_string(pdl);
               const Check r = run_check(
@@ -532,9 +530,8 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   int dev = 0, n_sm = 0;
   HS_CU(cudaGetDevice(&dev));
   HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-  // Two tokens under the default plan; one token software-pipelined, each main kernel letting
-  // the next launch (the next quantize kernel, which rewrites the shared x scratch) be scheduled
-  // from its start; one token as stream-K over 1.37 waves of pairs (its quantize kernels zero y
+  // Two tokens under the default plan; one token software-pipelined with the quantize kernel a
+  // programmatic dependent too (it rewrites the shared x scratch); one token as stream-K over 1.37 waves of pairs (its quantize kernels zero y
   // before the atomic adds of cut pairs).
   for (QuantKind k : kKinds)
   for (int variant = 0; variant < 3; ++variant) {
@@ -546,7 +543,6 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
     cuda::QuantWarpPlan plan = cuda::plan_gemv_quant_warp(k, rows, cols, ntok, n_sm);
     if (variant == 1) {
       plan.pipelined = true;
-      plan.trigger_dependents = true;
       plan.pdl_x = true;
     } else if (variant == 2) {
       plan = cuda::QuantWarpPlan{};

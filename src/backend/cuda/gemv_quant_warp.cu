@@ -172,7 +172,6 @@ struct MainArgs {
   int64_t dm_off = 0;          // Q4_K: 72 G
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
   int n_tok = 1;               // tokens written (T may be one more: a padded slot)
-  bool trigger = false;        // QuantWarpPlan::trigger_dependents
   int prefetch_groups = 0;     // leading groups of each row (quants and scales) to prefetch into
                                // L2 before waiting for x (even; <= groups)
 };
@@ -366,9 +365,6 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   constexpr int kLogV = V >= 16 ? 4 : V >= 8 ? 3 : V >= 4 ? 2 : V >= 2 ? 1 : 0;
   constexpr int SB = kScaleBytes<K>;
   constexpr int kStep = T * xrec(K).bytes;  // x scratch bytes of one u-step
-  // The kernel after this one (a norm, the GLU, the conv: each waits in pdl_wait for this grid's
-  // completion) may be scheduled as soon as every CTA of this one runs (MainArgs::trigger).
-  if (a.trigger) pdl_launch_dependents();
   const int lane = threadIdx.x & 31;
   const int qd = lane >> 2, t = lane & 3;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -822,12 +818,6 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     p.warps_per_cta = 8;
     p.rows_per_warp = (rows + 1) / 2 > resident ? 2 : 1;
   }
-  // HS_CUDA_QW_TRIGGER=1: the main kernel lets the next kernel be scheduled from its start.
-  static const bool trigger = [] {
-    const char* e = std::getenv("HS_CUDA_QW_TRIGGER");
-    return e && e[0] == '1';
-  }();
-  p.trigger_dependents = trigger;
   // HS_CUDA_QW_PREFETCH=<MiB>: up to that many bytes of the launch's weights prefetched into L2
   // while the main kernel waits for x (off until measured).
   static const int64_t prefetch_mib = [] {
@@ -940,7 +930,6 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   a.dm_off = rl.dm_offset;
   a.nu = qa.nu;
   a.s = qa.s;
-  a.trigger = p.trigger_dependents;
   if (p.prefetch_budget > 0 && total_rows > 0 && k != QuantKind::kQ4_K) {  // the same groups of every row
     // A group: 64 quant bytes and its scales (8 Q4_0, 4 Q8_0); an even count keeps the scale
     // range a multiple of 16 bytes inside the row.

@@ -76,11 +76,6 @@ struct QuantWarpPlan {
   // One token only: the main loop software-pipelined (trip i + 1's weight loads issued before
   // trip i is computed; the same registers: two buffers of half the u-steps).
   bool pipelined = false;
-  // The main kernel calls pdl_launch_dependents at its start: the kernel after it (launched as a
-  // programmatic dependent, waiting in pdl_wait before it touches memory) is scheduled while this
-  // one streams instead of after it. Every kernel after a GEMV must wait in pdl_wait (all of the
-  // decode step's do) or be launched without the PDL attribute.
-  bool trigger_dependents = false;
   // Bytes of the launch's weights (at most: the same even number of leading groups, quants and
   // scales, of every row; Q4_0 / Q8_0) the main kernel asks L2 to fetch while it waits for x: the
   // kernels before it (the delta rule, attention) leave DRAM idle. 0: none.
