@@ -406,13 +406,9 @@ __global__ void __launch_bounds__(kWarpCtaThreads, MinB) gemm_quant_warp_kernel(
   for (int j = 0; j < D; ++j)
     if (j < n_my) load_chunk<K>(wr[j], base, stride8, valid, kwi + j * kw, t, a);
   pdl_launch_dependents();
-  if (a.prefetch_groups > 0 && kwi == 0 && row0 + lane < rows) {  // lane: one row's quants and scales
-    const uint8_t* row = cw.w + (row0 + lane) * row_bytes;
-    const int n = a.prefetch_groups;
-    constexpr int SB = K == static_cast<int>(QuantKind::kQ8_0) ? 4 : 8;
-    prefetch_l2_bulk(row, static_cast<uint32_t>(64 * n));
-    prefetch_l2_bulk(row + a.scale_offset, static_cast<uint32_t>((SB * n + 15) / 16 * 16));
-  }
+  if (a.prefetch_groups > 0 && kwi == 0 && row0 + lane < rows)  // lane: one row of the warp's 32
+    prefetch_row_groups(cw.w + (row0 + lane) * row_bytes, a.scale_offset, a.prefetch_groups,
+                        K == static_cast<int>(QuantKind::kQ8_0) ? 4 : 8);
   pdl_wait();
 #pragma unroll
   for (int j = 0; j < D; ++j)
@@ -472,24 +468,27 @@ KernelFn kernel_for(QuantKind k, int nt) {
 size_t smem_bytes(int nt) { return size_t{kStages} * nt * 8 * kXRow * sizeof(__half); }
 
 // Resident CTAs an SM of this kernel (cached per device, kind and tile count).
-int occupancy(QuantKind k, int nt) {
-  static std::atomic<int> cache[kMaxDevices][3][kMaxTiles];
+// Resident CTAs an SM of `kernel` on the current device, cached in cache[device] (at least 1).
+template <typename Kernel>
+int cached_occupancy(std::atomic<int> (&cache)[kMaxDevices], Kernel kernel, int threads, size_t smem) {
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-  const int ki = static_cast<int>(k);
   if (dev < kMaxDevices) {
-    const int c = cache[dev][ki][nt - 1].load(std::memory_order_relaxed);
+    const int c = cache[dev].load(std::memory_order_relaxed);
     if (c > 0) return c;
   }
   int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel_for(k, nt), kThreads, smem_bytes(nt)) !=
-          cudaSuccess ||
-      blocks < 1) {
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem) != cudaSuccess || blocks < 1) {
     (void)cudaGetLastError();
     blocks = 1;
   }
-  if (dev < kMaxDevices) cache[dev][ki][nt - 1].store(blocks, std::memory_order_relaxed);
+  if (dev < kMaxDevices) cache[dev].store(blocks, std::memory_order_relaxed);
   return blocks;
+}
+
+int occupancy(QuantKind k, int nt) {
+  static std::atomic<int> cache[3][kMaxTiles][kMaxDevices];
+  return cached_occupancy(cache[static_cast<int>(k)][nt - 1], kernel_for(k, nt), kThreads, smem_bytes(nt));
 }
 
 int sm_count() {
@@ -564,32 +563,19 @@ WarpKernelFn warp_kernel_of(QuantKind k) {
 
 // Resident CTAs an SM of the barrier-free variant (cached per device and kind).
 int warp_occupancy(QuantKind k) {
-  static std::atomic<int> cache[kMaxDevices][3];
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return 1;
-  const int ki = static_cast<int>(k);
-  if (dev < kMaxDevices && cache[dev][ki].load(std::memory_order_relaxed) > 0) return cache[dev][ki].load();
-  int blocks = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, warp_kernel_of(k), kWarpCtaThreads, 0) != cudaSuccess ||
-      blocks < 1) {
-    (void)cudaGetLastError();
-    blocks = 1;
-  }
-  if (dev < kMaxDevices) cache[dev][ki].store(blocks, std::memory_order_relaxed);
-  return blocks;
+  static std::atomic<int> cache[3][kMaxDevices];
+  return cached_occupancy(cache[static_cast<int>(k)], warp_kernel_of(k), kWarpCtaThreads, 0);
 }
 
 // HS_CUDA_GEMMQ_PREFETCH=<MiB>: up to that many bytes of a barrier-free launch's weights asked
 // of L2 while it waits for x (the attention / delta rule before it leave DRAM idle); off until
-// measured. The same leading groups of every row, an even count (whole 16-byte scale ranges).
-int warp_prefetch_groups(QuantKind k, int64_t groups, int64_t total_rows) {
+// measured.
+int64_t warp_prefetch_budget() {
   static const int64_t budget = [] {
     const char* e = std::getenv("HS_CUDA_GEMMQ_PREFETCH");
     return (e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0}) << 20;
   }();
-  if (budget == 0 || total_rows < 1) return 0;
-  const int64_t group_bytes = 64 + (k == QuantKind::kQ8_0 ? 4 : 8);
-  return static_cast<int>(std::min<int64_t>(groups, budget / total_rows / group_bytes) / 2 * 2);
+  return budget;
 }
 
 // The barrier-free variant's rows a CTA chosen by wave fill (H100, session 28: 27B 8 x 32K int8
@@ -693,7 +679,7 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
     }
     const int64_t blocks = fill(a, int64_t{kWarpRows} * rw);
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-    if (k != QuantKind::kQ4_K) a.prefetch_groups = warp_prefetch_groups(k, l.groups, total_rows);
+    a.prefetch_groups = static_cast<int>(quant_prefetch_groups(k, l.groups, warp_prefetch_budget(), total_rows));
     return launch_with(warp_kernel_of(k), dim3(static_cast<unsigned>(blocks)), dim3(kWarpCtaThreads), 0, 1, pdl, s, a,
                        rw);
   }

@@ -424,18 +424,11 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
     xp.d += kStep * U;
     xp.s += kStep * U;
   };
-  // Before waiting for x: lane i < R asks L2 for the first a.prefetch bytes of row i (the kernels
+  // Before waiting for x: lane i < R asks L2 for the leading groups of row i (the kernels
   // before this one may still run for microseconds with DRAM idle).
   auto prefetch_rows = [&] {
-    if (a.prefetch_groups > 0 && lane < 2 * R) {  // lane 2i: row i's quants, 2i + 1: its scales
-      const uint8_t* row = wbase + min(row0 + (lane >> 1), rows - 1) * a.row_bytes;
-      const int n = a.prefetch_groups;
-      if (lane & 1) {
-        prefetch_l2_bulk(row + a.scale_off, static_cast<uint32_t>((SB * n + 15) / 16 * 16));
-      } else {
-        prefetch_l2_bulk(row, static_cast<uint32_t>(64 * n));
-      }
-    }
+    if (a.prefetch_groups > 0 && lane < R)
+      prefetch_row_groups(wbase + min(row0 + lane, rows - 1) * a.row_bytes, a.scale_off, a.prefetch_groups, SB);
   };
   if constexpr (Pipe) {
     // Two buffers in turn (the loop body is unrolled by two so neither is copied).
@@ -930,13 +923,7 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   a.dm_off = rl.dm_offset;
   a.nu = qa.nu;
   a.s = qa.s;
-  if (p.prefetch_budget > 0 && total_rows > 0 && k != QuantKind::kQ4_K) {  // the same groups of every row
-    // A group: 64 quant bytes and its scales (8 Q4_0, 4 Q8_0); an even count keeps the scale
-    // range a multiple of 16 bytes inside the row.
-    const int64_t group_bytes = 64 + (k == QuantKind::kQ8_0 ? 4 : 8);
-    const int64_t n = std::min<int64_t>(rl.groups, p.prefetch_budget / total_rows / group_bytes) / 2 * 2;
-    a.prefetch_groups = static_cast<int>(n);
-  }
+  a.prefetch_groups = static_cast<int>(quant_prefetch_groups(k, rl.groups, p.prefetch_budget, total_rows));
   switch (k) {
     case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, t_launch, p, x_ready, s);
     case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, t_launch, p, x_ready, s);

@@ -37,4 +37,11 @@ __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) 
 #endif
 }
 
+// The first n groups (quant_prefetch_groups) of a Q4_0 / Q8_0 device row asked of L2: their 64 n
+// quant bytes and their scales (scale_bytes a group: 8 / 4) from scale_offset.
+__device__ __forceinline__ void prefetch_row_groups(const uint8_t* row, int64_t scale_offset, int n, int scale_bytes) {
+  prefetch_l2_bulk(row, static_cast<uint32_t>(64 * n));
+  prefetch_l2_bulk(row + scale_offset, static_cast<uint32_t>((scale_bytes * n + 15) / 16 * 16));
+}
+
 }  // namespace hs::cuda
