@@ -86,8 +86,7 @@ Status CudaBackend::init(int device_index) {
   if (const char* e = std::getenv("HS_CUDA_QUANT")) keep_quantized_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_GEMV")) gemv16_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_EARLY16")) early16_ = std::string(e) != "0";
-  if (const char* e = std::getenv("HS_CUDA_EARLYQ"))
-    earlyq_ = std::string(e) == "1" ? kEarlyQAll : std::string(e) == "wide" ? kEarlyQWide : kEarlyQOff;
+  if (const char* e = std::getenv("HS_CUDA_EARLYQ")) earlyq_ = std::string(e) == "1";
   if (const char* e = std::getenv("HS_CUDA_ROPE_KV")) rope_kv_fused_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_FLASH")) flash_on_ = std::string(e) != "0";
   if (const char* e = std::getenv("HS_CUDA_QUANT_WARP")) quant_warp_ = std::string(e) != "0";

@@ -150,8 +150,8 @@ class CudaBackend final : public Backend {
   // cache: n_blocks x KvGeometry::page_bytes(), laid out like KvCache::layer_base) to `host`;
   // synchronises the stream. Error when no cache is bound or the layer is out of range.
   Status read_kv_pages(int layer, void* host);
-  // Tests: the norms / GLU / gated norm writing the quantized GEMV's x records (HS_CUDA_EARLYQ=1) on or off.
-  void set_early_quantized_inputs(bool on) { earlyq_ = on ? kEarlyQAll : kEarlyQOff; }
+  // Tests: the norms / GLU / gated norm writing the GEMV's x records (HS_CUDA_EARLYQ=1) on or off.
+  void set_early_quantized_inputs(bool on) { earlyq_ = on; }
 
   // ---- sparse attention on the GPU (cuda_sparse.cpp, docs/gpu-sparse.md) ------------------
   // Attaches a SparseRuntime in sketch mode (max rule, chunk = page, optional exact rerank; no
@@ -413,16 +413,13 @@ class CudaBackend final : public Backend {
   InputTag qx_tag_;
   std::optional<DType> quant_in_;
   bool quant_in_mixed_ = false;
-  // Which ops write the quantized GEMV's x records beside their output (HS_CUDA_EARLYQ): none
-  // (the GEMV's own quantize kernel), all (norms, the GLU, the gated norm: "1"), or only the ops
-  // whose grid spans the row ("wide": the GLU and the gated norm; a norm's one CTA a row would
-  // quantize serially). Session 28 (H100, 27B tg128): "1" −4.9 %, "wide" ±0, so off.
-  enum EarlyQ { kEarlyQOff, kEarlyQAll, kEarlyQWide };
-  EarlyQ earlyq_ = kEarlyQOff;
+  // The norms, the GLU and the gated norm write the quantized GEMV's x records beside their
+  // output (HS_CUDA_EARLYQ=1; off: session 28, H100, 27B tg128 −4.9 %, and ±0 with the GLU and the
+  // gated norm alone).
+  bool earlyq_ = false;
   // Where an op writing `out` should also write the GEMV's records: qx_ (grown) for a batch of
-  // 1-2 rows of a model with one quantized kind; s = null otherwise. wide: the op is one of the
-  // wide ones (kEarlyQWide takes only those).
-  Result<OutQ> outq_for(const Tensor& out, bool wide = false);
+  // 1-2 rows of a model with one quantized kind; s = null otherwise.
+  Result<OutQ> outq_for(const Tensor& out);
   void set_quant_tag(const Tensor& t, DType w) { qx_tag_ = InputTag{t.data, t.rows, t.cols, t.row_stride, w}; }
   bool quant_tag_holds(const Tensor& x, DType w) const {
     return qx_tag_.p == x.data && qx_tag_.rows == x.rows && qx_tag_.cols == x.cols && qx_tag_.stride == x.row_stride &&

@@ -158,7 +158,7 @@ Status CudaBackend::rms_norm_gated(const Tensor& x, const Tensor& z, const Tenso
   if (hd <= 0 || x.cols % hd)
     return make_error(StatusCode::kInvalidArgument, "cuda {}: rows of {} in groups of the weight's {}", op, x.cols, hd);
   HS_RETURN_IF_ERROR(check_vector(w, hd, op, "w"));
-  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out, /*wide=*/true));
+  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out));
   if (oq.s) {  // batch 1-2 before a quantized GEMV: the output and its records in one pass
     const cudaError_t e =
         launch_rms_norm_gated(crows_of(x), crows_of(z), w.f32(), static_cast<int>(hd), eps, rows_of(out), stream_, oq);

@@ -86,8 +86,8 @@ Result<CudaBackend::Copy16> CudaBackend::out16_for(const Tensor& out) {
   return Copy16{static_cast<uint16_t*>(xb_.ptr), *gemm_in_ == DType::BF16};
 }
 
-Result<OutQ> CudaBackend::outq_for(const Tensor& out, bool wide) {
-  if (earlyq_ == kEarlyQOff || (earlyq_ == kEarlyQWide && !wide) || !quant_warp_ || !quant_in_ || quant_in_mixed_ || out.rows < 1 || out.rows > kMaxQuantWarpRecordRows ||
+Result<OutQ> CudaBackend::outq_for(const Tensor& out) {
+  if (!earlyq_ || !quant_warp_ || !quant_in_ || quant_in_mixed_ || out.rows < 1 || out.rows > kMaxQuantWarpRecordRows ||
       out.cols > kMaxOutQCols)
     return OutQ{};
   const std::optional<QuantKind> k = quant_kind_of(*quant_in_);
@@ -461,7 +461,7 @@ Status CudaBackend::glu(GluKind kind, const Tensor& gate, const Tensor& up, Tens
   HS_RETURN_IF_ERROR(check_same_shape(gate, out, "glu", "gate", "out"));
   const int k = kind == GluKind::kSilu ? 0 : 1;
   clear_input_tag();
-  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out, /*wide=*/true));
+  HS_ASSIGN_OR_RETURN(const OutQ oq, outq_for(out));
   if (oq.s) {  // batch 1-2 before a quantized GEMV: the f32 product and its records in one pass
     const cudaError_t e = launch_glu_q(k, crows_of(gate), crows_of(up), rows_of(out), oq, stream_);
     if (e != cudaErrorInvalidValue) {
