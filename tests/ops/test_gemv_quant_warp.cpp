@@ -323,17 +323,15 @@ TEST_F(QuantWarpGemv, EveryPlanMatchesReference) {
             // pdl: none, main kernel, both kernels; 3: main kernel, compiled for 3 CTAs an SM (one
             // token, R <= 2 only).
             // 4 / 5: the software-pipelined loop (one token) at 2 / 3 CTAs an SM.
-            // 6: pipelined at 4 CTAs an SM (2-row warps of Q4_0 / Q8_0 only).
-            for (int pdl = 0; pdl < 7; ++pdl) {
+            for (int pdl = 0; pdl < 6; ++pdl) {
               if (pdl >= 3 && ntok != 1) continue;
               if ((pdl == 3 || pdl == 5) && rpw > 2) continue;
-              if (pdl == 6 && (rpw != 2 || k == QuantKind::kQ4_K)) continue;
               cuda::QuantWarpPlan p;
               p.rows_per_warp = rpw;
               p.warps_per_cta = wpc;
               p.pdl = pdl >= 1;
               p.pdl_x = pdl == 2;
-              p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : pdl == 6 ? 4 : 2;
+              p.min_ctas_per_sm = pdl == 3 || pdl == 5 ? 3 : 2;
               p.pipelined = pdl >= 4;
               const std::string what = describe(k, sh, ntok) + " plan " + std::to_string(rpw) + "/" +
                                        std::to_string(wpc) + " pdl " + std::to_string(pdl);
@@ -451,106 +449,22 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
   }
 }
 
-// Stream-K (QuantWarpPlan::stream, one token, units of 2-row pairs or of single rows): more
-// pairs than resident warps, so ranges cut pairs and add them atomically into the zeroed y. Every output within the reference
-// bound, y's padding untouched; two launches bitwise equal (a cut pair has two parts: 0 + a + b
-// rounds the same in either order); three weights in one launch (pairs of one weight cut at
-// range boundaries, weights meeting inside a range), each within the bound.
-TEST_F(QuantWarpGemv, StreamKMatchesReferenceAndIsDeterministic) {
-  int dev = 0, n_sm = 0;
-  HS_CU(cudaGetDevice(&dev));
-  HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
-  const int64_t resident = int64_t{24} * n_sm;  // warps at once
-  const float sc[2] = {1.0f, 1e5f};
-  for (QuantKind k : {QuantKind::kQ4_0, QuantKind::kQ8_0})
-  for (int R : {2, 1}) {  // units of 2-row pairs or of single rows
-    cuda::QuantWarpPlan p;
-    p.rows_per_warp = R;
-    p.warps_per_cta = 8;
-    p.min_ctas_per_sm = 3;
-    p.pipelined = true;
-    p.stream = true;
-    const int64_t resident_pairs = R * resident;  // rows in one pair a warp
-    // 1.37 and 3.1 pairs a warp; 160 columns: a partial last group; 4096: 4 Q4_0 u-steps.
-    const Shape shapes[] = {{resident_pairs * 137 / 100 + 3, 4096}, {resident_pairs * 31 / 10, 160}};
-    for (const Shape& sh : shapes) {
-      if (!cuda::quant_cols_valid(k, sh.cols)) continue;
-      QuantWeights qw(k, sh.rows, sh.cols, rng_);
-      ASSERT_NE(qw.dev.p, nullptr);
-      const auto x = make_x(rng_, 1, sh.cols, sc);
-      std::vector<float> first;
-      for (int round = 0; round < 2; ++round) {
-        const std::string what =
-            describe(k, sh, 1) + " stream-K, " + std::to_string(R) + "-row units, round " + std::to_string(round);
-        const Check r = run_check(
-            k, qw, x, 1, sh.cols, 0, sh.rows + 5,
-            [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
-              return cuda::launch_gemv_quant_warp(k, qw.dev.as<uint8_t>(), sh.rows, sh.cols, qw.row_bytes, xr, yr,
-                                                  scratch, nullptr, &p);
-            },
-            what);
-        if (round == 0) {
-          first = r.y;
-        } else {
-          ASSERT_EQ(r.y.size(), first.size());
-          EXPECT_EQ(std::memcmp(r.y.data(), first.data(), first.size() * 4), 0) << what << ": not deterministic; "
-                                                                                 << seed_note();
-        }
-      }
-    }
-    // Three weights in one launch: 1031 + 7 + (the rest of 1.2 waves) rows.
-    const int64_t cols = 512;
-    const int64_t rws[3] = {1031, 7, resident_pairs * 12 / 10};
-    std::vector<std::unique_ptr<QuantWeights>> qw;
-    for (int64_t r : rws) qw.push_back(std::make_unique<QuantWeights>(k, r, cols, rng_));
-    const auto x = make_x(rng_, 1, cols, sc);
-    for (int i = 0; i < 3; ++i) {
-      const Check c = run_check(
-          k, *qw[i], x, 1, cols, 0, rws[i],
-          [&](cuda::CRows xr, cuda::Rows yr, void* scratch) {
-            DevBuf other[3] = {DevBuf(static_cast<size_t>(rws[0]) * 4), DevBuf(static_cast<size_t>(rws[1]) * 4),
-                               DevBuf(static_cast<size_t>(rws[2]) * 4)};
-            cuda::QuantWarpOut o[3];
-            for (int j = 0; j < 3; ++j)
-              o[j] = cuda::QuantWarpOut{qw[j]->dev.as<uint8_t>(), rws[j],
-                                        j == i ? yr : cuda::Rows{other[j].as<float>(), 1, rws[j], rws[j]}};
-            const cudaError_t e = cuda::launch_gemv_quant_warp_multi(k, 3, o, cols, qw[0]->row_bytes, xr, scratch, nullptr, &p);
-            const cudaError_t es = cudaDeviceSynchronize();  // before `other` is freed
-            return e != cudaSuccess ? e : es;
-          },
-          std::string(kind_name(k)) + " stream-K, " + std::to_string(R) + "-row units, weight " + std::to_string(i) +
-              " of 3");
-      (void)c;
-    }
-  }
-}
-
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   const int64_t cols = 4096;
   int dev = 0, n_sm = 0;
   HS_CU(cudaGetDevice(&dev));
   HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
   // Two tokens under the default plan; one token software-pipelined with the quantize kernel a
-  // programmatic dependent too (it rewrites the shared x scratch); one token as stream-K over 1.37 waves of pairs (its quantize kernels zero y
-  // before the atomic adds of cut pairs).
+  // programmatic dependent too (it rewrites the shared x scratch).
   for (QuantKind k : kKinds)
-  for (int variant = 0; variant < 3; ++variant) {
-    if (variant == 2 && k == QuantKind::kQ4_K) continue;
+  for (int variant = 0; variant < 2; ++variant) {
     const int ntok = variant == 0 ? 2 : 1;
-    const int64_t rows = variant == 2 ? 2 * int64_t{24} * n_sm * 137 / 100 + 3 : 1031;
+    const int64_t rows = 1031;
     QuantWeights qw(k, rows, cols, rng_);
     ASSERT_NE(qw.dev.p, nullptr);
     cuda::QuantWarpPlan plan = cuda::plan_gemv_quant_warp(k, rows, cols, ntok, n_sm);
     if (variant == 1) {
       plan.pipelined = true;
-      plan.pdl_x = true;
-    } else if (variant == 2) {
-      plan = cuda::QuantWarpPlan{};
-      plan.rows_per_warp = 2;
-      plan.warps_per_cta = 8;
-      plan.min_ctas_per_sm = 3;
-      plan.pipelined = true;
-      plan.stream = true;
       plan.pdl_x = true;
     }
     const float sc[2] = {1.0f, 3.0f};
@@ -681,10 +595,7 @@ TEST_F(QuantWarpGemv, RefusesBadOperands) {
   bad.min_ctas_per_sm = 3;  // 3 CTAs an SM: R <= 2 only
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
   bad.rows_per_warp = 2;
-  bad.min_ctas_per_sm = 4;  // 4 CTAs an SM: the pipelined loop only
-  EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
-  bad.min_ctas_per_sm = 2;
-  bad.stream = true;  // stream-K: CTAs of 8 warps only
+  bad.min_ctas_per_sm = 4;  // 2 or 3 CTAs an SM only
   EXPECT_EQ(cuda::launch_gemv_quant_warp(k, w, 4, 256, rb, x1, y1, scratch.p, nullptr, &bad), cudaErrorInvalidValue);
   bad = cuda::QuantWarpPlan{};
   // Empty shapes launch nothing.

@@ -65,8 +65,6 @@ struct Args {
   int n_chunks = 0;      // 128-column chunks of a row
   int slice_chunks = 0;  // chunks per CTA of a cluster
   int ck = 1;
-  int prefetch_groups = 0;  // barrier-free variant: leading groups of each row prefetched into L2
-                            // before waiting for x (even; Q4_0 / Q8_0)
 };
 
 // a[i] for a kernel-parameter array without a local-memory copy.
@@ -379,11 +377,11 @@ __device__ __forceinline__ void load_x_chunk(uint2 (&xq)[4][2], const Args& a, i
   }
 }
 
-// MinB: CTAs an SM it is compiled for: 1 (the default: ~190 registers, D chunks ahead) or 2 (128
-// registers, 2 chunks ahead: 16 warps an SM; HS_CUDA_GEMMQ_WARP2=1, for measurement).
-template <int K, int MinB = 1>
-__global__ void __launch_bounds__(kWarpCtaThreads, MinB) gemm_quant_warp_kernel(Args a, int rw) {
-  constexpr int D = MinB >= 2 ? 2 : kWarpDepth<K>;
+// ~190 registers: one CTA of 8 warps an SM (a build for two, 126 registers and 2 chunks ahead,
+// measured +1 % at 27B 8 x 32K, within the spread: docs/benchmarks.md, session 29).
+template <int K>
+__global__ void __launch_bounds__(kWarpCtaThreads, 1) gemm_quant_warp_kernel(Args a, int rw) {
+  constexpr int D = kWarpDepth<K>;
   __shared__ float red[kWarpCtaThreads / 32][kWarpRows][8];  // [warp][row][token]
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -406,9 +404,6 @@ __global__ void __launch_bounds__(kWarpCtaThreads, MinB) gemm_quant_warp_kernel(
   for (int j = 0; j < D; ++j)
     if (j < n_my) load_chunk<K>(wr[j], base, stride8, valid, kwi + j * kw, t, a);
   pdl_launch_dependents();
-  if (a.prefetch_groups > 0 && kwi == 0 && row0 + lane < rows)  // lane: one row of the warp's 32
-    prefetch_row_groups(cw.w + (row0 + lane) * row_bytes, a.scale_offset, a.prefetch_groups,
-                        K == static_cast<int>(QuantKind::kQ8_0) ? 4 : 8);
   pdl_wait();
 #pragma unroll
   for (int j = 0; j < D; ++j)
@@ -542,19 +537,9 @@ GemmQuantPlan plan_gemm_quant(QuantKind k, int64_t rows, int64_t cols, int n_tok
 namespace {
 
 using WarpKernelFn = void (*)(Args, int);
-// HS_CUDA_GEMMQ_WARP2=1 (measurement only): Q4_0's variant compiled for 2 CTAs an SM.
-bool warp_two_ctas() {
-  static const bool on = [] {
-    const char* e = std::getenv("HS_CUDA_GEMMQ_WARP2");
-    return e && e[0] == '1';
-  }();
-  return on;
-}
-
 WarpKernelFn warp_kernel_of(QuantKind k) {
   switch (k) {
     case QuantKind::kQ4_0:
-      if (warp_two_ctas()) return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0), 2>;
       return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
     case QuantKind::kQ8_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ8_0)>;
     default: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_K)>;
@@ -565,17 +550,6 @@ WarpKernelFn warp_kernel_of(QuantKind k) {
 int warp_occupancy(QuantKind k) {
   static std::atomic<int> cache[3][kMaxDevices];
   return cached_occupancy(cache[static_cast<int>(k)], warp_kernel_of(k), kWarpCtaThreads, 0);
-}
-
-// HS_CUDA_GEMMQ_PREFETCH=<MiB>: up to that many bytes of a barrier-free launch's weights asked
-// of L2 while it waits for x (the attention / delta rule before it leave DRAM idle); off until
-// measured.
-int64_t warp_prefetch_budget() {
-  static const int64_t budget = [] {
-    const char* e = std::getenv("HS_CUDA_GEMMQ_PREFETCH");
-    return (e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0}) << 20;
-  }();
-  return budget;
 }
 
 // The barrier-free variant's rows a CTA chosen by wave fill (H100, session 28: 27B 8 x 32K int8
@@ -679,7 +653,6 @@ cudaError_t launch_gemm_quant_mma_multi(QuantKind k, int n_weights, const GemmQu
     }
     const int64_t blocks = fill(a, int64_t{kWarpRows} * rw);
     if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-    a.prefetch_groups = static_cast<int>(quant_prefetch_groups(k, l.groups, warp_prefetch_budget(), total_rows));
     return launch_with(warp_kernel_of(k), dim3(static_cast<unsigned>(blocks)), dim3(kWarpCtaThreads), 0, 1, pdl, s, a,
                        rw);
   }

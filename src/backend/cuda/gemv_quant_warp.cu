@@ -123,10 +123,6 @@ struct QuantXArgs {
   int rows = 1;          // x rows; a padded token slot (gridDim.y > rows) repeats the last row
   uint8_t* s = nullptr;  // scratch [nu][n_tok][xrec(K).bytes]
   int nu = 0;            // u-steps
-  // The stream-K main kernel's outputs, zeroed here (after pdl_wait: every reader of y before
-  // this launch is done) for the partial sums it adds: y[i] [zero_rows[i]] f32, one token.
-  float* zero_y[kMaxQuantWarpWeights] = {};
-  int64_t zero_rows[kMaxQuantWarpWeights] = {};
 };
 
 // grid (nu * B, n_tok) CTAs of 8 warps (B = 32-column blocks a group): warp w of CTA (x, tok)
@@ -141,12 +137,6 @@ __global__ void __launch_bounds__(256) quantize_x_kernel(QuantXArgs a) {
   const int64_t col = 32 * b + lane;
   const float v = col < a.cols ? a.x[min(tok, a.rows - 1) * a.x_stride + col] : 0.0f;
   quant_x::store_block<K>(v, lane, b, tok, gridDim.y, a.s);
-  const int64_t gt = (static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t nt = static_cast<int64_t>(gridDim.x) * gridDim.y * blockDim.x;
-#pragma unroll
-  for (int i = 0; i < kMaxQuantWarpWeights; ++i)
-    if (a.zero_y[i])
-      for (int64_t r = gt; r < a.zero_rows[i]; r += nt) a.zero_y[i][r] = 0.0f;
 }
 
 // ---- kernel 2: the GEMV -------------------------------------------------------------------------
@@ -172,8 +162,6 @@ struct MainArgs {
   int64_t dm_off = 0;          // Q4_K: 72 G
   const uint8_t* s = nullptr;  // x scratch [nu][T][xrec(K).bytes]
   int n_tok = 1;               // tokens written (T may be one more: a padded slot)
-  int prefetch_groups = 0;     // leading groups of each row (quants and scales) to prefetch into
-                               // L2 before waiting for x (even; <= groups)
 };
 
 // The segment (weight) whose warp_begin range holds v, and a field of segment si: selects by
@@ -424,18 +412,11 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
     xp.d += kStep * U;
     xp.s += kStep * U;
   };
-  // Before waiting for x: lane i < R asks L2 for the leading groups of row i (the kernels
-  // before this one may still run for microseconds with DRAM idle).
-  auto prefetch_rows = [&] {
-    if (a.prefetch_groups > 0 && lane < R)
-      prefetch_row_groups(wbase + min(row0 + lane, rows - 1) * a.row_bytes, a.scale_off, a.prefetch_groups, SB);
-  };
   if constexpr (Pipe) {
     // Two buffers in turn (the loop body is unrolled by two so neither is copied).
     WRegs wa[U][R], wb[U][R];
     load_trip<K, U, R>(wa, wq, ws, wd, 0, nu, groups, lane);
     advance();
-    prefetch_rows();
     pdl_wait();  // x scratch is written by the quantize kernel
     for (int u0 = 0; u0 < nu; u0 += 2 * U) {
       if (u0 + U < nu) {
@@ -454,10 +435,7 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
     for (int u0 = 0; u0 < nu; u0 += U) {
       WRegs w[U][R];
       load_trip<K, U, R>(w, wq, ws, wd, u0, nu, groups, lane);
-      if (u0 == 0) {
-        prefetch_rows();
-        pdl_wait();  // x scratch is written by the quantize kernel
-      }
+      if (u0 == 0) pdl_wait();  // x scratch is written by the quantize kernel
       compute_trip(w, u0);
       advance();
     }
@@ -489,146 +467,6 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   if ((lane & ((32 >> kLogV) - 1)) == 0) {
     const int i = idx / T, k = idx % T;
     if (row0 + i < rows && k < a.n_tok) y[k * y_stride + row0 + i] = v[0];
-  }
-}
-
-// ---- kernel 2b: stream-K, one token ------------------------------------------------------------
-// The work of a launch as one list of units (a "pair" of R rows of a weight, R = 2 or 1, x one
-// u-step; pairs of the launch's weights back to back, a pair's u-steps consecutive), cut into
-// equal contiguous ranges, one a warp, over exactly the warps resident at once (3 CTAs of 8 warps an SM): no
-// second wave, no warp that starts late, every warp done at the same time. A warp runs its range
-// as one software-pipelined stream of trips (the next trip's loads, possibly of the next pair,
-// issued before this one is computed) and writes each pair's two sums when its range leaves the
-// pair: a plain store for a pair wholly inside the range, an atomic add for a pair cut by a
-// range boundary. A range is at least a pair's u-steps long, so a cut pair has exactly two
-// parts; y is zeroed by the quantize kernel first, and 0 + a + b rounds the same in either
-// order: the result does not depend on which warp adds first (deterministic for a given plan).
-// MainArgs::seg[i].warp_begin holds weight i's first pair in the list.
-template <int K, int R>
-__global__ void __launch_bounds__(256, 3) gemv_quant_stream_kernel(MainArgs a, int64_t n_warps, int64_t n_pairs) {
-  static_assert(R == 1 || R == 2, "stream-K takes rows of 1 or 2 a unit");
-  constexpr int T = 1;
-  constexpr int SB = kScaleBytes<K>;
-  constexpr int kStep = T * xrec(K).bytes;
-  const int lane = threadIdx.x & 31;
-  const int qd = lane >> 2, t = lane & 3;
-  const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
-  if (gw >= n_warps) return;
-  const int nu = a.nu, groups = a.groups;
-  const int64_t units = n_pairs * nu;
-  const int64_t begin = gw * units / n_warps, end = (gw + 1) * units / n_warps;
-  if (begin >= end) return;
-
-  // A trip's place: its weight, that weight's pair, the u-step; the pair's rows' lane bases at u 0.
-  struct Cur {
-    int si;
-    int64_t pair;  // within the weight
-    int u;
-    const uint8_t* q[R];
-    const uint8_t* sc[R];
-  };
-  auto pick_w = [&](int si) { return seg_field(a, si, &MainSeg::w); };
-  auto pick_rows = [&](int si) { return seg_field(a, si, &MainSeg::rows); };
-  auto pick_y = [&](int si) { return seg_field(a, si, &MainSeg::y); };
-  auto set_rows = [&](Cur& c) {
-    const uint8_t* wb = pick_w(c.si);
-    const int64_t rows = pick_rows(c.si);
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* row = wb + min(c.pair * R + i, rows - 1) * a.row_bytes;  // past the end: a copy
-      c.q[i] = row + 16 * lane;
-      c.sc[i] = row + a.scale_off + SB * qd;
-    }
-  };
-  auto next = [&](Cur& c) {  // the trip after c in the list
-    if (++c.u < nu) return;
-    c.u = 0;
-    const int64_t rows = pick_rows(c.si);
-    if ((c.pair + 1) * R < rows) {
-      ++c.pair;
-    } else {
-      ++c.si;
-      c.pair = 0;
-    }
-    set_rows(c);
-  };
-  auto load = [&](WRegs (&w)[1][R], const Cur& c) {
-    const uint8_t* q[R];
-    const uint8_t* sc[R];
-    const uint8_t* dm[R];
-#pragma unroll
-    for (int i = 0; i < R; ++i) {
-      q[i] = c.q[i] + 512 * c.u;
-      sc[i] = c.sc[i] + 8 * SB * c.u;
-      dm[i] = q[i];  // unused (Q4_0 / Q8_0)
-    }
-    load_trip<K, 1, R>(w, q, sc, dm, c.u, nu, groups, lane);
-  };
-
-  Cur cur;
-  {
-    const int64_t gp = begin / nu;
-    cur.si = seg_index(a, gp);
-    cur.pair = gp - seg_field(a, cur.si, &MainSeg::warp_begin);
-    cur.u = static_cast<int>(begin - gp * nu);
-    set_rows(cur);
-  }
-  WRegs wa[1][R], wb[1][R];
-  load(wa, cur);
-  pdl_wait();  // x scratch and the zeroed y are written by the quantize kernel
-
-  float acc[R][T];
-#pragma unroll
-  for (int i = 0; i < R; ++i) acc[i][0] = 0.0f;
-  int64_t pair_first = begin - cur.u;  // the list unit of the current pair's u-step 0
-  for (int64_t j = begin; j < end; ++j) {
-    Cur nx = cur;
-    if (j + 1 < end) {
-      next(nx);
-      load(wb, nx);
-    }
-    XPtrs p;
-    p.x = a.s + 16 * lane + kStep * cur.u;
-    p.d = a.s + xrec(K).d + (K == kQ80 ? 8 : 16) * qd + kStep * cur.u;
-    p.s = p.d;  // unused (Q4_0 / Q8_0)
-    compute_step<K, T, R>(wa[0], p, t, acc);
-    if (cur.u == nu - 1 || j + 1 == end) {
-      // The pair's part in this range, summed over the warp as the plain kernel's reduce-scatter
-      // does: R = 2, lane 0 row 0 and lane 16 row 1; R = 1, lane 0.
-      float r;
-      bool up = false;
-      if constexpr (R == 2) {
-        up = (lane & 16) != 0;
-        const float send = up ? acc[0][0] : acc[1][0];
-        const float keep = up ? acc[1][0] : acc[0][0];
-        r = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-#pragma unroll
-        for (int m = 8; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
-      } else {
-        r = acc[0][0];
-#pragma unroll
-        for (int m = 16; m > 0; m >>= 1) r += __shfl_xor_sync(0xffffffffu, r, m);
-      }
-      if ((lane & (R == 2 ? 15 : 31)) == 0) {
-        const int i = up ? 1 : 0;
-        const int64_t row = cur.pair * R + i;
-        if (row < pick_rows(cur.si)) {
-          float* y = pick_y(cur.si) + row;
-          const bool whole = pair_first >= begin && pair_first + nu <= end;
-          if (whole) {
-            *y = r;
-          } else {
-            atomicAdd(y, r);
-          }
-        }
-      }
-#pragma unroll
-      for (int i = 0; i < R; ++i) acc[i][0] = 0.0f;
-      pair_first += nu;
-    }
-#pragma unroll
-    for (int i = 0; i < R; ++i) wa[0][i] = wb[0][i];
-    cur = nx;
   }
 }
 
@@ -666,12 +504,6 @@ cudaError_t launch_main(const MainArgs& a, int warps, bool pdl, cudaStream_t s) 
 template <int K, int T>
 cudaError_t launch_rt(const MainArgs& a, const QuantWarpPlan& p, cudaStream_t s) {
   if constexpr (T == 1) {
-    if constexpr (K != kQ4K) {
-      if (p.pipelined && p.min_ctas_per_sm == 4) {
-        if (p.rows_per_warp != 2) return cudaErrorInvalidValue;
-        return launch_main<K, T, 2, 4, true>(a, p.warps_per_cta, p.pdl, s);
-      }
-    }
     if (p.pipelined && p.min_ctas_per_sm == 3) switch (p.rows_per_warp) {
       case 1: return launch_main<K, T, 1, 3, true>(a, p.warps_per_cta, p.pdl, s);
       case 2: return launch_main<K, T, 2, 3, true>(a, p.warps_per_cta, p.pdl, s);
@@ -711,22 +543,6 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
     const cudaError_t e = launch_quantize<K>(qa, n_tok, p.pdl_x, s);
     if (e != cudaSuccess) return e;
   }
-  if constexpr (K != kQ4K) {
-    if (p.stream) {  // plan_ok: one token, 1- or 2-row units, CTAs of 8 warps; launch_chunk: x not ready
-      // Warps: all resident at once (3 CTAs of 8 an SM), at most one a pair (a range then spans
-      // at least a pair's u-steps, so a pair is cut in at most two parts).
-      const int64_t n_warps = std::min<int64_t>(a.warps, int64_t{24} * current_device_sm_count());
-      const dim3 grid(static_cast<unsigned>((n_warps + 7) / 8), 1, 1);
-      if (p.rows_per_warp == 1) {
-        static std::atomic<uint64_t> l1_set{0};
-        prefer_l1(gemv_quant_stream_kernel<K, 1>, l1_set);
-        return launch(gemv_quant_stream_kernel<K, 1>, grid, 256u, p.pdl, s, a, n_warps, a.warps);
-      }
-      static std::atomic<uint64_t> l1_set{0};
-      prefer_l1(gemv_quant_stream_kernel<K, 2>, l1_set);
-      return launch(gemv_quant_stream_kernel<K, 2>, grid, 256u, p.pdl, s, a, n_warps, a.warps);
-    }
-  }
   if (n_tok == 1) return launch_rt<K, 1>(a, p, s);
   if (n_tok == 2) return launch_rt<K, 2>(a, p, s);
   if constexpr (K != kQ4K) return launch_rt<K, 4>(a, p, s);  // 3 or 4 tokens
@@ -734,11 +550,8 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
 }
 
 bool plan_ok(const QuantWarpPlan& p, int n_tok, int k) {
-  if (p.min_ctas_per_sm == 4 && k == kQ4K) return false;
-  if (p.stream && (n_tok != 1 || k == kQ4K || p.rows_per_warp > 2 || p.warps_per_cta != 8)) return false;
   if (p.pipelined && n_tok != 1) return false;
-  if (p.min_ctas_per_sm == 4 && !(p.pipelined && n_tok == 1 && p.rows_per_warp == 2)) return false;
-  if (p.min_ctas_per_sm != 2 && p.min_ctas_per_sm != 4 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
+  if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
     return false;
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
          (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
@@ -790,34 +603,6 @@ QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int 
     return !(e && e[0] == '0');
   }();
   p.pipelined = pipe && n_tok == 1;
-  // HS_CUDA_QW_CTAS=4 (measurement only): the pipelined loop compiled for 4 CTAs an SM (32 warps,
-  // 64 registers: Q4_0 spills 20 bytes a thread outside the loop) for 2-row warps.
-  static const bool ctas4 = [] {
-    const char* e = std::getenv("HS_CUDA_QW_CTAS");
-    return e && e[0] == '4';
-  }();
-  if (ctas4 && p.pipelined && p.min_ctas_per_sm == 3 && p.rows_per_warp == 2) p.min_ctas_per_sm = 4;
-  // HS_CUDA_QW_STREAM=1 (measurement only): one token of Q4_0 / Q8_0 runs as stream-K
-  // (gemv_quant_stream_kernel) when its units outnumber the resident warps: 2-row pairs where
-  // there are more pairs than warps (gate / up, a layer's inputs, the output layer), else single
-  // rows where there are more rows (the 5,120-row down / out projections).
-  static const bool stream = [] {
-    const char* e = std::getenv("HS_CUDA_QW_STREAM");
-    return e && e[0] == '1';
-  }();
-  const int64_t resident = int64_t{24} * n_sm;
-  if (stream && n_tok == 1 && k != QuantKind::kQ4_K && p.rows_per_warp <= 2 && rows > resident) {
-    p.stream = true;
-    p.warps_per_cta = 8;
-    p.rows_per_warp = (rows + 1) / 2 > resident ? 2 : 1;
-  }
-  // HS_CUDA_QW_PREFETCH=<MiB>: up to that many bytes of the launch's weights prefetched into L2
-  // while the main kernel waits for x (off until measured).
-  static const int64_t prefetch_mib = [] {
-    const char* e = std::getenv("HS_CUDA_QW_PREFETCH");
-    return e ? std::max<int64_t>(0, std::atoll(e)) : int64_t{0};
-  }();
-  p.prefetch_budget = prefetch_mib << 20;
   return p;
 }
 
@@ -889,7 +674,6 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   const int n_tok = static_cast<int>(x.rows), t_launch = padded_tokens(n_tok);
   QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
   if (!plan_ok(p, t_launch, kk)) return cudaErrorInvalidValue;
-  if (p.stream && x_ready) p.stream = false;  // its quantize kernel zeroes y: x ready means none runs
 
   QuantXArgs qa;
   qa.x = x.p;
@@ -909,12 +693,8 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
     g.rows = outs[i].rows;
     g.y = outs[i].y.p;
     g.y_stride = outs[i].y.stride;
-    g.warp_begin = warps;  // stream: the weight's first pair (R = 2: a pair a warp of the plain kernel)
+    g.warp_begin = warps;
     warps += (g.rows + p.rows_per_warp - 1) / p.rows_per_warp;
-    if (p.stream) {
-      qa.zero_y[a.n_seg - 1] = g.y;
-      qa.zero_rows[a.n_seg - 1] = g.rows;
-    }
   }
   a.warps = warps;
   a.row_bytes = w_row_bytes;
@@ -923,7 +703,6 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
   a.dm_off = rl.dm_offset;
   a.nu = qa.nu;
   a.s = qa.s;
-  a.prefetch_groups = static_cast<int>(quant_prefetch_groups(k, rl.groups, p.prefetch_budget, total_rows));
   switch (k) {
     case QuantKind::kQ4_0: return launch_kind<kQ40>(qa, a, t_launch, p, x_ready, s);
     case QuantKind::kQ8_0: return launch_kind<kQ80>(qa, a, t_launch, p, x_ready, s);

@@ -70,22 +70,11 @@ struct QuantWarpPlan {
   bool pdl = true;
   bool pdl_x = false;
   // CTAs of 256 threads an SM the kernel is compiled for (__launch_bounds__'s minimum): 2 (up
-  // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM;
-  // 4 (64 registers, 32 warps) for the pipelined loop of 2-row warps of Q4_0 / Q8_0 only.
+  // to 128 registers a thread) or 3 (85: one token only), i.e. 16 or 24 resident warps an SM.
   int min_ctas_per_sm = 2;
   // One token only: the main loop software-pipelined (trip i + 1's weight loads issued before
   // trip i is computed; the same registers: two buffers of half the u-steps).
   bool pipelined = false;
-  // Bytes of the launch's weights (at most: the same even number of leading groups, quants and
-  // scales, of every row; Q4_0 / Q8_0) the main kernel asks L2 to fetch while it waits for x: the
-  // kernels before it (the delta rule, attention) leave DRAM idle. 0: none.
-  int64_t prefetch_budget = 0;
-  // One token of Q4_0 / Q8_0, rows_per_warp 1 or 2, CTAs of 8 warps: stream-K (the launch's
-  // (rows_per_warp rows) x u-step units cut into equal ranges over the warps resident at once,
-  // never more warps than row groups; a row group cut by a range boundary is added atomically
-  // into y, which the quantize kernel zeroes first). Not with x_ready (then the plain kernel
-  // runs). Sums in another order than the plain kernel's, deterministic for a given plan.
-  bool stream = false;
 };
 // n_tok in 1..kMaxQuantWarpRows, n_sm: the device's multiprocessor count.
 QuantWarpPlan plan_gemv_quant_warp(QuantKind k, int64_t rows, int64_t cols, int n_tok, int n_sm);

@@ -85,16 +85,6 @@ constexpr QuantRowLayout quant_row_layout(QuantKind k, int64_t cols) {
   return l;
 }
 
-// Leading groups of every row (quants and scales) that fit `budget` bytes over `rows` rows, an
-// even count (so a Q4_0 / Q8_0 scale range rounded up to 16 bytes stays inside the row), at most
-// `groups`: what a quantized matmul prefetches into L2 while it waits for x. 0 for Q4_K.
-constexpr int64_t quant_prefetch_groups(QuantKind k, int64_t groups, int64_t budget, int64_t rows) {
-  if (k == QuantKind::kQ4_K || budget <= 0 || rows <= 0) return 0;
-  const int64_t group_bytes = 64 + (k == QuantKind::kQ8_0 ? 4 : 8);
-  const int64_t n = budget / rows / group_bytes;
-  return (n < groups ? n : groups) / 2 * 2;
-}
-
 // Bytes of one repacked row (a multiple of 16). cols: a multiple of quant_block_cols(k).
 int64_t quant_device_row_bytes(QuantKind k, int64_t cols);
 
