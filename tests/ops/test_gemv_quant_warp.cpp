@@ -450,7 +450,7 @@ TEST_F(QuantWarpGemv, MultiWeightLaunchEqualsSingleLaunches) {
 }
 
 TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
-  const int64_t cols = 4096;
+  const int64_t rows = 1031, cols = 4096;
   int dev = 0, n_sm = 0;
   HS_CU(cudaGetDevice(&dev));
   HS_CU(cudaDeviceGetAttribute(&n_sm, cudaDevAttrMultiProcessorCount, dev));
@@ -459,7 +459,6 @@ TEST_F(QuantWarpGemv, GraphReplayEqualsEager) {
   for (QuantKind k : kKinds)
   for (int variant = 0; variant < 2; ++variant) {
     const int ntok = variant == 0 ? 2 : 1;
-    const int64_t rows = 1031;
     QuantWeights qw(k, rows, cols, rng_);
     ASSERT_NE(qw.dev.p, nullptr);
     cuda::QuantWarpPlan plan = cuda::plan_gemv_quant_warp(k, rows, cols, ntok, n_sm);

@@ -539,8 +539,7 @@ namespace {
 using WarpKernelFn = void (*)(Args, int);
 WarpKernelFn warp_kernel_of(QuantKind k) {
   switch (k) {
-    case QuantKind::kQ4_0:
-      return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
+    case QuantKind::kQ4_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_0)>;
     case QuantKind::kQ8_0: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ8_0)>;
     default: return gemm_quant_warp_kernel<static_cast<int>(QuantKind::kQ4_K)>;
   }

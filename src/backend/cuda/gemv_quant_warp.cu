@@ -164,17 +164,6 @@ struct MainArgs {
   int n_tok = 1;               // tokens written (T may be one more: a padded slot)
 };
 
-// The segment (weight) whose warp_begin range holds v, and a field of segment si: selects by
-// comparison, so the parameter block is never indexed dynamically (no local-memory copy).
-__device__ __forceinline__ int seg_index(const MainArgs& a, int64_t v) {
-  return (a.n_seg > 1 && v >= a.seg[1].warp_begin) + (a.n_seg > 2 && v >= a.seg[2].warp_begin) +
-         (a.n_seg > 3 && v >= a.seg[3].warp_begin);
-}
-template <typename F>
-__device__ __forceinline__ F seg_field(const MainArgs& a, int si, F MainSeg::*f) {
-  return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f;
-}
-
 // What a lane loads of one row for one u-step.
 struct WRegs {
   uint4 q;       // 16 bytes of quants
@@ -357,8 +346,12 @@ __global__ void __launch_bounds__(256, MinCtas) gemv_quant_warp_kernel(MainArgs 
   const int qd = lane >> 2, t = lane & 3;
   const int64_t gw = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (gw >= a.warps) return;
-  const int si = seg_index(a, gw);  // the warp's weight
-  auto pick = [&](auto MainSeg::*f) { return seg_field(a, si, f); };
+  // The warp's weight (selects by comparison: no dynamic indexing of the parameter block).
+  const int si = (a.n_seg > 1 && gw >= a.seg[1].warp_begin) + (a.n_seg > 2 && gw >= a.seg[2].warp_begin) +
+                 (a.n_seg > 3 && gw >= a.seg[3].warp_begin);
+  auto pick = [&](auto MainSeg::*f) {
+    return si == 0 ? a.seg[0].*f : si == 1 ? a.seg[1].*f : si == 2 ? a.seg[2].*f : a.seg[3].*f;
+  };
   const uint8_t* const wbase = pick(&MainSeg::w);
   const int64_t rows = pick(&MainSeg::rows);
   float* const y = pick(&MainSeg::y);
@@ -486,9 +479,9 @@ void prefer_l1(Kernel kernel, std::atomic<uint64_t>& done) {
   (void)cudaGetLastError();  // a refused hint is not an error of the launch
 }
 
-template <typename... KArgs, typename... Args>
-cudaError_t launch(void (*kernel)(KArgs...), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args&... args) {
-  return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args...);
+template <typename Args>
+cudaError_t launch(void (*kernel)(Args), dim3 grid, unsigned threads, bool pdl, cudaStream_t s, const Args& args) {
+  return launch_kernel(kernel, grid, dim3(threads, 1, 1), 0, pdl, s, args);
 }
 
 template <int K, int T, int R, int MinCtas, bool Pipe = false>
@@ -549,10 +542,9 @@ cudaError_t launch_kind(const QuantXArgs& qa, const MainArgs& a, int n_tok, cons
   return cudaErrorInvalidValue;
 }
 
-bool plan_ok(const QuantWarpPlan& p, int n_tok, int k) {
+bool plan_ok(const QuantWarpPlan& p, int n_tok) {
   if (p.pipelined && n_tok != 1) return false;
-  if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2))
-    return false;
+  if (p.min_ctas_per_sm != 2 && !(p.min_ctas_per_sm == 3 && n_tok == 1 && p.rows_per_warp <= 2)) return false;
   return (p.rows_per_warp == 1 || p.rows_per_warp == 2 || p.rows_per_warp == 4) &&
          (p.warps_per_cta == 1 || p.warps_per_cta == 2 || p.warps_per_cta == 4 || p.warps_per_cta == 8);
 }
@@ -672,8 +664,8 @@ cudaError_t launch_chunk(QuantKind k, int n_w, const QuantWarpOut* outs, int64_t
                          const QuantRowLayout& rl) {
   const int kk = static_cast<int>(k);
   const int n_tok = static_cast<int>(x.rows), t_launch = padded_tokens(n_tok);
-  QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
-  if (!plan_ok(p, t_launch, kk)) return cudaErrorInvalidValue;
+  const QuantWarpPlan p = plan ? *plan : plan_gemv_quant_warp(k, total_rows, cols, n_tok, current_device_sm_count());
+  if (!plan_ok(p, t_launch)) return cudaErrorInvalidValue;
 
   QuantXArgs qa;
   qa.x = x.p;
